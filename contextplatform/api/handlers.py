@@ -1,0 +1,32 @@
+"""Django's 404/500 handlers: the JSON envelope on API paths, Django's pages elsewhere."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
+
+from contextplatform.api.errors import envelope, is_api_path
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if is_api_path(request.path):
+        return JsonResponse(envelope("not_found", f"no such endpoint: {request.path}"), status=404)
+    return defaults.page_not_found(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if is_api_path(request.path):
+        return JsonResponse(envelope("internal_error", "internal server error"), status=500)
+    return defaults.server_error(request)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if is_api_path(request.path):
+        return JsonResponse(envelope("invalid_request", str(exception) or "bad request"), status=400)
+    return defaults.bad_request(request, exception)
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if is_api_path(request.path):
+        return JsonResponse(envelope("forbidden", str(exception) or "forbidden"), status=403)
+    return defaults.permission_denied(request, exception)

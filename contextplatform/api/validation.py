@@ -1,0 +1,56 @@
+"""Typed validation of request bodies with pydantic; the first error becomes the envelope."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from contextplatform.api.errors import ApiError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+_MESSAGES = {
+    "extra_forbidden": "unknown field",
+    "missing": "field required",
+}
+
+
+def location_path(loc: tuple[Any, ...], prefix: str = "") -> str:
+    path = prefix
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif str(part).startswith(("function-", "tagged-union", "literal[")):
+            continue  # pydantic's internal union branch names say nothing to the caller
+        else:
+            path = f"{path}.{part}" if path else str(part)
+    return path
+
+
+def describe(error: ValidationError, prefix: str = "") -> tuple[str, str | None]:
+    first = error.errors(include_url=False)[0]
+    param = location_path(tuple(first["loc"]), prefix) or None
+    message = _MESSAGES.get(first["type"], first["msg"])
+    if message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    return (f"{param}: {message}" if param else message), param
+
+
+def validation_error(error: ValidationError, prefix: str = "") -> ApiError:
+    message, param = describe(error, prefix)
+    return ApiError("invalid_request", message, status=400, param=param)
+
+
+def parse(model: type[ModelT], data: Any, *, prefix: str = "") -> ModelT:
+    """Validate ``data`` against ``model`` or raise the API's ``invalid_request``."""
+    if not isinstance(data, dict):
+        raise ApiError(
+            "invalid_request",
+            f"{prefix + ': ' if prefix else ''}expected a JSON object",
+            param=prefix or None,
+        )
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise validation_error(error, prefix) from None

@@ -1,0 +1,26 @@
+"""Shared pieces of the API views."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from contextplatform.api.validation import parse
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+class ApiView(APIView):
+    """An API view: key-authenticated, scope-checked, JSON in and out, errors in the envelope."""
+
+    required_scopes: dict[str, str] | str = {}
+
+    def body(self, request: Request, model: type[ModelT]) -> ModelT:
+        return parse(model, request.data)
+
+    @staticmethod
+    def tenant(request: Request) -> Any:
+        return request._request.tenant

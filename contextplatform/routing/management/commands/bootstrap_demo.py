@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from django.core.management.base import BaseCommand
+from django.db import connection
+from django_tenants.utils import schema_context
+
+from contextplatform.routing.config import validate_route_spec
+from contextplatform.routing.services import upsert_route
+from sources.models import ChatSession
+from sources.services import append_session_messages, put_user_profile
+from tenants.models import ApiKey, Tenant
+from tenants.services import create_tenant, issue_api_key, revoke_api_key
+
+DEMO_TENANT = "demo"
+DEMO_KEY_NAME = "make-run"
+
+SUPPORT_ROUTE: dict[str, Any] = {
+    "name": "support",
+    "description": "Customer support assistant (demo).",
+    "model": {"name": "gpt-4o-mini", "context_window": 128000, "max_output_tokens": 1024},
+    "context": {
+        "sources": [
+            {
+                "type": "skill_guardrails",
+                "name": "guardrails",
+                "priority": 100,
+                "texts": [
+                    "Never promise a refund outside the policy window; quote the policy instead.",
+                    "Do not reveal other customers' data.",
+                ],
+            },
+            {"type": "user_profile", "name": "profile", "priority": 80, "timeout_ms": 500},
+            {"type": "recent_messages", "name": "history", "priority": 60, "last_n_turns": 6},
+        ],
+        "budget": {"max_tokens": "auto", "reserve_output_tokens": "auto"},
+        "injection": {"mode": "system_prompt"},
+    },
+}
+
+
+class Command(BaseCommand):
+    help = "Create (or refresh) the demo tenant, its support route and sample data; print a fresh key."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        tenant = Tenant.objects.filter(schema_name=DEMO_TENANT).first()
+        if tenant is None:
+            tenant, _ = create_tenant(name=DEMO_TENANT)
+        for old in ApiKey.objects.filter(tenant=tenant, name=DEMO_KEY_NAME, revoked_at__isnull=True):
+            revoke_api_key(api_key=old)
+        issued = issue_api_key(tenant=tenant, name=DEMO_KEY_NAME)
+        with schema_context(tenant.schema_name):
+            upsert_route(spec=validate_route_spec(SUPPORT_ROUTE))
+            put_user_profile(
+                user_id="u_123", attributes={"name": "Ada", "tier": "premium", "joined_at": "2025-04-01"}
+            )
+            if not ChatSession.objects.filter(key="s_9", user_id="u_123").exists():
+                append_session_messages(
+                    session_key="s_9",
+                    user_id="u_123",
+                    messages=[
+                        {"role": "user", "content": "I bought headphones on the 3rd and they crackle."},
+                        {"role": "assistant", "content": "Sorry to hear that. Is it both ear cups or one?"},
+                        {"role": "user", "content": "Only the left one, since yesterday."},
+                        {"role": "assistant", "content": "Thanks. You are within the 30-day window."},
+                    ],
+                )
+        connection.set_schema_to_public()
+        port = os.environ.get("PORT", "8000")
+        body = {
+            "route": "support",
+            "user": "u_123",
+            "session": "s_9",
+            "request": {
+                "model": "gpt-4o-mini",
+                "max_tokens": 512,
+                "messages": [{"role": "user", "content": "Can I get a refund for my headphones?"}],
+            },
+        }
+        self.stdout.write("")
+        self.stdout.write(f"Demo tenant {tenant.name!r}: route 'support' with guardrails, profile and history.")
+        self.stdout.write(f"API key (all scopes, replaced at every start): {issued.plain_key}")
+        self.stdout.write("Resolve context for a request:")
+        self.stdout.write(
+            f"  curl -s http://127.0.0.1:{port}/api/v1/resolve -H 'Authorization: Bearer {issued.plain_key}' "
+            f"-H 'Content-Type: application/json' -d '{json.dumps(body)}'"
+        )
+        self.stdout.write(f"API docs: http://127.0.0.1:{port}/api/docs/   metrics: http://127.0.0.1:{port}/metrics")
+        self.stdout.write("")

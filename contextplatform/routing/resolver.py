@@ -1,0 +1,233 @@
+"""The resolve pipeline: route → parallel fetch → budget → pack → inject → replay record."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.utils import timezone
+
+from compression.estimation import count_json, default_estimator
+from contextplatform.api.errors import ApiError
+from contextplatform.routing.budget import Budget, plan_budget
+from contextplatform.routing.chat import ChatFormat, ChatRequest, parse_chat_request
+from contextplatform.routing.config import RouteSpec
+from contextplatform.routing.injection import SourceBlock, inject
+from contextplatform.routing.models import ReplayRecord
+from contextplatform.routing.packing import PackDecision, pack
+from contextplatform.routing.selectors import route_by_name
+from sources.base import ContextRequest, ContextSource, source_kind
+from sources.fetch import SourceOutcome, fetch_all
+
+
+def new_resolve_id() -> str:
+    return "rsv_" + secrets.token_hex(12)
+
+
+def build_sources(spec: RouteSpec) -> list[ContextSource]:
+    default_timeout = settings.CONTEXT_DEFAULT_SOURCE_TIMEOUT_MS
+    sources: list[ContextSource] = []
+    for source_settings in spec.context.sources:
+        kind = source_kind(source_settings.type)
+        if kind is None:  # a kind removed after the route was saved
+            raise ApiError("invalid_request", f"route uses unknown source type {source_settings.type!r}")
+        sources.append(kind(source_settings, default_timeout_ms=default_timeout))
+    return sources
+
+
+@dataclass
+class Resolution:
+    id: str
+    route: str
+    chat: ChatRequest
+    rewritten: dict[str, Any]
+    budget: Budget
+    outcomes: list[SourceOutcome]
+    decisions: list[PackDecision]
+    tokens_before: int
+    tokens_after: int
+    estimator: str
+    duration_ms: float
+    compression: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def blocked(self) -> list[SourceOutcome]:
+        return [o for o in self.outcomes if o.failed and o.on_failure == "block"]
+
+    @property
+    def status(self) -> str:
+        if self.blocked:
+            return "refused"
+        return "partial" if any(o.failed for o in self.outcomes) else "ok"
+
+    def source_reports(self) -> list[dict[str, Any]]:
+        kept_by_source: dict[str, int] = {}
+        for decision in self.decisions:
+            if decision.kept:
+                kept_by_source[decision.item.source] = kept_by_source.get(decision.item.source, 0) + 1
+        return [
+            {
+                "name": o.name,
+                "type": o.type,
+                "status": o.status,
+                "items": len(o.items),
+                "kept": kept_by_source.get(o.name, 0),
+                "ms": round(o.ms, 2),
+                "on_failure": o.on_failure,
+                "error": o.error,
+            }
+            for o in self.outcomes
+        ]
+
+    def item_reports(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "source": d.item.source,
+                "priority": d.item.priority,
+                "tokens": d.item.tokens,
+                "estimator": d.item.estimator,
+                "score": d.item.score,
+                "title": d.item.title,
+                "kept": d.kept,
+                "reason": d.reason,
+            }
+            for d in self.decisions
+        ]
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "route": self.route,
+            "format": self.chat.format,
+            "request": self.rewritten,
+            "budget": self.budget.as_dict(),
+            "sources": self.source_reports(),
+            "items": self.item_reports(),
+            "compression": self.compression,
+            "tokens": {"before": self.tokens_before, "after": self.tokens_after, "estimator": self.estimator},
+        }
+
+
+def resolve(
+    *,
+    tenant_schema: str,
+    capture_content: bool,
+    route_name: str,
+    user: str | None,
+    session: str | None,
+    request_body: Any,
+    chat_format: ChatFormat | None,
+    record: bool = True,
+) -> Resolution:
+    started = time.perf_counter()
+    route = route_by_name(route_name)
+    if route is None:
+        raise ApiError("not_found", f"route {route_name!r} does not exist", status=404, param="route")
+    spec = route.spec()
+    chat = parse_chat_request(request_body, chat_format)
+    estimator = default_estimator()
+    resolution_id = new_resolve_id()
+    tokens_before = count_json(chat.body, estimator)
+
+    sources = build_sources(spec) if spec.context.enabled else []
+    context_request = ContextRequest(
+        request_id=resolution_id,
+        tenant=tenant_schema,
+        route=route.name,
+        user=user,
+        session=session,
+        query=chat.query,
+        turns=chat.turns,
+    )
+    outcomes = async_to_sync(fetch_all)(sources, context_request, estimator) if sources else []
+
+    budget_config = spec.context.budget
+    budget = plan_budget(
+        context_window=spec.model.context_window,
+        max_tokens_setting=budget_config.max_tokens,
+        reserve_setting=budget_config.reserve_output_tokens,
+        context_cap=budget_config.context_tokens,
+        request_max_tokens=chat.max_tokens,
+        route_max_output=spec.model.max_output_tokens,
+        request_tokens=tokens_before,
+    )
+    usable = [o for o in outcomes if o.status == "ok"]
+    items = [item for outcome in usable for item in outcome.items]
+    decisions, used = pack(items, budget.context)
+    budget.used = used
+
+    kept_items = {id(d.item) for d in decisions if d.kept}
+    blocks = [
+        SourceBlock(
+            name=o.name,
+            type=o.type,
+            contents=tuple(
+                item.content
+                for item in sorted(o.items, key=lambda i: -i.priority)
+                if id(item) in kept_items
+            ),
+        )
+        for o in usable
+    ]
+    rewritten = inject(chat.body, chat.format, blocks, spec.context.injection.mode, resolution_id)
+    tokens_after = count_json(rewritten, estimator)
+    resolution = Resolution(
+        id=resolution_id,
+        route=route.name,
+        chat=chat,
+        rewritten=rewritten,
+        budget=budget,
+        outcomes=outcomes,
+        decisions=decisions,
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
+        estimator=estimator.name,
+        duration_ms=0.0,
+        compression={
+            "applied": False,
+            "tokens_before": tokens_after,
+            "tokens_after": tokens_after,
+            "skip_reason": "not_configured" if spec.context.compress is None else "not_implemented",
+            "estimator": estimator.name,
+        },
+    )
+    resolution.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+    if record:
+        save_replay(resolution, user=user, session=session, capture_content=capture_content)
+    return resolution
+
+
+def save_replay(resolution: Resolution, *, user: str | None, session: str | None, capture_content: bool) -> ReplayRecord:
+    blocked = resolution.blocked
+    error = None
+    if blocked:
+        error = {
+            "code": "source_failed",
+            "message": f"source {blocked[0].name!r} failed ({blocked[0].status}) and has on_failure: block",
+        }
+    return ReplayRecord.objects.create(
+        id=resolution.id,
+        route=resolution.route,
+        user_id=user or "",
+        session_key=session or "",
+        status=resolution.status,
+        format=resolution.chat.format,
+        created_at=timezone.now(),
+        duration_ms=resolution.duration_ms,
+        sources=resolution.source_reports(),
+        items=resolution.item_reports(),
+        budget=resolution.budget.as_dict(),
+        tokens={
+            "before": resolution.tokens_before,
+            "after": resolution.tokens_after,
+            "estimator": resolution.estimator,
+        },
+        compression=resolution.compression,
+        error=error,
+        request_body=resolution.chat.body if capture_content else None,
+        rewritten_body=resolution.rewritten if capture_content and not blocked else None,
+    )

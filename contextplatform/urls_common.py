@@ -1,0 +1,15 @@
+"""URLs served on every host: the API, its schema, health and metrics."""
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from contextplatform import health
+
+urlpatterns = [
+    path("api/v1/", include("contextplatform.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("", include("django_prometheus.urls")),
+]

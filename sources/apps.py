@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class SourcesConfig(AppConfig):
+    name = "sources"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from sources import kinds  # noqa: F401  (registers the built-in source kinds)

@@ -1,0 +1,95 @@
+"""``recent_messages``: the session's last N turns plus a compacted digest of older turns."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from asgiref.sync import sync_to_async
+from pydantic import Field
+
+from compression.estimation import default_estimator
+from sources.base import (
+    ChatTurn,
+    ContextItem,
+    ContextRequest,
+    ContextSource,
+    SourceSettings,
+    register_source_kind,
+)
+from sources.selectors import session_messages
+
+SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+
+
+class RecentMessagesSettings(SourceSettings):
+    type: Literal["recent_messages"] = "recent_messages"
+    priority: int = Field(default=60, ge=0, le=1000)
+    last_n_turns: int = Field(default=6, ge=1, le=200)
+    digest: bool = True
+    digest_max_tokens: int = Field(default=300, ge=16, le=20_000)
+    digest_words_per_turn: int = Field(default=24, ge=4, le=200)
+
+
+def first_sentence(text: str, max_words: int) -> str:
+    flat = " ".join(text.split())
+    sentence = SENTENCE_END.split(flat, maxsplit=1)[0]
+    words = sentence.split()
+    return " ".join(words[:max_words]) + (" …" if len(words) > max_words else "")
+
+
+def compact_digest(turns: list[ChatTurn], *, max_tokens: int, words_per_turn: int) -> str:
+    """Deterministic digest: each older turn's first sentence, newest kept first when over budget."""
+    estimator = default_estimator()
+    header = f"Earlier in this session ({len(turns)} older messages, compacted):"
+    lines: list[str] = []
+    used = estimator.count(header)
+    for turn in reversed(turns):
+        line = f"- {turn.role}: {first_sentence(turn.text, words_per_turn)}"
+        cost = estimator.count(line) + 1
+        if used + cost > max_tokens:
+            break
+        lines.append(line)
+        used += cost
+    omitted = len(turns) - len(lines)
+    if omitted:
+        lines.append(f"- ({omitted} earlier messages omitted)")
+    return "\n".join([header, *reversed(lines)])
+
+
+def render_turns(turns: list[ChatTurn]) -> str:
+    return "\n".join(f"{turn.role}: {turn.text}" for turn in turns)
+
+
+@register_source_kind
+class RecentMessagesSource(ContextSource):
+    type = "recent_messages"
+    Settings = RecentMessagesSettings
+
+    async def fetch(self, request: ContextRequest) -> list[ContextItem]:
+        if not request.session:
+            return []
+        stored = await sync_to_async(self._load)(request.session, request.user)
+        already_sent = {(turn.role, turn.text) for turn in request.turns}
+        turns = [turn for turn in stored if (turn.role, turn.text) not in already_sent and turn.text]
+        if not turns:
+            return []
+        settings: RecentMessagesSettings = self.settings  # type: ignore[assignment]
+        recent, older = turns[-settings.last_n_turns :], turns[: -settings.last_n_turns]
+        items = [self.item(render_turns(recent), metadata={"kind": "recent", "turns": len(recent)})]
+        if older and settings.digest:
+            digest = compact_digest(
+                older, max_tokens=settings.digest_max_tokens, words_per_turn=settings.digest_words_per_turn
+            )
+            # The digest ranks just below the verbatim turns, so it is the first to go.
+            items.append(
+                self.item(digest, priority=max(self.priority - 1, 0), metadata={"kind": "digest", "turns": len(older)})
+            )
+        return items
+
+    @staticmethod
+    def _load(session_key: str, user_id: str | None) -> list[ChatTurn]:
+        return [
+            ChatTurn(role=role, text=text)
+            for role, text in session_messages(session_key=session_key, user_id=user_id).values_list("role", "text")
+        ]

@@ -1,0 +1,37 @@
+"""``user_profile``: the tenant's attributes of the requesting user (priority 50-99)."""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from asgiref.sync import sync_to_async
+from pydantic import Field
+
+from sources.base import ContextItem, ContextRequest, ContextSource, SourceSettings, register_source_kind
+from sources.selectors import user_profile
+
+
+class UserProfileSettings(SourceSettings):
+    type: Literal["user_profile"] = "user_profile"
+    priority: int = Field(default=80, ge=0, le=1000)
+    fields: list[str] | None = Field(default=None, description="attributes to include; all when unset")
+
+
+@register_source_kind
+class UserProfileSource(ContextSource):
+    type = "user_profile"
+    Settings = UserProfileSettings
+
+    async def fetch(self, request: ContextRequest) -> list[ContextItem]:
+        if not request.user:
+            return []
+        profile = await sync_to_async(user_profile)(request.user)
+        if profile is None:
+            return []
+        settings: UserProfileSettings = self.settings  # type: ignore[assignment]
+        attributes = profile.attributes
+        if settings.fields is not None:
+            attributes = {key: attributes[key] for key in settings.fields if key in attributes}
+        body = {"user_id": request.user, **attributes}
+        return [self.item(json.dumps(body, ensure_ascii=False, sort_keys=True), metadata={"kind": "profile"})]

@@ -1,0 +1,40 @@
+"""Writes of profiles and session messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max
+
+from sources.messages import content_text
+from sources.models import ChatMessage, ChatSession, UserProfile
+
+
+def put_user_profile(*, user_id: str, attributes: dict[str, Any]) -> UserProfile:
+    profile, _ = UserProfile.objects.update_or_create(user_id=user_id, defaults={"attributes": attributes})
+    return profile
+
+
+@transaction.atomic
+def append_session_messages(
+    *, session_key: str, user_id: str | None, messages: list[dict[str, Any]], resolve_id: str = ""
+) -> list[ChatMessage]:
+    """Append messages in order; the session row is locked so concurrent appends keep their order."""
+    session, _ = ChatSession.objects.get_or_create(key=session_key, user_id=user_id or "")
+    session = ChatSession.objects.select_for_update().get(pk=session.pk)
+    last = session.messages.aggregate(last=Max("seq"))["last"] or 0
+    created = [
+        ChatMessage(
+            session=session,
+            seq=last + offset,
+            role=message["role"],
+            content=message.get("content"),
+            text=content_text(message.get("content")),
+            resolve_id=resolve_id,
+        )
+        for offset, message in enumerate(messages, start=1)
+    ]
+    ChatMessage.objects.bulk_create(created)
+    session.save(update_fields=["updated_at"])
+    return created

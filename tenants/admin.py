@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db import connection
+from django.http import HttpRequest
+
+from tenants.models import ApiKey, Domain, Tenant
+from tenants.services import issue_api_key
+
+
+def on_public_schema(request: HttpRequest) -> bool:
+    return connection.schema_name == "public"
+
+
+class PublicOnlyAdmin(admin.ModelAdmin):
+    """Platform models are managed on the platform host only, never from a tenant's admin."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return on_public_schema(request) and super().has_module_permission(request)
+
+    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
+        return on_public_schema(request) and super().has_view_permission(request, obj)
+
+
+class DomainInline(admin.TabularInline):
+    model = Domain
+    extra = 0
+
+
+@admin.register(Tenant)
+class TenantAdmin(PublicOnlyAdmin):
+    list_display = ("name", "schema_name", "capture_content", "created_at")
+    inlines = [DomainInline]
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(PublicOnlyAdmin):
+    list_display = ("tenant", "name", "prefix", "scopes", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = ("prefix", "key_hash", "created_at", "last_used_at")
+    fields = ("tenant", "name", "scopes", "prefix", "key_hash", "created_at", "last_used_at", "revoked_at")
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        issued = issue_api_key(tenant=obj.tenant, scopes=obj.scopes or None, name=obj.name)
+        obj.pk = issued.api_key.pk
+        messages.warning(request, f"API key (shown once, store it now): {issued.plain_key}")

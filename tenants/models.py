@@ -1,0 +1,49 @@
+"""Tenants, their domains and their API keys. All three live in the ``public`` schema."""
+
+from __future__ import annotations
+
+from django.db import models
+from django_tenants.models import DomainMixin, TenantMixin
+
+
+class Tenant(TenantMixin):
+    name = models.CharField(max_length=100, unique=True)
+    capture_content = models.BooleanField(
+        default=False,
+        help_text="Store raw message content in replay records (off by default).",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    auto_create_schema = True
+    auto_drop_schema = True
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Domain(DomainMixin):
+    def __str__(self) -> str:
+        return self.domain
+
+
+class ApiKey(models.Model):
+    """An API key: only its SHA-256 is stored; the plain key is shown once, at creation."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100, default="default")
+    prefix = models.CharField(max_length=16, help_text="First characters, to recognise a key.")
+    key_hash = models.CharField(max_length=64, unique=True)
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["tenant_id", "created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.name}:{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

@@ -1,0 +1,67 @@
+"""Writes for tenants and keys: create a tenant with its domain and first key, mint and revoke keys."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from tenants.models import ApiKey, Domain, Tenant
+from tenants.scopes import ALL_SCOPES, parse_scopes
+
+KEY_PREFIX = "cp_"
+TENANT_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+RESERVED_NAMES = {"public", "pg_catalog", "information_schema"}
+
+
+class TenantError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    api_key: ApiKey
+    plain_key: str
+
+
+def hash_key(plain_key: str) -> str:
+    # Keys carry 256 bits of randomness, so a fast hash is enough to make a leaked table useless.
+    return hashlib.sha256(plain_key.encode()).hexdigest()
+
+
+def issue_api_key(*, tenant: Tenant, scopes: list[str] | str | None = None, name: str = "default") -> IssuedKey:
+    scope_list = list(ALL_SCOPES) if scopes is None else parse_scopes(scopes)
+    plain = KEY_PREFIX + secrets.token_urlsafe(32)
+    api_key = ApiKey.objects.create(
+        tenant=tenant,
+        name=name,
+        prefix=plain[:10],
+        key_hash=hash_key(plain),
+        scopes=scope_list,
+    )
+    return IssuedKey(api_key=api_key, plain_key=plain)
+
+
+def revoke_api_key(*, api_key: ApiKey) -> None:
+    api_key.revoked_at = timezone.now()
+    api_key.save(update_fields=["revoked_at"])
+
+
+def create_tenant(*, name: str, domain: str | None = None, capture_content: bool = False) -> tuple[Tenant, IssuedKey]:
+    """Create the tenant's schema (migrated), its admin host ``NAME.localhost`` and a key with all scopes."""
+    if not TENANT_NAME_PATTERN.match(name) or name in RESERVED_NAMES or name.startswith("pg_"):
+        raise TenantError(
+            f"invalid tenant name {name!r}: use lowercase letters, digits and _ (start with a letter)"
+        )
+    if Tenant.objects.filter(schema_name=name).exists():
+        raise TenantError(f"tenant {name!r} already exists")
+    with transaction.atomic():
+        tenant = Tenant(schema_name=name, name=name, capture_content=capture_content)
+        tenant.save()
+        Domain.objects.create(domain=domain or f"{name}.localhost", tenant=tenant, is_primary=True)
+        issued = issue_api_key(tenant=tenant, name="initial")
+    return tenant, issued
