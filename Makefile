@@ -1,0 +1,43 @@
+# Context Platform: `make run` serves the demo, `make test` runs the whole suite.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+PORT ?= 8000
+HOST ?= 127.0.0.1
+WEB_CONCURRENCY ?= 1
+export PORT
+
+.PHONY: install run test lint format bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip==25.3
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(PY) manage.py migrate_schemas --noinput -v 0
+	$(PY) manage.py bootstrap_demo
+	$(BIN)/uvicorn contextplatform.asgi:application --host $(HOST) --port $(PORT) --workers $(WEB_CONCURRENCY) --no-access-log
+
+test: install
+	$(PY) -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: install
+	$(PY) -m scripts.bench
+
+clean:
+	rm -rf $(VENV) .pgdata .pgrun var
