@@ -12,6 +12,16 @@ def on_public_schema(request: HttpRequest) -> bool:
     return connection.schema_name == "public"
 
 
+class TenantOnlyAdmin(admin.ModelAdmin):
+    """Tenant data is managed on the tenant's own host, never on the platform host."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return not on_public_schema(request) and super().has_module_permission(request)
+
+    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
+        return not on_public_schema(request) and super().has_view_permission(request, obj)
+
+
 class PublicOnlyAdmin(admin.ModelAdmin):
     """Platform models are managed on the platform host only, never from a tenant's admin."""
 

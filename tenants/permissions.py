@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rest_framework.exceptions import NotAuthenticated, PermissionDenied
+from rest_framework.exceptions import MethodNotAllowed, NotAuthenticated, PermissionDenied
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
@@ -29,6 +29,9 @@ class HasScope(BasePermission):
             raise NotAuthenticated("an API key is required (Authorization: Bearer <key>)")
         scope = required_scope(view, request.method or "GET")
         if scope is None:
+            method = (request.method or "GET").lower()
+            if method not in view.http_method_names or not hasattr(view, method):
+                raise MethodNotAllowed(request.method or "GET")  # 405, not a misleading 403
             raise PermissionDenied(f"method {request.method} is not allowed with an API key here")
         if not principal.has_scope(scope):
             raise PermissionDenied(f"this API key lacks the scope {scope!r}")
