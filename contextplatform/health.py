@@ -28,4 +28,6 @@ def readyz(request: HttpRequest) -> JsonResponse:
         except Exception as error:
             checks["redis"] = f"error: {type(error).__name__}"
     ready = all(value == "ok" for value in checks.values())
-    return JsonResponse({"status": "ok" if ready else "unavailable", "checks": checks}, status=200 if ready else 503)
+    return JsonResponse(
+        {"status": "ok" if ready else "unavailable", "checks": checks}, status=200 if ready else 503
+    )

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from tenants.admin import TenantOnlyAdmin
 from sources.models import ChatMessage, ChatSession, UserProfile
+from tenants.admin import TenantOnlyAdmin
 
 
 @admin.register(UserProfile)

@@ -78,7 +78,11 @@ def log_outcome(outcome: SourceOutcome, request: ContextRequest) -> None:
     }
     if outcome.failed:
         level = logging.WARNING if outcome.on_failure in {"warn", "block"} else logging.INFO
-        logger.log(level, "context_source_failed", extra={**fields, "err": outcome.error, "status": outcome.status})
+        logger.log(
+            level,
+            "context_source_failed",
+            extra={**fields, "err": outcome.error, "status": outcome.status},
+        )
     else:
         logger.info("context_source_ok", extra={**fields, "status": outcome.status})
 

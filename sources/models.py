@@ -22,7 +22,9 @@ class ChatSession(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["key", "user_id"], name="session_key_user_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["key", "user_id"], name="session_key_user_unique")
+        ]
 
     def __str__(self) -> str:
         return f"{self.key} ({self.user_id or 'anonymous'})"
@@ -39,7 +41,9 @@ class ChatMessage(models.Model):
 
     class Meta:
         ordering = ["session_id", "seq"]
-        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="message_session_seq_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "seq"], name="message_session_seq_unique")
+        ]
 
     def __str__(self) -> str:
         return f"{self.session_id}#{self.seq} {self.role}"

@@ -12,7 +12,9 @@ from sources.models import ChatMessage, ChatSession, UserProfile
 
 
 def put_user_profile(*, user_id: str, attributes: dict[str, Any]) -> UserProfile:
-    profile, _ = UserProfile.objects.update_or_create(user_id=user_id, defaults={"attributes": attributes})
+    profile, _ = UserProfile.objects.update_or_create(
+        user_id=user_id, defaults={"attributes": attributes}
+    )
     return profile
 
 

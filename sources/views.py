@@ -38,7 +38,11 @@ class SessionMessagesBody(BaseModel):
 
 
 def profile_representation(profile: UserProfile) -> dict[str, Any]:
-    return {"user": profile.user_id, "attributes": profile.attributes, "updated_at": profile.updated_at.isoformat()}
+    return {
+        "user": profile.user_id,
+        "attributes": profile.attributes,
+        "updated_at": profile.updated_at.isoformat(),
+    }
 
 
 def message_representation(message: ChatMessage) -> dict[str, Any]:
@@ -60,30 +64,48 @@ class UserProfileView(ApiView):
             raise not_found(f"no profile for user {user!r}")
         return Response(profile_representation(profile))
 
-    @extend_schema(request=ProfileBody, responses={200: dict}, summary="Replace a user's profile attributes")
+    @extend_schema(
+        request=ProfileBody, responses={200: dict}, summary="Replace a user's profile attributes"
+    )
     def put(self, request: Request, user: str) -> Response:
         body = self.body(request, ProfileBody)
-        return Response(profile_representation(put_user_profile(user_id=user, attributes=body.attributes)))
+        return Response(
+            profile_representation(put_user_profile(user_id=user, attributes=body.attributes))
+        )
 
 
 class SessionMessagesView(ApiView):
     required_scopes = {"GET": "memory.read", "POST": "memory.write"}
 
     @extend_schema(
-        parameters=[OpenApiParameter("user", str, required=False)], responses={200: dict}, summary="A session's messages"
+        parameters=[OpenApiParameter("user", str, required=False)],
+        responses={200: dict},
+        summary="A session's messages",
     )
     def get(self, request: Request, session: str) -> Response:
         user = request.query_params.get("user") or None
         messages = session_messages(session_key=session, user_id=user)
-        return Response({"session": session, "user": user, "data": [message_representation(m) for m in messages]})
+        return Response(
+            {
+                "session": session,
+                "user": user,
+                "data": [message_representation(m) for m in messages],
+            }
+        )
 
-    @extend_schema(request=SessionMessagesBody, responses={201: dict}, summary="Append messages to a session")
+    @extend_schema(
+        request=SessionMessagesBody, responses={201: dict}, summary="Append messages to a session"
+    )
     def post(self, request: Request, session: str) -> Response:
         body = self.body(request, SessionMessagesBody)
         created = append_session_messages(
             session_key=session, user_id=body.user, messages=[m.model_dump() for m in body.messages]
         )
         return Response(
-            {"session": session, "user": body.user, "data": [message_representation(m) for m in created]},
+            {
+                "session": session,
+                "user": body.user,
+                "data": [message_representation(m) for m in created],
+            },
             status=status.HTTP_201_CREATED,
         )

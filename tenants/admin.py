@@ -45,9 +45,26 @@ class TenantAdmin(PublicOnlyAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(PublicOnlyAdmin):
-    list_display = ("tenant", "name", "prefix", "scopes", "created_at", "last_used_at", "revoked_at")
+    list_display = (
+        "tenant",
+        "name",
+        "prefix",
+        "scopes",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
     readonly_fields = ("prefix", "key_hash", "created_at", "last_used_at")
-    fields = ("tenant", "name", "scopes", "prefix", "key_hash", "created_at", "last_used_at", "revoked_at")
+    fields = (
+        "tenant",
+        "name",
+        "scopes",
+        "prefix",
+        "key_hash",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form, change: bool) -> None:
         if change:

@@ -29,7 +29,9 @@ class ApiKeyAuthentication(BaseAuthentication):
         api_key: ApiKey | None = getattr(request._request, "api_key", None)
         if api_key is None:
             return None
-        principal = ApiPrincipal(tenant=api_key.tenant, scopes=frozenset(api_key.scopes), key_id=api_key.pk)
+        principal = ApiPrincipal(
+            tenant=api_key.tenant, scopes=frozenset(api_key.scopes), key_id=api_key.pk
+        )
         return principal, api_key
 
     def authenticate_header(self, request: Request) -> str:

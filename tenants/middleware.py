@@ -36,7 +36,9 @@ class ApiKeyOrHostTenantMiddleware(TenantMainMiddleware):
         connection.set_schema_to_public()
         api_key = active_api_key(plain_key)
         if api_key is None:
-            response = JsonResponse(envelope("unauthorized", "invalid or revoked API key"), status=401)
+            response = JsonResponse(
+                envelope("unauthorized", "invalid or revoked API key"), status=401
+            )
             response["WWW-Authenticate"] = 'Bearer realm="api"'
             return response
         self._touch(api_key)

@@ -33,7 +33,9 @@ def hash_key(plain_key: str) -> str:
     return hashlib.sha256(plain_key.encode()).hexdigest()
 
 
-def issue_api_key(*, tenant: Tenant, scopes: list[str] | str | None = None, name: str = "default") -> IssuedKey:
+def issue_api_key(
+    *, tenant: Tenant, scopes: list[str] | str | None = None, name: str = "default"
+) -> IssuedKey:
     scope_list = list(ALL_SCOPES) if scopes is None else parse_scopes(scopes)
     plain = KEY_PREFIX + secrets.token_urlsafe(32)
     api_key = ApiKey.objects.create(
@@ -51,7 +53,9 @@ def revoke_api_key(*, api_key: ApiKey) -> None:
     api_key.save(update_fields=["revoked_at"])
 
 
-def create_tenant(*, name: str, domain: str | None = None, capture_content: bool = False) -> tuple[Tenant, IssuedKey]:
+def create_tenant(
+    *, name: str, domain: str | None = None, capture_content: bool = False
+) -> tuple[Tenant, IssuedKey]:
     """Create the tenant's schema (migrated), its admin host ``NAME.localhost`` and a key with all scopes."""
     if not TENANT_NAME_PATTERN.match(name) or name in RESERVED_NAMES or name.startswith("pg_"):
         raise TenantError(

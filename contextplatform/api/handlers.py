@@ -22,7 +22,9 @@ def server_error(request: HttpRequest) -> HttpResponse:
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     if is_api_path(request.path):
-        return JsonResponse(envelope("invalid_request", str(exception) or "bad request"), status=400)
+        return JsonResponse(
+            envelope("invalid_request", str(exception) or "bad request"), status=400
+        )
     return defaults.bad_request(request, exception)
 
 

@@ -7,11 +7,19 @@ from sources import views as sources
 
 urlpatterns = [
     path("resolve", routing.ResolveView.as_view(), name="resolve"),
-    path("resolve/<str:resolve_id>/response", routing.ResolveResponseView.as_view(), name="resolve-response"),
+    path(
+        "resolve/<str:resolve_id>/response",
+        routing.ResolveResponseView.as_view(),
+        name="resolve-response",
+    ),
     path("routes", routing.RouteListView.as_view(), name="routes"),
     path("routes/<str:name>", routing.RouteDetailView.as_view(), name="route"),
     path("replay", routing.ReplayListView.as_view(), name="replay-list"),
     path("replay/<str:record_id>", routing.ReplayDetailView.as_view(), name="replay-detail"),
     path("users/<str:user>/profile", sources.UserProfileView.as_view(), name="user-profile"),
-    path("sessions/<str:session>/messages", sources.SessionMessagesView.as_view(), name="session-messages"),
+    path(
+        "sessions/<str:session>/messages",
+        sources.SessionMessagesView.as_view(),
+        name="session-messages",
+    ),
 ]

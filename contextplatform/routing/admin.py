@@ -43,7 +43,9 @@ class RouteAdmin(TenantOnlyAdmin):
 
     @admin.display(description="sources")
     def source_names(self, route: Route) -> str:
-        return ", ".join(s.get("name") or s.get("type", "?") for s in route.context.get("sources", []))
+        return ", ".join(
+            s.get("name") or s.get("type", "?") for s in route.context.get("sources", [])
+        )
 
 
 @admin.register(ReplayRecord)
@@ -51,7 +53,10 @@ class ReplayRecordAdmin(TenantOnlyAdmin):
     list_display = ("id", "route", "user_id", "status", "created_at", "duration_ms")
     list_filter = ("status", "route", "created_at")
     search_fields = ("id", "user_id", "session_key")
-    readonly_fields = [field.name for field in ReplayRecord._meta.fields] + ["pretty_sources", "pretty_items"]
+    readonly_fields = [field.name for field in ReplayRecord._meta.fields] + [
+        "pretty_sources",
+        "pretty_items",
+    ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

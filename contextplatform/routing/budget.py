@@ -53,7 +53,11 @@ class Budget:
 
 
 def reserved_output_tokens(
-    *, context_window: int, reserve_setting: int | str, request_max_tokens: int | None, route_max_output: int | None
+    *,
+    context_window: int,
+    reserve_setting: int | str,
+    request_max_tokens: int | None,
+    route_max_output: int | None,
 ) -> int:
     """``auto``: the request's own output limit, else the route's, else Relay-E's headroom.
     A number can raise the reserve but it never drops below the request's ``max_tokens``."""

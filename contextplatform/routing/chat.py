@@ -73,17 +73,23 @@ def detect_format(body: dict[str, Any]) -> ChatFormat:
     for message in body.get("messages") or []:
         if not isinstance(message, dict):
             continue
-        if message.get("role") in {"system", "developer", "tool", "function"} or "tool_calls" in message:
+        if (
+            message.get("role") in {"system", "developer", "tool", "function"}
+            or "tool_calls" in message
+        ):
             return "openai"
         content = message.get("content")
         if isinstance(content, list) and any(
-            isinstance(block, dict) and block.get("type") in ANTHROPIC_ONLY_BLOCKS for block in content
+            isinstance(block, dict) and block.get("type") in ANTHROPIC_ONLY_BLOCKS
+            for block in content
         ):
             return "anthropic"
     return "openai"
 
 
-def parse_chat_request(body: Any, explicit: ChatFormat | None, *, prefix: str = "request") -> ChatRequest:
+def parse_chat_request(
+    body: Any, explicit: ChatFormat | None, *, prefix: str = "request"
+) -> ChatRequest:
     chat_format = explicit or (detect_format(body) if isinstance(body, dict) else "openai")
     if chat_format == "anthropic":
         anthropic = parse(AnthropicChatRequest, body, prefix=prefix)

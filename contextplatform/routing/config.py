@@ -48,7 +48,11 @@ class CompressTarget(Strict):
 
     @model_validator(mode="after")
     def target_below_min(self) -> CompressTarget:
-        if self.min_tokens is not None and self.target_tokens is not None and self.target_tokens >= self.min_tokens:
+        if (
+            self.min_tokens is not None
+            and self.target_tokens is not None
+            and self.target_tokens >= self.min_tokens
+        ):
             raise ValueError("target_tokens must be lower than min_tokens")
         return self
 
@@ -81,7 +85,9 @@ class ContextConfig(Strict):
 class UpstreamConfig(Strict):
     url: str = Field(min_length=1, max_length=2000)
     model: str | None = None
-    api_key_env: str | None = Field(default=None, description="environment variable holding the key")
+    api_key_env: str | None = Field(
+        default=None, description="environment variable holding the key"
+    )
     timeout_ms: int = Field(default=60_000, ge=1, le=600_000)
 
 
@@ -138,7 +144,9 @@ def validate_route_spec(data: Any, *, prefix: str = "") -> RouteSpec:
         raise ApiError("invalid_request", f"{base}: expected a list", param=base)
     if len(sources_data) > 32:
         raise ApiError("invalid_request", f"{base}: at most 32 sources", param=base)
-    sources = [validate_source(item, prefix=f"{base}[{index}]") for index, item in enumerate(sources_data)]
+    sources = [
+        validate_source(item, prefix=f"{base}[{index}]") for index, item in enumerate(sources_data)
+    ]
     seen: set[str] = set()
     for index, source in enumerate(sources):
         name = source.name or source.type

@@ -54,7 +54,13 @@ def last_user_index(messages: list[dict[str, Any]]) -> int:
     return len(messages) - 1
 
 
-def inject(body: dict[str, Any], chat_format: ChatFormat, blocks: list[SourceBlock], mode: str, request_id: str) -> dict[str, Any]:
+def inject(
+    body: dict[str, Any],
+    chat_format: ChatFormat,
+    blocks: list[SourceBlock],
+    mode: str,
+    request_id: str,
+) -> dict[str, Any]:
     """A rewritten copy of ``body``; the original is never modified."""
     blocks = [block for block in blocks if block.contents]
     rewritten = copy.deepcopy(body)
@@ -65,7 +71,9 @@ def inject(body: dict[str, Any], chat_format: ChatFormat, blocks: list[SourceBlo
     return inject_tool_role(rewritten, chat_format, blocks, request_id)
 
 
-def inject_system_prompt(body: dict[str, Any], chat_format: ChatFormat, section: str) -> dict[str, Any]:
+def inject_system_prompt(
+    body: dict[str, Any], chat_format: ChatFormat, section: str
+) -> dict[str, Any]:
     if chat_format == "anthropic":
         system = body.get("system")
         if system is None or system == "":
@@ -108,10 +116,18 @@ def inject_tool_role(
         arguments = {"source": block.name}
         if chat_format == "anthropic":
             exchange.append(
-                {"role": "assistant", "content": [{"type": "tool_use", "id": call_id, "name": name, "input": arguments}]}
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool_use", "id": call_id, "name": name, "input": arguments}
+                    ],
+                }
             )
             exchange.append(
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": result}]}
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": call_id, "content": result}],
+                }
             )
         else:
             exchange.append(
@@ -143,5 +159,7 @@ def declare_context_tools(body: dict[str, Any], names: list[str]) -> None:
     for name in dict.fromkeys(names):
         if name in declared:
             continue
-        tools.append({"name": name, "description": INJECTED_TOOL_DESCRIPTION, "input_schema": schema})
+        tools.append(
+            {"name": name, "description": INJECTED_TOOL_DESCRIPTION, "input_schema": schema}
+        )
     body["tools"] = tools

@@ -13,7 +13,9 @@ class Route(models.Model):
     context_window = models.PositiveIntegerField(default=128_000)
     max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
     model = models.JSONField(default=dict, help_text="Model settings (validated RouteSpec.model).")
-    context = models.JSONField(default=dict, help_text="Context configuration (validated RouteSpec.context).")
+    context = models.JSONField(
+        default=dict, help_text="Context configuration (validated RouteSpec.context)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -27,7 +29,12 @@ class Route(models.Model):
         from contextplatform.routing.config import validate_route_spec
 
         return validate_route_spec(
-            {"name": self.name, "description": self.description, "model": self.model, "context": self.context}
+            {
+                "name": self.name,
+                "description": self.description,
+                "model": self.model,
+                "context": self.context,
+            }
         )
 
 

@@ -34,7 +34,9 @@ def build_sources(spec: RouteSpec) -> list[ContextSource]:
     for source_settings in spec.context.sources:
         kind = source_kind(source_settings.type)
         if kind is None:  # a kind removed after the route was saved
-            raise ApiError("invalid_request", f"route uses unknown source type {source_settings.type!r}")
+            raise ApiError(
+                "invalid_request", f"route uses unknown source type {source_settings.type!r}"
+            )
         sources.append(kind(source_settings, default_timeout_ms=default_timeout))
     return sources
 
@@ -68,7 +70,9 @@ class Resolution:
         kept_by_source: dict[str, int] = {}
         for decision in self.decisions:
             if decision.kept:
-                kept_by_source[decision.item.source] = kept_by_source.get(decision.item.source, 0) + 1
+                kept_by_source[decision.item.source] = (
+                    kept_by_source.get(decision.item.source, 0) + 1
+                )
         return [
             {
                 "name": o.name,
@@ -108,7 +112,11 @@ class Resolution:
             "sources": self.source_reports(),
             "items": self.item_reports(),
             "compression": self.compression,
-            "tokens": {"before": self.tokens_before, "after": self.tokens_after, "estimator": self.estimator},
+            "tokens": {
+                "before": self.tokens_before,
+                "after": self.tokens_after,
+                "estimator": self.estimator,
+            },
         }
 
 
@@ -126,7 +134,9 @@ def resolve(
     started = time.perf_counter()
     route = route_by_name(route_name)
     if route is None:
-        raise ApiError("not_found", f"route {route_name!r} does not exist", status=404, param="route")
+        raise ApiError(
+            "not_found", f"route {route_name!r} does not exist", status=404, param="route"
+        )
     spec = route.spec()
     chat = parse_chat_request(request_body, chat_format)
     estimator = default_estimator()
@@ -201,7 +211,9 @@ def resolve(
     return resolution
 
 
-def save_replay(resolution: Resolution, *, user: str | None, session: str | None, capture_content: bool) -> ReplayRecord:
+def save_replay(
+    resolution: Resolution, *, user: str | None, session: str | None, capture_content: bool
+) -> ReplayRecord:
     blocked = resolution.blocked
     error = None
     if blocked:

@@ -70,8 +70,12 @@ def replay_page(
         records = records.filter(created_at__lt=until)
     if cursor:
         created, record_id = decode_cursor(cursor)
-        records = records.filter(Q(created_at__lt=created) | Q(created_at=created, id__lt=record_id))
+        records = records.filter(
+            Q(created_at__lt=created) | Q(created_at=created, id__lt=record_id)
+        )
     page = list(records.order_by("-created_at", "-id")[: limit + 1])
     has_more = len(page) > limit
     page = page[:limit]
-    return ReplayPage(records=page, next_cursor=encode_cursor(page[-1]) if has_more and page else None)
+    return ReplayPage(
+        records=page, next_cursor=encode_cursor(page[-1]) if has_more and page else None
+    )

@@ -27,7 +27,9 @@ def create_route(*, spec: RouteSpec) -> Route:
         with transaction.atomic():
             return Route.objects.create(name=spec.name, **_fields(spec))
     except IntegrityError:
-        raise ApiError("conflict", f"route {spec.name!r} already exists", status=409, param="name") from None
+        raise ApiError(
+            "conflict", f"route {spec.name!r} already exists", status=409, param="name"
+        ) from None
 
 
 def update_route(*, route: Route, spec: RouteSpec) -> Route:

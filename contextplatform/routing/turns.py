@@ -14,28 +14,43 @@ from sources.selectors import session_messages
 from sources.services import append_session_messages
 
 
-def begin_turn(*, resolve_id: str, user: str | None, session: str, messages: list[dict[str, Any]]) -> None:
+def begin_turn(
+    *, resolve_id: str, user: str | None, session: str, messages: list[dict[str, Any]]
+) -> None:
     """Store the request's latest user message, unless the session already ends with it."""
     if not messages or messages[-1].get("role") != "user":
         return
     latest = messages[-1]
     last_stored = session_messages(session_key=session, user_id=user).last()
-    if last_stored is not None and last_stored.role == "user" and last_stored.text == content_text(latest.get("content")):
+    if (
+        last_stored is not None
+        and last_stored.role == "user"
+        and last_stored.text == content_text(latest.get("content"))
+    ):
         return
     append_session_messages(
-        session_key=session, user_id=user, messages=[{"role": "user", "content": latest.get("content")}], resolve_id=resolve_id
+        session_key=session,
+        user_id=user,
+        messages=[{"role": "user", "content": latest.get("content")}],
+        resolve_id=resolve_id,
     )
 
 
 def assistant_message(response: Any) -> dict[str, Any]:
     """The assistant message from an OpenAI or Anthropic response body, or a bare message."""
     if not isinstance(response, dict):
-        raise ApiError("invalid_request", "response: expected the model's response object", param="response")
+        raise ApiError(
+            "invalid_request", "response: expected the model's response object", param="response"
+        )
     choices = response.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         message = choices[0].get("message") or {}
         if not isinstance(message, dict):
-            raise ApiError("invalid_request", "response.choices[0].message: expected an object", param="response.choices[0].message")
+            raise ApiError(
+                "invalid_request",
+                "response.choices[0].message: expected an object",
+                param="response.choices[0].message",
+            )
         kept = {"role": "assistant", "content": message.get("content")}
         if message.get("tool_calls"):
             kept["tool_calls"] = message["tool_calls"]
@@ -55,14 +70,19 @@ def complete_turn(*, record_id: str, response: Any, capture_content: bool) -> di
     if record is None:
         raise ApiError("not_found", f"no resolve with id {record_id!r}", status=404)
     if record.status == "refused":
-        raise ApiError("conflict", "this resolve was refused; there is no turn to complete", status=409)
+        raise ApiError(
+            "conflict", "this resolve was refused; there is no turn to complete", status=409
+        )
     message = assistant_message(response)
     if record.response_received_at is not None:
         return {"id": record.id, "status": "accepted", "duplicate": True, "messages_written": 0}
     written = 0
     if record.session_key:
         append_session_messages(
-            session_key=record.session_key, user_id=record.user_id or None, messages=[message], resolve_id=record.id
+            session_key=record.session_key,
+            user_id=record.user_id or None,
+            messages=[message],
+            resolve_id=record.id,
         )
         written = 1
     record.response_received_at = timezone.now()

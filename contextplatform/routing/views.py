@@ -63,7 +63,9 @@ def merge_patch(target: Any, patch: Any) -> Any:
 class ResolveView(ApiView):
     required_scopes = {"POST": "resolve"}
 
-    @extend_schema(request=ResolveBody, responses={200: dict}, summary="Resolve context for a chat request")
+    @extend_schema(
+        request=ResolveBody, responses={200: dict}, summary="Resolve context for a chat request"
+    )
     def post(self, request: Request) -> Response:
         body = self.body(request, ResolveBody)
         tenant = self.tenant(request)
@@ -88,7 +90,10 @@ class ResolveView(ApiView):
             )
         if body.session:
             begin_turn(
-                resolve_id=resolution.id, user=body.user, session=body.session, messages=body.request["messages"]
+                resolve_id=resolution.id,
+                user=body.user,
+                session=body.session,
+                messages=body.request["messages"],
             )
         return Response(resolution.report())
 
@@ -96,11 +101,15 @@ class ResolveView(ApiView):
 class ResolveResponseView(ApiView):
     required_scopes = {"POST": "resolve"}
 
-    @extend_schema(request=ResponseBody, responses={202: dict}, summary="Hand the model's answer back")
+    @extend_schema(
+        request=ResponseBody, responses={202: dict}, summary="Hand the model's answer back"
+    )
     def post(self, request: Request, resolve_id: str) -> Response:
         body = self.body(request, ResponseBody)
         result = complete_turn(
-            record_id=resolve_id, response=body.response, capture_content=self.tenant(request).capture_content
+            record_id=resolve_id,
+            response=body.response,
+            capture_content=self.tenant(request).capture_content,
         )
         return Response(result, status=status.HTTP_202_ACCEPTED)
 
@@ -120,7 +129,12 @@ class RouteListView(ApiView):
 
 
 class RouteDetailView(ApiView):
-    required_scopes = {"GET": "routes.read", "PUT": "routes.write", "PATCH": "routes.write", "DELETE": "routes.write"}
+    required_scopes = {
+        "GET": "routes.read",
+        "PUT": "routes.write",
+        "PATCH": "routes.write",
+        "DELETE": "routes.write",
+    }
 
     @staticmethod
     def route(name: str) -> Route:
@@ -142,12 +156,19 @@ class RouteDetailView(ApiView):
         spec = validate_route_spec(data)
         return Response(route_representation(services.update_route(route=route, spec=spec)))
 
-    @extend_schema(request=dict, responses={200: dict}, summary="Change part of a route (JSON merge patch)")
+    @extend_schema(
+        request=dict, responses={200: dict}, summary="Change part of a route (JSON merge patch)"
+    )
     def patch(self, request: Request, name: str) -> Response:
         route = self.route(name)
         if not isinstance(request.data, dict):
             raise invalid_request("expected a JSON object (a merge patch of the route)")
-        current = {"name": route.name, "description": route.description, "model": route.model, "context": route.context}
+        current = {
+            "name": route.name,
+            "description": route.description,
+            "model": route.model,
+            "context": route.context,
+        }
         spec = validate_route_spec(merge_patch(current, request.data))
         return Response(route_representation(services.update_route(route=route, spec=spec)))
 
@@ -181,7 +202,9 @@ def replay_detail(record: ReplayRecord) -> dict[str, Any]:
         "compression": record.compression,
         "request": record.request_body,
         "rewritten_request": record.rewritten_body,
-        "response_received_at": record.response_received_at.isoformat() if record.response_received_at else None,
+        "response_received_at": record.response_received_at.isoformat()
+        if record.response_received_at
+        else None,
         "response": record.response_body,
     }
 
@@ -192,7 +215,9 @@ def parse_time(value: str | None, name: str) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise invalid_request(f"{name}: expected an ISO 8601 time such as 2026-11-30T12:00:00Z", name) from None
+        raise invalid_request(
+            f"{name}: expected an ISO 8601 time such as 2026-11-30T12:00:00Z", name
+        ) from None
     if parsed.tzinfo is None:
         raise invalid_request(f"{name}: include a time zone (e.g. Z)", name)
     return parsed
@@ -229,7 +254,9 @@ class ReplayListView(ApiView):
             cursor=query.get("cursor") or None,
             limit=limit,
         )
-        return Response({"data": [replay_summary(r) for r in page.records], "next_cursor": page.next_cursor})
+        return Response(
+            {"data": [replay_summary(r) for r in page.records], "next_cursor": page.next_cursor}
+        )
 
 
 class ReplayDetailView(ApiView):

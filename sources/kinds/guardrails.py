@@ -6,7 +6,13 @@ from typing import Literal
 
 from pydantic import Field
 
-from sources.base import ContextItem, ContextRequest, ContextSource, SourceSettings, register_source_kind
+from sources.base import (
+    ContextItem,
+    ContextRequest,
+    ContextSource,
+    SourceSettings,
+    register_source_kind,
+)
 
 
 class GuardrailSettings(SourceSettings):

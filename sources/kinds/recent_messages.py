@@ -71,7 +71,9 @@ class RecentMessagesSource(ContextSource):
             return []
         stored = await sync_to_async(self._load)(request.session, request.user)
         already_sent = {(turn.role, turn.text) for turn in request.turns}
-        turns = [turn for turn in stored if (turn.role, turn.text) not in already_sent and turn.text]
+        turns = [
+            turn for turn in stored if (turn.role, turn.text) not in already_sent and turn.text
+        ]
         if not turns:
             return []
         settings: RecentMessagesSettings = self.settings  # type: ignore[assignment]
@@ -79,11 +81,17 @@ class RecentMessagesSource(ContextSource):
         items = [self.item(render_turns(recent), metadata={"kind": "recent", "turns": len(recent)})]
         if older and settings.digest:
             digest = compact_digest(
-                older, max_tokens=settings.digest_max_tokens, words_per_turn=settings.digest_words_per_turn
+                older,
+                max_tokens=settings.digest_max_tokens,
+                words_per_turn=settings.digest_words_per_turn,
             )
             # The digest ranks just below the verbatim turns, so it is the first to go.
             items.append(
-                self.item(digest, priority=max(self.priority - 1, 0), metadata={"kind": "digest", "turns": len(older)})
+                self.item(
+                    digest,
+                    priority=max(self.priority - 1, 0),
+                    metadata={"kind": "digest", "turns": len(older)},
+                )
             )
         return items
 
@@ -91,5 +99,7 @@ class RecentMessagesSource(ContextSource):
     def _load(session_key: str, user_id: str | None) -> list[ChatTurn]:
         return [
             ChatTurn(role=role, text=text)
-            for role, text in session_messages(session_key=session_key, user_id=user_id).values_list("role", "text")
+            for role, text in session_messages(
+                session_key=session_key, user_id=user_id
+            ).values_list("role", "text")
         ]

@@ -8,14 +8,22 @@ from typing import Literal
 from asgiref.sync import sync_to_async
 from pydantic import Field
 
-from sources.base import ContextItem, ContextRequest, ContextSource, SourceSettings, register_source_kind
+from sources.base import (
+    ContextItem,
+    ContextRequest,
+    ContextSource,
+    SourceSettings,
+    register_source_kind,
+)
 from sources.selectors import user_profile
 
 
 class UserProfileSettings(SourceSettings):
     type: Literal["user_profile"] = "user_profile"
     priority: int = Field(default=80, ge=0, le=1000)
-    fields: list[str] | None = Field(default=None, description="attributes to include; all when unset")
+    fields: list[str] | None = Field(
+        default=None, description="attributes to include; all when unset"
+    )
 
 
 @register_source_kind
@@ -34,4 +42,8 @@ class UserProfileSource(ContextSource):
         if settings.fields is not None:
             attributes = {key: attributes[key] for key in settings.fields if key in attributes}
         body = {"user_id": request.user, **attributes}
-        return [self.item(json.dumps(body, ensure_ascii=False, sort_keys=True), metadata={"kind": "profile"})]
+        return [
+            self.item(
+                json.dumps(body, ensure_ascii=False, sort_keys=True), metadata={"kind": "profile"}
+            )
+        ]

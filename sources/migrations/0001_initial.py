@@ -5,51 +5,87 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='UserProfile',
+            name="UserProfile",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('user_id', models.CharField(max_length=200, unique=True)),
-                ('attributes', models.JSONField(default=dict)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("user_id", models.CharField(max_length=200, unique=True)),
+                ("attributes", models.JSONField(default=dict)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
         ),
         migrations.CreateModel(
-            name='ChatSession',
+            name="ChatSession",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=200)),
-                ('user_id', models.CharField(blank=True, default='', max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("key", models.CharField(max_length=200)),
+                ("user_id", models.CharField(blank=True, default="", max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('key', 'user_id'), name='session_key_user_unique')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("key", "user_id"), name="session_key_user_unique"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='ChatMessage',
+            name="ChatMessage",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('seq', models.PositiveIntegerField()),
-                ('role', models.CharField(max_length=20)),
-                ('content', models.JSONField()),
-                ('text', models.TextField(help_text='Plain text of the content, for sources and search.')),
-                ('resolve_id', models.CharField(blank=True, db_index=True, default='', max_length=40)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='messages', to='sources.chatsession')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("seq", models.PositiveIntegerField()),
+                ("role", models.CharField(max_length=20)),
+                ("content", models.JSONField()),
+                (
+                    "text",
+                    models.TextField(
+                        help_text="Plain text of the content, for sources and search."
+                    ),
+                ),
+                (
+                    "resolve_id",
+                    models.CharField(blank=True, db_index=True, default="", max_length=40),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="messages",
+                        to="sources.chatsession",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['session_id', 'seq'],
-                'constraints': [models.UniqueConstraint(fields=('session', 'seq'), name='message_session_seq_unique')],
+                "ordering": ["session_id", "seq"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("session", "seq"), name="message_session_seq_unique"
+                    )
+                ],
             },
         ),
     ]

@@ -4,55 +4,79 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Route',
+            name="Route",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('description', models.TextField(blank=True, default='')),
-                ('context_window', models.PositiveIntegerField(default=128000)),
-                ('max_output_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('model', models.JSONField(default=dict, help_text='Model settings (validated RouteSpec.model).')),
-                ('context', models.JSONField(default=dict, help_text='Context configuration (validated RouteSpec.context).')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("description", models.TextField(blank=True, default="")),
+                ("context_window", models.PositiveIntegerField(default=128000)),
+                ("max_output_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                (
+                    "model",
+                    models.JSONField(
+                        default=dict, help_text="Model settings (validated RouteSpec.model)."
+                    ),
+                ),
+                (
+                    "context",
+                    models.JSONField(
+                        default=dict,
+                        help_text="Context configuration (validated RouteSpec.context).",
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='ReplayRecord',
+            name="ReplayRecord",
             fields=[
-                ('id', models.CharField(max_length=40, primary_key=True, serialize=False)),
-                ('route', models.CharField(max_length=100)),
-                ('user_id', models.CharField(blank=True, default='', max_length=200)),
-                ('session_key', models.CharField(blank=True, default='', max_length=200)),
-                ('status', models.CharField(choices=[('ok', 'ok'), ('partial', 'partial'), ('refused', 'refused')], max_length=16)),
-                ('format', models.CharField(max_length=16)),
-                ('created_at', models.DateTimeField(db_index=True)),
-                ('duration_ms', models.FloatField()),
-                ('sources', models.JSONField(default=list)),
-                ('items', models.JSONField(default=list)),
-                ('budget', models.JSONField(default=dict)),
-                ('tokens', models.JSONField(default=dict)),
-                ('compression', models.JSONField(default=dict)),
-                ('error', models.JSONField(blank=True, null=True)),
-                ('request_body', models.JSONField(blank=True, null=True)),
-                ('rewritten_body', models.JSONField(blank=True, null=True)),
-                ('response_received_at', models.DateTimeField(blank=True, null=True)),
-                ('response_body', models.JSONField(blank=True, null=True)),
+                ("id", models.CharField(max_length=40, primary_key=True, serialize=False)),
+                ("route", models.CharField(max_length=100)),
+                ("user_id", models.CharField(blank=True, default="", max_length=200)),
+                ("session_key", models.CharField(blank=True, default="", max_length=200)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("ok", "ok"), ("partial", "partial"), ("refused", "refused")],
+                        max_length=16,
+                    ),
+                ),
+                ("format", models.CharField(max_length=16)),
+                ("created_at", models.DateTimeField(db_index=True)),
+                ("duration_ms", models.FloatField()),
+                ("sources", models.JSONField(default=list)),
+                ("items", models.JSONField(default=list)),
+                ("budget", models.JSONField(default=dict)),
+                ("tokens", models.JSONField(default=dict)),
+                ("compression", models.JSONField(default=dict)),
+                ("error", models.JSONField(blank=True, null=True)),
+                ("request_body", models.JSONField(blank=True, null=True)),
+                ("rewritten_body", models.JSONField(blank=True, null=True)),
+                ("response_received_at", models.DateTimeField(blank=True, null=True)),
+                ("response_body", models.JSONField(blank=True, null=True)),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
-                'indexes': [models.Index(fields=['route', '-created_at'], name='replay_route_time'), models.Index(fields=['user_id', '-created_at'], name='replay_user_time'), models.Index(fields=['status', '-created_at'], name='replay_status_time')],
+                "ordering": ["-created_at", "-id"],
+                "indexes": [
+                    models.Index(fields=["route", "-created_at"], name="replay_route_time"),
+                    models.Index(fields=["user_id", "-created_at"], name="replay_user_time"),
+                    models.Index(fields=["status", "-created_at"], name="replay_status_time"),
+                ],
             },
         ),
     ]

@@ -15,7 +15,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("tenant", help="tenant name")
         parser.add_argument(
-            "--scopes", default=",".join(ALL_SCOPES), help=f"comma-separated, of: {', '.join(ALL_SCOPES)}"
+            "--scopes",
+            default=",".join(ALL_SCOPES),
+            help=f"comma-separated, of: {', '.join(ALL_SCOPES)}",
         )
         parser.add_argument("--name", default="default", help="a label for the key")
 

@@ -20,12 +20,16 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             tenant, issued = create_tenant(
-                name=options["name"], domain=options["domain"], capture_content=options["capture_content"]
+                name=options["name"],
+                domain=options["domain"],
+                capture_content=options["capture_content"],
             )
         except TenantError as error:
             raise CommandError(str(error)) from None
         domain = tenant.get_primary_domain()
-        self.stdout.write(f"tenant: {tenant.name} (schema {tenant.schema_name}, admin host {domain})")
+        self.stdout.write(
+            f"tenant: {tenant.name} (schema {tenant.schema_name}, admin host {domain})"
+        )
         self.stdout.write(f"scopes: {','.join(issued.api_key.scopes)}")
         self.stdout.write("API key (shown once, store it now):")
         self.stdout.write(issued.plain_key)

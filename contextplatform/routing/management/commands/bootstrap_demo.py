@@ -43,29 +43,43 @@ SUPPORT_ROUTE: dict[str, Any] = {
 
 
 class Command(BaseCommand):
-    help = "Create (or refresh) the demo tenant, its support route and sample data; print a fresh key."
+    help = (
+        "Create (or refresh) the demo tenant, its support route and sample data; print a fresh key."
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant = Tenant.objects.filter(schema_name=DEMO_TENANT).first()
         if tenant is None:
             tenant, _ = create_tenant(name=DEMO_TENANT)
-        for old in ApiKey.objects.filter(tenant=tenant, name=DEMO_KEY_NAME, revoked_at__isnull=True):
+        for old in ApiKey.objects.filter(
+            tenant=tenant, name=DEMO_KEY_NAME, revoked_at__isnull=True
+        ):
             revoke_api_key(api_key=old)
         issued = issue_api_key(tenant=tenant, name=DEMO_KEY_NAME)
         with schema_context(tenant.schema_name):
             upsert_route(spec=validate_route_spec(SUPPORT_ROUTE))
             put_user_profile(
-                user_id="u_123", attributes={"name": "Ada", "tier": "premium", "joined_at": "2025-04-01"}
+                user_id="u_123",
+                attributes={"name": "Ada", "tier": "premium", "joined_at": "2025-04-01"},
             )
             if not ChatSession.objects.filter(key="s_9", user_id="u_123").exists():
                 append_session_messages(
                     session_key="s_9",
                     user_id="u_123",
                     messages=[
-                        {"role": "user", "content": "I bought headphones on the 3rd and they crackle."},
-                        {"role": "assistant", "content": "Sorry to hear that. Is it both ear cups or one?"},
+                        {
+                            "role": "user",
+                            "content": "I bought headphones on the 3rd and they crackle.",
+                        },
+                        {
+                            "role": "assistant",
+                            "content": "Sorry to hear that. Is it both ear cups or one?",
+                        },
                         {"role": "user", "content": "Only the left one, since yesterday."},
-                        {"role": "assistant", "content": "Thanks. You are within the 30-day window."},
+                        {
+                            "role": "assistant",
+                            "content": "Thanks. You are within the 30-day window.",
+                        },
                     ],
                 )
         connection.set_schema_to_public()
@@ -81,12 +95,16 @@ class Command(BaseCommand):
             },
         }
         self.stdout.write("")
-        self.stdout.write(f"Demo tenant {tenant.name!r}: route 'support' with guardrails, profile and history.")
+        self.stdout.write(
+            f"Demo tenant {tenant.name!r}: route 'support' with guardrails, profile and history."
+        )
         self.stdout.write(f"API key (all scopes, replaced at every start): {issued.plain_key}")
         self.stdout.write("Resolve context for a request:")
         self.stdout.write(
             f"  curl -s http://127.0.0.1:{port}/api/v1/resolve -H 'Authorization: Bearer {issued.plain_key}' "
             f"-H 'Content-Type: application/json' -d '{json.dumps(body)}'"
         )
-        self.stdout.write(f"API docs: http://127.0.0.1:{port}/api/docs/   metrics: http://127.0.0.1:{port}/metrics")
+        self.stdout.write(
+            f"API docs: http://127.0.0.1:{port}/api/docs/   metrics: http://127.0.0.1:{port}/metrics"
+        )
         self.stdout.write("")
