@@ -16,6 +16,8 @@ def required_scope(view: Any, method: str) -> str | None:
     if isinstance(scopes, str):
         return scopes
     if isinstance(scopes, dict):
+        if method == "HEAD":
+            method = "GET"  # HEAD reads what GET reads
         return scopes.get(method) or scopes.get("*")
     return None
 
@@ -27,6 +29,8 @@ class HasScope(BasePermission):
         principal = request.user
         if not isinstance(principal, ApiPrincipal):
             raise NotAuthenticated("an API key is required (Authorization: Bearer <key>)")
+        if request.method == "OPTIONS":
+            return True  # describes the endpoint, reads no tenant data
         scope = required_scope(view, request.method or "GET")
         if scope is None:
             method = (request.method or "GET").lower()

@@ -33,7 +33,7 @@ def django_db_setup(django_db_setup: Any, django_db_blocker: Any) -> None:
 
     with django_db_blocker.unblock():
         for name in ("acme", "globex"):
-            tenant, issued = create_tenant(name=name)
+            _, issued = create_tenant(name=name)
             TENANT_KEYS[name] = issued.plain_key
 
 
@@ -64,15 +64,27 @@ class ApiClient:
         merged.update(headers or {})
         return merged
 
-    def get(self, path: str, params: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> Any:
+    def get(
+        self, path: str, params: dict[str, Any] | None = None, headers: dict[str, str] | None = None
+    ) -> Any:
         return self.client.get(path, params or {}, headers=self._headers(headers))
 
-    def send(self, method: str, path: str, body: Any = None, *, raw: bytes | str | None = None,
-             headers: dict[str, str] | None = None, content_type: str = "application/json") -> Any:
+    def send(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: bytes | str | None = None,
+        headers: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> Any:
         import json
 
         data = raw if raw is not None else ("" if body is None else json.dumps(body))
-        return self.client.generic(method, path, data, content_type=content_type, headers=self._headers(headers))
+        return self.client.generic(
+            method, path, data, content_type=content_type, headers=self._headers(headers)
+        )
 
     def post(self, path: str, body: Any = None, **kwargs: Any) -> Any:
         return self.send("POST", path, body, **kwargs)

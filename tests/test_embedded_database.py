@@ -30,7 +30,11 @@ HOLDER = (
 def start_holder(datadir: Path, seconds: float) -> subprocess.Popen[str]:
     env = {**os.environ, "PGSERVER_DATADIR": str(datadir)}
     process = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(seconds)], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", HOLDER, str(seconds)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert process.stdout is not None
     assert process.stdout.readline().strip() == "ready"
@@ -96,13 +100,22 @@ def test_data_survives_a_restart(datadir: Path) -> None:
     )
     env = {**os.environ, "PGSERVER_DATADIR": str(datadir)}
     counts = [
-        subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+        subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         .stdout.strip()
         .splitlines()[-1]
         for _ in range(2)
     ]
     assert counts == ["1", "2"]
-    assert not (datadir / "postmaster.pid").exists(), "the server was left running after the last process"
+    assert not (datadir / "postmaster.pid").exists(), (
+        "the server was left running after the last process"
+    )
 
 
 def test_prune_dead_pids_keeps_live_ones(tmp_path: Path) -> None:
@@ -128,5 +141,7 @@ def test_database_url_parsing() -> None:
 @pytest.mark.django_db
 def test_vector_extension_lives_in_public() -> None:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'")
+        cursor.execute(
+            "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
+        )
         assert cursor.fetchone() == ("public",)

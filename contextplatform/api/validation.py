@@ -16,12 +16,22 @@ _MESSAGES = {
 }
 
 
+_BRANCH_TYPES = {"str", "int", "float", "bool", "bytes", "list", "dict", "none"}
+
+
+def _is_branch_tag(part: Any) -> bool:
+    """A union member's name in a location, e.g. ``str`` or ``list[dict[str,any]]``."""
+    text = str(part)
+    internal = text.startswith(("function-", "tagged-union", "literal["))
+    return internal or text in _BRANCH_TYPES or "[" in text
+
+
 def location_path(loc: tuple[Any, ...], prefix: str = "") -> str:
     path = prefix
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
-        elif str(part).startswith(("function-", "tagged-union", "literal[")):
+        elif _is_branch_tag(part):
             continue  # pydantic's internal union branch names say nothing to the caller
         else:
             path = f"{path}.{part}" if path else str(part)
@@ -51,6 +61,6 @@ def parse(model: type[ModelT], data: Any, *, prefix: str = "") -> ModelT:
             param=prefix or None,
         )
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, strict=True)  # JSON has types: "10" is no integer
     except ValidationError as error:
         raise validation_error(error, prefix) from None

@@ -70,7 +70,8 @@ class ChatRequest:
 def detect_format(body: dict[str, Any]) -> ChatFormat:
     if "system" in body or "anthropic_version" in body:
         return "anthropic"
-    for message in body.get("messages") or []:
+    messages = body.get("messages")
+    for message in messages if isinstance(messages, list) else []:  # bad types fail in parse()
         if not isinstance(message, dict):
             continue
         if (

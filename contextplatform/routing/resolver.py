@@ -143,6 +143,25 @@ def resolve(
     resolution_id = new_resolve_id()
     tokens_before = count_json(chat.body, estimator)
 
+    budget_config = spec.context.budget
+    budget = plan_budget(
+        context_window=spec.model.context_window,
+        max_tokens_setting=budget_config.max_tokens,
+        reserve_setting=budget_config.reserve_output_tokens,
+        context_cap=budget_config.context_tokens,
+        request_max_tokens=chat.max_tokens,
+        route_max_output=spec.model.max_output_tokens,
+        request_tokens=tokens_before,
+    )
+    if budget.max_input <= 0 or tokens_before > budget.max_input:
+        raise ApiError(
+            "context_length_exceeded",
+            f"the request needs about {tokens_before} input tokens but the route allows "
+            f"{max(budget.max_input, 0)} ({spec.model.context_window} window less "
+            f"{budget.reserved_output} reserved for output)",
+            status=400,
+            param="request",
+        )
     sources = build_sources(spec) if spec.context.enabled else []
     context_request = ContextRequest(
         request_id=resolution_id,
@@ -155,16 +174,6 @@ def resolve(
     )
     outcomes = async_to_sync(fetch_all)(sources, context_request, estimator) if sources else []
 
-    budget_config = spec.context.budget
-    budget = plan_budget(
-        context_window=spec.model.context_window,
-        max_tokens_setting=budget_config.max_tokens,
-        reserve_setting=budget_config.reserve_output_tokens,
-        context_cap=budget_config.context_tokens,
-        request_max_tokens=chat.max_tokens,
-        route_max_output=spec.model.max_output_tokens,
-        request_tokens=tokens_before,
-    )
     usable = [o for o in outcomes if o.status == "ok"]
     items = [item for outcome in usable for item in outcome.items]
     decisions, used = pack(items, budget.context)

@@ -44,15 +44,19 @@ def compact_digest(turns: list[ChatTurn], *, max_tokens: int, words_per_turn: in
     header = f"Earlier in this session ({len(turns)} older messages, compacted):"
     lines: list[str] = []
     used = estimator.count(header)
-    for turn in reversed(turns):
+    # Room for the omitted-messages note is kept while older turns remain, so the note never
+    # pushes the digest over max_tokens (len(turns) bounds the omitted count from above).
+    note_cost = estimator.count(f"- ({len(turns)} earlier messages omitted)") + 1
+    for position, turn in enumerate(reversed(turns)):
         line = f"- {turn.role}: {first_sentence(turn.text, words_per_turn)}"
         cost = estimator.count(line) + 1
-        if used + cost > max_tokens:
+        reserve = note_cost if position < len(turns) - 1 else 0
+        if used + cost + reserve > max_tokens:
             break
         lines.append(line)
         used += cost
     omitted = len(turns) - len(lines)
-    if omitted:
+    if omitted and used + note_cost <= max_tokens:
         lines.append(f"- ({omitted} earlier messages omitted)")
     return "\n".join([header, *reversed(lines)])
 

@@ -23,7 +23,9 @@ def guardrail_route(name: str = "support") -> dict[str, Any]:
     }
 
 
-def assert_envelope(response: Any, status: int, code: str, param: str | None = None) -> dict[str, Any]:
+def assert_envelope(
+    response: Any, status: int, code: str, param: str | None = None
+) -> dict[str, Any]:
     """The response is the error envelope with this status and code (and param, when given)."""
     assert response.status_code == status, response.content
     assert response["Content-Type"].startswith("application/json"), response["Content-Type"]
@@ -111,7 +113,9 @@ def test_unknown_role_names_the_later_message(acme_api: ApiClient) -> None:
         {"role": "user", "content": "hi"},
         {"role": "wizard", "content": "x"},
     ]
-    response = acme_api.post("/api/v1/resolve", {"route": "support", "request": {"messages": messages}})
+    response = acme_api.post(
+        "/api/v1/resolve", {"route": "support", "request": {"messages": messages}}
+    )
     assert_envelope(response, 400, "invalid_request", "request.messages[2].role")
 
 
@@ -127,13 +131,17 @@ def test_resolve_route_of_wrong_type(acme_api: ApiClient) -> None:
 
 
 def test_resolve_unknown_top_level_field(acme_api: ApiClient) -> None:
-    response = acme_api.post("/api/v1/resolve", {"route": "support", "request": CHAT, "tenant": "globex"})
+    response = acme_api.post(
+        "/api/v1/resolve", {"route": "support", "request": CHAT, "tenant": "globex"}
+    )
     error = assert_envelope(response, 400, "invalid_request", "tenant")
     assert "unknown field" in error["message"]
 
 
 def test_resolve_bad_format_value(acme_api: ApiClient) -> None:
-    response = acme_api.post("/api/v1/resolve", {"route": "support", "format": "gemini", "request": CHAT})
+    response = acme_api.post(
+        "/api/v1/resolve", {"route": "support", "format": "gemini", "request": CHAT}
+    )
     assert_envelope(response, 400, "invalid_request", "format")
 
 
@@ -141,17 +149,85 @@ def test_route_source_priority_as_string(acme_api: ApiClient) -> None:
     route = guardrail_route()
     route["context"]["sources"][0]["priority"] = "high"
     error = assert_envelope(
-        acme_api.post("/api/v1/routes", route), 400, "invalid_request", "context.sources[0].priority"
+        acme_api.post("/api/v1/routes", route),
+        400,
+        "invalid_request",
+        "context.sources[0].priority",
     )
     assert error["message"].startswith("context.sources[0].priority")
     assert acme_api.get("/api/v1/routes/support").status_code == 404
+
+
+@pytest.mark.parametrize("value", ["100", True, 10.0, None, [1]])
+def test_route_source_priority_of_another_json_type(acme_api: ApiClient, value: Any) -> None:
+    # JSON carries types: a numeric string, a boolean or a float is not an integer priority.
+    route = guardrail_route()
+    route["context"]["sources"][0]["priority"] = value
+    assert_envelope(
+        acme_api.post("/api/v1/routes", route),
+        400,
+        "invalid_request",
+        "context.sources[0].priority",
+    )
+
+
+@pytest.mark.parametrize(
+    ("context", "param"),
+    [
+        ({"enabled": "yes"}, "context.enabled"),
+        ({"budget": {"max_tokens": "4000"}}, "context.budget.max_tokens"),
+        ({"budget": {"context_tokens": "50"}}, "context.budget.context_tokens"),
+    ],
+)
+def test_route_context_values_of_another_json_type(
+    acme_api: ApiClient, context: dict[str, Any], param: str
+) -> None:
+    route = {"name": "support", "context": context}
+    error = assert_envelope(acme_api.post("/api/v1/routes", route), 400, "invalid_request", param)
+    assert error["message"].startswith(param)
+
+
+@pytest.mark.parametrize(
+    ("request_body", "param"),
+    [
+        ({"messages": 5}, "request.messages"),
+        ({"messages": "hello"}, "request.messages"),
+        ({"messages": [1]}, "request.messages[0]"),
+        ({"messages": [{"role": "user", "content": 5}]}, "request.messages[0].content"),
+        (
+            {"messages": [{"role": "user", "content": "hi"}], "max_tokens": "512"},
+            "request.max_tokens",
+        ),
+        ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}, "request.max_tokens"),
+        (
+            {"system": "s", "messages": [{"role": "user", "content": [{"text": "no type"}]}]},
+            "request.messages[0].content",
+        ),
+        (
+            {"system": "s", "messages": [{"role": "system", "content": "x"}]},
+            "request.messages[0].role",
+        ),
+    ],
+)
+def test_chat_request_wrong_types_name_a_real_field(
+    acme_api: ApiClient, request_body: dict[str, Any], param: str
+) -> None:
+    assert acme_api.post("/api/v1/routes", guardrail_route()).status_code == 201
+    response = acme_api.post("/api/v1/resolve", {"route": "support", "request": request_body})
+    error = assert_envelope(response, 400, "invalid_request")
+    # The param is a path into the caller's body (no pydantic union branch names like ".str").
+    assert error["param"] == param or error["param"].startswith(param + "["), error
+    assert error["message"].startswith(error["param"])
 
 
 def test_route_second_source_wrong_type_names_its_index(acme_api: ApiClient) -> None:
     route = guardrail_route()
     route["context"]["sources"].append({"type": "user_profile", "timeout_ms": "soon"})
     assert_envelope(
-        acme_api.post("/api/v1/routes", route), 400, "invalid_request", "context.sources[1].timeout_ms"
+        acme_api.post("/api/v1/routes", route),
+        400,
+        "invalid_request",
+        "context.sources[1].timeout_ms",
     )
 
 
@@ -164,20 +240,28 @@ def test_route_model_wrong_type(acme_api: ApiClient) -> None:
 
 def test_route_sources_not_a_list(acme_api: ApiClient) -> None:
     route = {"name": "support", "context": {"sources": {"type": "skill_guardrails"}}}
-    assert_envelope(acme_api.post("/api/v1/routes", route), 400, "invalid_request", "context.sources")
+    assert_envelope(
+        acme_api.post("/api/v1/routes", route), 400, "invalid_request", "context.sources"
+    )
 
 
 def test_route_bad_on_failure(acme_api: ApiClient) -> None:
     route = guardrail_route()
     route["context"]["sources"][0]["on_failure"] = "explode"
     assert_envelope(
-        acme_api.post("/api/v1/routes", route), 400, "invalid_request", "context.sources[0].on_failure"
+        acme_api.post("/api/v1/routes", route),
+        400,
+        "invalid_request",
+        "context.sources[0].on_failure",
     )
 
 
 def test_route_bad_name(acme_api: ApiClient) -> None:
     assert_envelope(
-        acme_api.post("/api/v1/routes", guardrail_route("has spaces/slash")), 400, "invalid_request", "name"
+        acme_api.post("/api/v1/routes", guardrail_route("has spaces/slash")),
+        400,
+        "invalid_request",
+        "name",
     )
 
 
@@ -189,8 +273,16 @@ def test_route_bad_name(acme_api: ApiClient) -> None:
     [
         (lambda r: r["context"].update(bogus=1), "context.bogus", "bogus"),
         (lambda r: r.update(colour="blue"), "colour", "colour"),
-        (lambda r: r["context"]["sources"][0].update(textz=["x"]), "context.sources[0].textz", "textz"),
-        (lambda r: r["context"].update(budget={"max_tokenz": 5}), "context.budget.max_tokenz", "max_tokenz"),
+        (
+            lambda r: r["context"]["sources"][0].update(textz=["x"]),
+            "context.sources[0].textz",
+            "textz",
+        ),
+        (
+            lambda r: r["context"].update(budget={"max_tokenz": 5}),
+            "context.budget.max_tokenz",
+            "max_tokenz",
+        ),
         (lambda r: r.update(model={"windw": 5}), "model.windw", "windw"),
     ],
 )
@@ -231,7 +323,9 @@ def test_unknown_source_type(acme_api: ApiClient) -> None:
 
 def test_source_without_type(acme_api: ApiClient) -> None:
     route = {"name": "support", "context": {"sources": [{"name": "x"}]}}
-    assert_envelope(acme_api.post("/api/v1/routes", route), 400, "invalid_request", "context.sources[0].type")
+    assert_envelope(
+        acme_api.post("/api/v1/routes", route), 400, "invalid_request", "context.sources[0].type"
+    )
 
 
 # --- unknown route, authentication, scopes --------------------------------------------------
@@ -294,7 +388,9 @@ def test_revoked_key_is_unauthorized(acme: TenantFixture) -> None:
         ("GET", "/api/v1/sessions/s1/messages", "memory.read"),
     ],
 )
-def test_key_without_scope_is_forbidden(acme: TenantFixture, method: str, path: str, scope: str) -> None:
+def test_key_without_scope_is_forbidden(
+    acme: TenantFixture, method: str, path: str, scope: str
+) -> None:
     narrow = ApiClient(issue_api_key(tenant=acme.tenant, scopes="resolve", name="narrow").plain_key)
     response = narrow.send(method, path, {"attributes": {}} if method != "GET" else None)
     error = assert_envelope(response, 403, "forbidden")
@@ -303,11 +399,19 @@ def test_key_without_scope_is_forbidden(acme: TenantFixture, method: str, path: 
 
 def test_scoped_key_can_do_its_scope_only(acme: TenantFixture, acme_api: ApiClient) -> None:
     assert acme_api.post("/api/v1/routes", guardrail_route()).status_code == 201
-    resolver = ApiClient(issue_api_key(tenant=acme.tenant, scopes="resolve", name="narrow").plain_key)
-    assert resolver.post("/api/v1/resolve", {"route": "support", "request": CHAT}).status_code == 200
-    reader = ApiClient(issue_api_key(tenant=acme.tenant, scopes="routes.read", name="reader").plain_key)
+    resolver = ApiClient(
+        issue_api_key(tenant=acme.tenant, scopes="resolve", name="narrow").plain_key
+    )
+    assert (
+        resolver.post("/api/v1/resolve", {"route": "support", "request": CHAT}).status_code == 200
+    )
+    reader = ApiClient(
+        issue_api_key(tenant=acme.tenant, scopes="routes.read", name="reader").plain_key
+    )
     assert reader.get("/api/v1/routes/support").status_code == 200
-    assert_envelope(reader.post("/api/v1/resolve", {"route": "support", "request": CHAT}), 403, "forbidden")
+    assert_envelope(
+        reader.post("/api/v1/resolve", {"route": "support", "request": CHAT}), 403, "forbidden"
+    )
     assert_envelope(reader.delete("/api/v1/routes/support"), 403, "forbidden")
     assert acme_api.get("/api/v1/routes/support").status_code == 200
 
@@ -346,8 +450,12 @@ def test_body_over_limit_without_key_is_still_413_envelope(anonymous_api: ApiCli
 # --- unknown paths and methods --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["/api/v1/nope", "/api/v1/routes/a/b/c", "/api/v2/resolve", "/v1/unknown"])
-def test_unknown_api_path_is_404_envelope(acme_api: ApiClient, anonymous_api: ApiClient, path: str) -> None:
+@pytest.mark.parametrize(
+    "path", ["/api/v1/nope", "/api/v1/routes/a/b/c", "/api/v2/resolve", "/v1/unknown"]
+)
+def test_unknown_api_path_is_404_envelope(
+    acme_api: ApiClient, anonymous_api: ApiClient, path: str
+) -> None:
     for api in (acme_api, anonymous_api):
         assert_envelope(api.get(path), 404, "not_found")
         assert_envelope(api.post(path, {"a": 1}), 404, "not_found")
