@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Protocol
 
 
@@ -19,35 +20,43 @@ class TokenEstimator(Protocol):
     def count(self, text: str) -> int: ...
 
 
+CJK_RANGES = (
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\u3400-\u4dbf"  # extension A
+    "\U00020000-\U0002ebef"  # extensions B-F
+    "\uf900-\ufaff"  # compatibility ideographs
+    "\u3040-\u309f"  # Hiragana
+    "\u30a0-\u30ff"  # Katakana
+    "\u31f0-\u31ff"  # Katakana phonetic extensions
+    "\uff66-\uff9d"  # half-width Katakana
+    "\uac00-\ud7af"  # Hangul syllables
+    "\u1100-\u11ff"  # Hangul Jamo
+    "\u3130-\u318f"  # Hangul compatibility Jamo
+)
+CJK_CHAR = re.compile(f"[{CJK_RANGES}]")
+CJK_FREE_FIELD = re.compile(f"[^\\s{CJK_RANGES}]")
+
+
 def is_cjk(char: str) -> bool:
-    code = ord(char)
-    return (
-        0x4E00 <= code <= 0x9FFF  # CJK unified ideographs
-        or 0x3400 <= code <= 0x4DBF  # extension A
-        or 0x20000 <= code <= 0x2EBEF  # extensions B-F
-        or 0xF900 <= code <= 0xFAFF  # compatibility ideographs
-        or 0x3040 <= code <= 0x309F  # Hiragana
-        or 0x30A0 <= code <= 0x30FF  # Katakana
-        or 0x31F0 <= code <= 0x31FF  # Katakana phonetic extensions
-        or 0xFF66 <= code <= 0xFF9D  # half-width Katakana
-        or 0xAC00 <= code <= 0xD7AF  # Hangul syllables
-        or 0x1100 <= code <= 0x11FF  # Hangul Jamo
-        or 0x3130 <= code <= 0x318F  # Hangul compatibility Jamo
-    )
+    return CJK_CHAR.match(char) is not None
+
+
+def cjk_and_words(text: str) -> tuple[int, int]:
+    """CJK characters, and whitespace-separated fields that hold anything besides CJK."""
+    if text.isascii():  # the common case, and a hot path: no CJK, every field is a word
+        return 0, len(text.split())
+    cjk = len(CJK_CHAR.findall(text))
+    if not cjk:
+        return 0, len(text.split())
+    words = sum(1 for field in text.split() if CJK_FREE_FIELD.search(field))
+    return cjk, words
 
 
 def script_aware_tokens(text: str) -> int:
     """``int(1.5 * cjk_chars + 1.3 * words)``; a field counts as a word unless it is all CJK."""
-    cjk = 0
-    words = 0
-    fields = text.split()
-    for field in fields:
-        field_cjk = sum(1 for char in field if is_cjk(char))
-        cjk += field_cjk
-        if field_cjk < len(field):
-            words += 1
+    cjk, words = cjk_and_words(text)
     tokens = int(1.5 * cjk + 1.3 * words)
-    return 1 if tokens == 0 and fields else tokens
+    return 1 if tokens == 0 and (cjk or words) else tokens
 
 
 def utf8_quarter_tokens(text: str) -> int:
@@ -73,8 +82,7 @@ class ReflectionEstimator:
     def count(self, text: str) -> int:
         if not text:
             return 0
-        cjk = sum(1 for char in text if is_cjk(char))
-        words = sum(1 for field in text.split() if any(not is_cjk(char) for char in field))
+        cjk, words = cjk_and_words(text)
         return math.ceil(1.5 * cjk + 1.3 * words)
 
 

@@ -24,7 +24,14 @@ EMBEDDED_DATABASE_NAME = "contextplatform"
 def database_config(base_dir: Path) -> dict[str, Any]:
     url = os.environ.get("DATABASE_URL", "").strip()
     config = from_url(url) if url else embedded(base_dir)
-    config.setdefault("CONN_HEALTH_CHECKS", True)
+    pool_size = int(os.environ.get("DB_POOL_MAX_SIZE", "10"))
+    if pool_size > 0:
+        # A psycopg pool per process: a new PostgreSQL session per request costs more than the
+        # rest of a resolve. django-tenants resets its search_path bookkeeping when a connection
+        # goes back to the pool, so each request sets its tenant's schema again.
+        config["OPTIONS"]["pool"] = {"min_size": 1, "max_size": pool_size, "timeout": 10}
+    else:
+        config.setdefault("CONN_HEALTH_CHECKS", True)
     return config
 
 

@@ -55,14 +55,14 @@ async def fetch_source(
         outcome.status = "failed"
         outcome.error = f"{type(error).__name__}: {error}"[:500]
     else:
-        for item in items:
-            if not item.tokens:
-                item.tokens = estimator.count(item.content)
-                item.estimator = estimator.name
         outcome.items = items
         outcome.status = "ok" if items else "empty"
     outcome.ended_at = time.perf_counter()
     outcome.ms = round((outcome.ended_at - outcome.started_at) * 1000, 3)
+    for item in outcome.items:  # after the clock stops: estimation is our cost, not the source's
+        if not item.tokens:
+            item.tokens = estimator.count(item.content)
+            item.estimator = estimator.name
     log_outcome(outcome, request)
     return outcome
 

@@ -1,0 +1,1 @@
+"""Developer scripts (benchmarks). Not part of the installed package."""

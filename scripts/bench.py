@@ -1,0 +1,221 @@
+"""``make bench``: measure the resolver and the HTTP API, then write docs/benchmarks.md.
+
+Sections: (1) resolver overhead over the slowest source, in process; (2) parallel vs sequential
+fetch; (3) ``POST /api/v1/resolve`` over loopback HTTP with uvicorn, 1 and 2 workers.
+``BENCH_QUICK=1`` shrinks every run (for trying the script; the page then says so).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from scripts import bench_sources  # noqa: F401  (registers the bench-only source kind)
+from scripts.bench_env import environment
+from scripts.bench_http import measure_http, server_config
+from scripts.bench_resolver import (
+    PARALLEL_FACTOR,
+    PARALLEL_SLEEP_MS,
+    TARGET_P50_MS,
+    TARGET_P99_MS,
+    OverheadResult,
+    ParallelResult,
+    measure_estimation,
+    measure_overhead,
+    measure_parallelism,
+    prepare_routes,
+)
+from scripts.bench_setup import (
+    ROOT,
+    clear_bench_replay,
+    delete_replay,
+    ensure_bench_tenant,
+    prepare_database,
+    setup_django,
+)
+from scripts.bench_stats import Summary, summarize
+from scripts.report import BenchResults, Check, HttpRun, worker_split, write_report
+
+DEMO_TENANT = "demo"
+
+
+@dataclass(frozen=True)
+class RunSizes:
+    overhead_iterations: int = 1000
+    overhead_warmup: int = 50
+    parallel_runs: int = 40
+    sequential_runs: int = 12
+    parallel_warmup: int = 3
+    http_clients: int = 32
+    http_requests: int = 3000
+    http_warmup: int = 128
+    http_cap_s: float = 60.0
+    http_workers: tuple[int, ...] = (1, 2)
+
+    def describe(self, quick: bool) -> dict[str, str]:
+        return {
+            "mode": "QUICK (BENCH_QUICK=1): reduced sizes, not for comparison" if quick else "full",
+            "overhead": f"{self.overhead_iterations} recorded + {self.overhead_iterations} "
+            f"unrecorded resolves after {self.overhead_warmup} warm-up pairs",
+            "parallelism": f"{self.parallel_runs} parallel and {self.sequential_runs} sequential "
+            f"resolves after {self.parallel_warmup} warm-up",
+            "http": f"{self.http_clients} clients, {self.http_requests} requests per worker "
+            f"count (cap {self.http_cap_s:g} s) after {self.http_warmup} warm-up requests",
+        }
+
+
+QUICK = RunSizes(
+    overhead_iterations=100,
+    overhead_warmup=10,
+    parallel_runs=10,
+    sequential_runs=3,
+    http_requests=300,
+    http_warmup=64,
+    http_cap_s=20.0,
+)
+
+
+def log(message: str) -> None:
+    print(f"[bench] {message}", flush=True)
+
+
+def resolver_checks(overhead: OverheadResult, parallel: ParallelResult) -> list[Check]:
+    full = overhead.overhead()
+    target_ms = parallel_target(overhead)
+    total = parallel.parallel_total()
+    return [
+        Check(
+            "overhead p50",
+            f"≤ {TARGET_P50_MS:g} ms",
+            f"{full.p50:.2f} ms",
+            full.p50 <= TARGET_P50_MS,
+        ),
+        Check(
+            "overhead p99",
+            f"≤ {TARGET_P99_MS:g} ms",
+            f"{full.p99:.2f} ms",
+            full.p99 <= TARGET_P99_MS,
+        ),
+        Check(
+            "6 x 50 ms sources, resolve p50",
+            f"≤ {PARALLEL_FACTOR} x {PARALLEL_SLEEP_MS:g} + {full.p50:.2f} = {target_ms:.2f} ms",
+            f"{total.p50:.2f} ms (sequential {parallel.sequential_total().p50:.1f} ms)",
+            total.p50 <= target_ms,
+        ),
+    ]
+
+
+def http_checks(runs: list[HttpRun]) -> list[Check]:
+    checks = []
+    for run in runs:
+        result = run.result
+        latency = summarize(result.latencies_ms)
+        checks.append(
+            Check(
+                f"HTTP resolve, {result.clients} clients, workers={result.workers}",
+                "reported (no target); no errors",
+                f"{result.requests_per_s:.0f} req/s, p50 {latency.p50:.1f} ms, "
+                f"p99 {latency.p99:.1f} ms, {sum(result.errors.values())} errors",
+                not result.errors,
+            )
+        )
+    return checks
+
+
+def parallel_target(overhead: OverheadResult) -> float:
+    return PARALLEL_FACTOR * PARALLEL_SLEEP_MS + overhead.overhead().p50
+
+
+def run_resolver(
+    sizes: RunSizes,
+) -> tuple[OverheadResult, ParallelResult, dict[str, Summary]]:
+    ensure_bench_tenant()
+    prepare_routes()
+    clear_bench_replay()
+    log(f"resolver overhead: {sizes.overhead_iterations} iterations x 2 …")
+    overhead = measure_overhead(sizes.overhead_iterations, sizes.overhead_warmup)
+    log("parallelism: 6 sources of 50 ms, parallel and sequential …")
+    parallel = measure_parallelism(
+        sizes.parallel_runs, sizes.sequential_runs, sizes.parallel_warmup
+    )
+    return overhead, parallel, measure_estimation()
+
+
+def run_http(sizes: RunSizes, key: str) -> list[HttpRun]:
+    runs: list[HttpRun] = []
+    made: list[str] = []
+    for workers in sizes.http_workers:
+        log(f"HTTP: uvicorn --workers {workers}, {sizes.http_clients} clients …")
+        result, ids = measure_http(
+            key,
+            workers=workers,
+            clients=sizes.http_clients,
+            total=sizes.http_requests,
+            warmup=sizes.http_warmup,
+            cap_s=sizes.http_cap_s,
+        )
+        runs.append(HttpRun(result=result, config=server_config(workers)))
+        made += ids
+    removed = delete_replay(DEMO_TENANT, made)
+    log(f"removed {removed} replay records the benchmark added to tenant {DEMO_TENANT!r}")
+    return runs
+
+
+def print_summary(results: BenchResults) -> None:
+    overhead = results.overhead
+    print()
+    print("Benchmark summary")
+    rows = [
+        ("overhead, resolve() with replay write", overhead.overhead()),
+        ("overhead, record=False", overhead.overhead_without_replay()),
+        ("replay write alone", overhead.replay_write()),
+        ("6x50 ms parallel total", results.parallel.parallel_total()),
+        ("6x50 ms sequential total", results.parallel.sequential_total()),
+    ]
+    for label, summary in rows:
+        print(
+            f"  {label:<40} p50 {summary.p50:8.2f}  p95 {summary.p95:8.2f}  p99 {summary.p99:8.2f} ms"
+        )
+    for run in results.http:
+        result = run.result
+        latency = summarize(result.latencies_ms)
+        print(
+            f"  HTTP workers={result.workers}: {result.requests_per_s:.1f} req/s, "
+            f"p50 {latency.p50:.1f} ms, p99 {latency.p99:.1f} ms, "
+            f"errors {sum(result.errors.values())} ({result.completed} requests), "
+            f"CPU split across workers {worker_split(result)}"
+        )
+    for check in results.checks:
+        print(f"  [{check.verdict}] {check.name}: {check.measured} (target {check.target})")
+    print(f"  runtime {results.runtime_s:.0f} s")
+
+
+def main() -> None:
+    started = time.perf_counter()
+    quick = os.environ.get("BENCH_QUICK", "") not in {"", "0"}
+    sizes = QUICK if quick else RunSizes()
+    log("migrate_schemas and bootstrap_demo …")
+    key = prepare_database()
+    setup_django()
+    overhead, parallel, estimation = run_resolver(sizes)
+    http = run_http(sizes, key)
+    results = BenchResults(
+        environment=environment(),
+        overhead=overhead,
+        parallel=parallel,
+        parallel_target_ms=parallel_target(overhead),
+        estimation=estimation,
+        http=http,
+        checks=resolver_checks(overhead, parallel) + http_checks(http),
+        settings=sizes.describe(quick),
+    )
+    results.runtime_s = time.perf_counter() - started
+    written = write_report(results, ROOT / "docs")
+    print_summary(results)
+    for path in written:
+        print(f"  wrote {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

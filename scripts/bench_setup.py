@@ -1,0 +1,136 @@
+"""Set-up shared by the benchmark sections: Django, migrations, the demo key, the bench tenant."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_TENANT = "bench"
+SOURCE_COUNT = 6
+TOTAL_ITEMS = 100
+
+
+def manage(*args: str) -> str:
+    """Run ``manage.py`` in a subprocess (as ``make run`` does) and return its stdout."""
+    completed = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{completed.stderr[-4000:]}")
+    return completed.stdout
+
+
+def prepare_database() -> str:
+    """Migrate every schema and refresh the demo tenant; return the demo API key."""
+    manage("migrate_schemas", "--noinput", "-v", "0")
+    output = manage("bootstrap_demo")
+    for line in output.splitlines():
+        if line.startswith("API key"):
+            return line.split()[-1]
+    raise RuntimeError(f"bootstrap_demo printed no 'API key' line:\n{output}")
+
+
+def setup_django() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextplatform.settings")
+    import django
+
+    django.setup()
+    silence_console_logs()
+
+
+def silence_console_logs() -> None:
+    """Keep the JSON log lines (their formatting cost is real) but send them to /dev/null."""
+    sink = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler):
+            handler.setStream(sink)
+
+
+def ensure_bench_tenant() -> None:
+    from tenants.models import Tenant
+    from tenants.services import create_tenant
+
+    if Tenant.objects.filter(schema_name=BENCH_TENANT).exists():
+        return
+    with contextlib.redirect_stdout(io.StringIO()):
+        create_tenant(name=BENCH_TENANT)
+
+
+def split_items(total: int, parts: int) -> list[int]:
+    base, extra = divmod(total, parts)
+    return [base + (1 if index < extra else 0) for index in range(parts)]
+
+
+def bench_route(name: str, sleeps_ms: list[float]) -> dict[str, Any]:
+    """A route of ``len(sleeps_ms)`` bench sources holding ``TOTAL_ITEMS`` items between them."""
+    priorities = [100, 90, 80, 60, 40, 20]
+    sources = [
+        {
+            "type": "bench_static",
+            "name": f"src{index}",
+            "priority": priorities[index % len(priorities)],
+            "timeout_ms": 5000,
+            "items": items,
+            "sleep_ms": sleep,
+        }
+        for index, (items, sleep) in enumerate(
+            zip(split_items(TOTAL_ITEMS, len(sleeps_ms)), sleeps_ms, strict=True)
+        )
+    ]
+    return {
+        "name": name,
+        "description": "Benchmark route (make bench).",
+        "model": {"name": "bench", "context_window": 128000, "max_output_tokens": 1024},
+        "context": {
+            "sources": sources,
+            # Tight enough that packing drops part of the candidates.
+            "budget": {"max_tokens": "auto", "context_tokens": 6000},
+            "injection": {"mode": "tool_role"},
+        },
+    }
+
+
+def save_routes(routes: list[dict[str, Any]]) -> None:
+    from django_tenants.utils import schema_context
+
+    from contextplatform.routing.config import validate_route_spec
+    from contextplatform.routing.services import upsert_route
+
+    with schema_context(BENCH_TENANT):
+        for route in routes:
+            upsert_route(spec=validate_route_spec(route))
+
+
+def clear_bench_replay() -> int:
+    """Start each run from an empty replay table in the bench tenant, so runs are comparable."""
+    from django_tenants.utils import schema_context
+
+    from contextplatform.routing.models import ReplayRecord
+
+    with schema_context(BENCH_TENANT):
+        deleted, _ = ReplayRecord.objects.all().delete()
+    return deleted
+
+
+def delete_replay(schema: str, ids: list[str]) -> int:
+    from django_tenants.utils import schema_context
+
+    from contextplatform.routing.models import ReplayRecord
+
+    deleted = 0
+    with schema_context(schema):
+        for start in range(0, len(ids), 500):
+            count, _ = ReplayRecord.objects.filter(pk__in=ids[start : start + 500]).delete()
+            deleted += count
+    return deleted
