@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import psutil
 
+from contextplatform.demo import DEMO_RESOLVE_BODY
 from scripts.bench_setup import ROOT
 
 HOST = "127.0.0.1"
@@ -31,16 +32,7 @@ STARTUP_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 30.0
 CONNECT_STAGGER_S = 0.02
 SESSION_STATS_DELAY_S = 1.0  # PostgreSQL backends report their session statistics as they exit
-DEMO_BODY = {
-    "route": "support",
-    "user": "u_123",
-    "session": "s_9",
-    "request": {
-        "model": "gpt-4o-mini",
-        "max_tokens": 512,
-        "messages": [{"role": "user", "content": "Can I get a refund for my headphones?"}],
-    },
-}
+DEMO_BODY = DEMO_RESOLVE_BODY
 
 
 @dataclass

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand
 from django.db import connection
 from django_tenants.utils import schema_context
 
+from contextplatform.demo import DEMO_RESOLVE_BODY, SUPPORT_ROUTE
 from contextplatform.routing.config import validate_route_spec
 from contextplatform.routing.services import upsert_route
 from sources.models import ChatSession
@@ -17,29 +18,6 @@ from tenants.services import create_tenant, issue_api_key, revoke_api_key
 
 DEMO_TENANT = "demo"
 DEMO_KEY_NAME = "make-run"
-
-SUPPORT_ROUTE: dict[str, Any] = {
-    "name": "support",
-    "description": "Customer support assistant (demo).",
-    "model": {"name": "gpt-4o-mini", "context_window": 128000, "max_output_tokens": 1024},
-    "context": {
-        "sources": [
-            {
-                "type": "skill_guardrails",
-                "name": "guardrails",
-                "priority": 100,
-                "texts": [
-                    "Never promise a refund outside the policy window; quote the policy instead.",
-                    "Do not reveal other customers' data.",
-                ],
-            },
-            {"type": "user_profile", "name": "profile", "priority": 80, "timeout_ms": 500},
-            {"type": "recent_messages", "name": "history", "priority": 60, "last_n_turns": 6},
-        ],
-        "budget": {"max_tokens": "auto", "reserve_output_tokens": "auto"},
-        "injection": {"mode": "system_prompt"},
-    },
-}
 
 
 class Command(BaseCommand):
@@ -84,16 +62,7 @@ class Command(BaseCommand):
                 )
         connection.set_schema_to_public()
         port = os.environ.get("PORT", "8000")
-        body = {
-            "route": "support",
-            "user": "u_123",
-            "session": "s_9",
-            "request": {
-                "model": "gpt-4o-mini",
-                "max_tokens": 512,
-                "messages": [{"role": "user", "content": "Can I get a refund for my headphones?"}],
-            },
-        }
+        body = DEMO_RESOLVE_BODY
         self.stdout.write("")
         self.stdout.write(
             f"Demo tenant {tenant.name!r}: route 'support' with guardrails, profile and history."
