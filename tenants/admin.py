@@ -39,7 +39,7 @@ class DomainInline(admin.TabularInline):
 
 @admin.register(Tenant)
 class TenantAdmin(PublicOnlyAdmin):
-    list_display = ("name", "schema_name", "capture_content", "created_at")
+    list_display = ("name", "schema_name", "capture_content", "outbound_allowlist", "created_at")
     inlines = [DomainInline]
 
 

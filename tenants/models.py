@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.core.exceptions import ValidationError
 from django.db import models
 from django_tenants.models import DomainMixin, TenantMixin
+
+
+def validate_outbound_allowlist(value: Any) -> None:
+    from sources.outbound import validate_allowlist
+
+    try:
+        validate_allowlist(value)
+    except ValueError as error:
+        raise ValidationError(str(error)) from error
 
 
 class Tenant(TenantMixin):
@@ -11,6 +23,16 @@ class Tenant(TenantMixin):
     capture_content = models.BooleanField(
         default=False,
         help_text="Store raw message content in replay records (off by default).",
+    )
+    outbound_allowlist = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_outbound_allowlist],
+        help_text=(
+            'Host names, IPs or CIDRs (e.g. ["search.internal", "10.0.0.0/8"]) that this '
+            "tenant's outbound requests may reach although they are private, loopback or "
+            "link-local. Anything not listed must be a public address."
+        ),
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

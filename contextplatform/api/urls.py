@@ -3,6 +3,7 @@
 from django.urls import path
 
 from contextplatform.routing import views as routing
+from sources import knowledge_views as knowledge
 from sources import views as sources
 
 urlpatterns = [
@@ -12,6 +13,7 @@ urlpatterns = [
         routing.ResolveResponseView.as_view(),
         name="resolve-response",
     ),
+    path("plugins/context/preview", routing.ContextPreviewView.as_view(), name="context-preview"),
     path("routes", routing.RouteListView.as_view(), name="routes"),
     path("routes/<str:name>", routing.RouteDetailView.as_view(), name="route"),
     path("replay", routing.ReplayListView.as_view(), name="replay-list"),
@@ -22,4 +24,12 @@ urlpatterns = [
         sources.SessionMessagesView.as_view(),
         name="session-messages",
     ),
+    path("collections", knowledge.CollectionListView.as_view(), name="collections"),
+    path("collections/<str:name>/documents", knowledge.DocumentListView.as_view(), name="documents"),
+    path(
+        "collections/<str:name>/documents/<str:document_id>",
+        knowledge.DocumentDetailView.as_view(),
+        name="document",
+    ),
+    path("jobs/<str:job_id>", knowledge.JobView.as_view(), name="job"),
 ]

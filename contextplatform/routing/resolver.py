@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +84,8 @@ class Resolution:
                 "ms": round(o.ms, 2),
                 "on_failure": o.on_failure,
                 "error": o.error,
+                **({"notes": o.notes} if o.notes else {}),
+                **({"candidates": o.candidates} if o.candidates else {}),
             }
             for o in self.outcomes
         ]
@@ -130,6 +133,7 @@ def resolve(
     request_body: Any,
     chat_format: ChatFormat | None,
     record: bool = True,
+    allowlist: Sequence[str] = (),
 ) -> Resolution:
     started = time.perf_counter()
     route = route_by_name(route_name)
@@ -171,6 +175,7 @@ def resolve(
         session=session,
         query=chat.query,
         turns=chat.turns,
+        allowlist=tuple(allowlist),
     )
     outcomes = async_to_sync(fetch_all)(sources, context_request, estimator) if sources else []
 

@@ -16,6 +16,7 @@ from contextplatform.api.views import ApiView
 from contextplatform.routing import selectors, services
 from contextplatform.routing.config import RouteSpec, validate_route_spec
 from contextplatform.routing.models import ReplayRecord, Route
+from contextplatform.routing.preview import preview_route
 from contextplatform.routing.resolver import resolve
 from contextplatform.routing.turns import begin_turn, complete_turn
 
@@ -28,6 +29,14 @@ class ResolveBody(BaseModel):
     session: str | None = Field(default=None, min_length=1, max_length=200)
     format: Literal["openai", "anthropic"] | None = None
     request: dict[str, Any]
+
+
+class PreviewBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    route: str = Field(min_length=1, max_length=100)
+    query: str = Field(min_length=1, max_length=20_000)
+    user: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 class ResponseBody(BaseModel):
@@ -77,6 +86,7 @@ class ResolveView(ApiView):
             session=body.session,
             request_body=body.request,
             chat_format=body.format,
+            allowlist=getattr(tenant, "outbound_allowlist", None) or (),
         )
         blocked = resolution.blocked
         if blocked:
@@ -96,6 +106,24 @@ class ResolveView(ApiView):
                 messages=body.request["messages"],
             )
         return Response(resolution.report())
+
+
+class ContextPreviewView(ApiView):
+    required_scopes = {"POST": "routes.read"}
+
+    @extend_schema(request=PreviewBody, responses={200: dict}, summary="Preview a route's RAG retrieval")
+    def post(self, request: Request) -> Response:
+        body = self.body(request, PreviewBody)
+        tenant = self.tenant(request)
+        return Response(
+            preview_route(
+                tenant_schema=tenant.schema_name,
+                route_name=body.route,
+                query=body.query,
+                user=body.user,
+                allowlist=getattr(tenant, "outbound_allowlist", None) or (),
+            )
+        )
 
 
 class ResolveResponseView(ApiView):

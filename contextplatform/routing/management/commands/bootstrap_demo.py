@@ -8,11 +8,18 @@ from django.core.management.base import BaseCommand
 from django.db import connection
 from django_tenants.utils import schema_context
 
-from contextplatform.demo import DEMO_RESOLVE_BODY, SUPPORT_ROUTE
+from contextplatform.demo import (
+    DEMO_COLLECTION,
+    DEMO_DOCUMENTS,
+    DEMO_RESOLVE_BODY,
+    SUPPORT_ROUTE,
+)
 from contextplatform.routing.config import validate_route_spec
 from contextplatform.routing.services import upsert_route
-from sources.models import ChatSession
+from sources.ingestion import DocumentInput, create_collection, submit_documents
+from sources.models import ChatSession, Collection, IngestionJob
 from sources.services import append_session_messages, put_user_profile
+from sources.tasks import enqueue_ingestion
 from tenants.models import ApiKey, Tenant
 from tenants.services import create_tenant, issue_api_key, revoke_api_key
 
@@ -21,6 +28,22 @@ DEMO_KEY_NAME = "make-run"
 
 
 class Command(BaseCommand):
+    @staticmethod
+    def ingest_demo_documents() -> IngestionJob:
+        collection = Collection.objects.filter(name=DEMO_COLLECTION).first() or create_collection(
+            name=DEMO_COLLECTION, description="Demo support knowledge base"
+        )
+        job = submit_documents(
+            collection=collection,
+            documents=[
+                DocumentInput(id=d["id"], title=d["title"], text=d["text"], metadata=d["metadata"])
+                for d in DEMO_DOCUMENTS
+            ],
+        )
+        enqueue_ingestion(job)
+        job.refresh_from_db()
+        return job
+
     help = (
         "Create (or refresh) the demo tenant, its support route and sample data; print a fresh key."
     )
@@ -35,6 +58,7 @@ class Command(BaseCommand):
             revoke_api_key(api_key=old)
         issued = issue_api_key(tenant=tenant, name=DEMO_KEY_NAME)
         with schema_context(tenant.schema_name):
+            job = self.ingest_demo_documents()
             upsert_route(spec=validate_route_spec(SUPPORT_ROUTE))
             put_user_profile(
                 user_id="u_123",
@@ -61,11 +85,15 @@ class Command(BaseCommand):
                     ],
                 )
         connection.set_schema_to_public()
+        self.stdout.write(
+            f"Demo collection {DEMO_COLLECTION!r}: {len(DEMO_DOCUMENTS)} documents, ingestion job {job.id} "
+            f"{job.status}{': ' + job.error if job.error else ''}."
+        )
         port = os.environ.get("PORT", "8000")
         body = DEMO_RESOLVE_BODY
         self.stdout.write("")
         self.stdout.write(
-            f"Demo tenant {tenant.name!r}: route 'support' with guardrails, profile and history."
+            f"Demo tenant {tenant.name!r}: route 'support' with guardrails, profile, history and documents."
         )
         self.stdout.write(f"API key (all scopes, replaced at every start): {issued.plain_key}")
         self.stdout.write("Resolve context for a request:")

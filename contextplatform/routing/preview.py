@@ -1,0 +1,64 @@
+"""Retrieval preview: what each RAG and memory source of a route recalls and keeps for a query."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+from asgiref.sync import async_to_sync
+
+from contextplatform.api.errors import ApiError
+from contextplatform.routing.resolver import build_sources
+from contextplatform.routing.selectors import route_by_name
+from sources.base import ContextRequest
+from sources.fetch import fetch_all
+
+
+def preview_route(
+    *, tenant_schema: str, route_name: str, query: str, user: str | None, allowlist: Sequence[str] = ()
+) -> dict[str, Any]:
+    route = route_by_name(route_name)
+    if route is None:
+        raise ApiError("not_found", f"route {route_name!r} does not exist", status=404, param="route")
+    sources = [source for source in build_sources(route.spec()) if source.previewable]
+    request = ContextRequest(
+        request_id="pvw_" + secrets.token_hex(8),
+        tenant=tenant_schema,
+        route=route.name,
+        user=user,
+        session=None,
+        query=query,
+        allowlist=tuple(allowlist),
+        use_cache=False,
+    )
+    outcomes = async_to_sync(fetch_all)(sources, request) if sources else []
+    return {
+        "route": route.name,
+        "query": query,
+        "sources": [
+            {
+                "name": outcome.name,
+                "type": outcome.type,
+                "status": outcome.status,
+                "error": outcome.error,
+                "ms": round(outcome.ms, 2),
+                "notes": outcome.notes,
+                "items": [
+                    {
+                        "document_id": entry.get("document_id"),
+                        "title": entry.get("title"),
+                        "recall_rank": entry.get("recall_rank"),
+                        "recall_score": entry.get("recall_score"),
+                        "cosine": entry.get("cosine"),
+                        "bm25": entry.get("bm25"),
+                        "judge_score": entry.get("judge_score"),
+                        "kept": entry.get("kept"),
+                        "reason": entry.get("reason"),
+                    }
+                    for entry in outcome.candidates
+                ],
+            }
+            for outcome in outcomes
+        ],
+    }

@@ -1,0 +1,376 @@
+"""Outbound HTTP for tenant-configured sources, guarded against server-side request forgery.
+
+A request may only reach a globally routable address, unless the tenant's allow-list names the
+host, the IP or a network containing it (or the operator sets OUTBOUND_ALLOW_PRIVATE). Addresses
+are checked twice: by an httpx request hook, on every request including each redirect, for a clear
+refusal before anything is sent; and in the connection layer, on the very addresses the socket
+connects to, so that a name which resolves differently the second time (DNS rebinding) is caught.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json as jsonlib
+import socket
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio.to_thread
+import httpcore
+import httpx
+from django.conf import settings
+
+DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+ALLOWED_SCHEMES = frozenset({"http", "https"})
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+SHARED_ADDRESS_SPACE = ipaddress.IPv4Network("100.64.0.0/10")  # carrier-grade NAT
+UNIQUE_LOCAL = ipaddress.IPv6Network("fc00::/7")
+NAT64_PREFIXES = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+
+
+class OutboundError(Exception):
+    """An outbound request was refused or its answer could not be used."""
+
+
+class OutboundBlocked(OutboundError):
+    """The destination is not allowed for this tenant."""
+
+
+class ResponseTooLarge(OutboundError):
+    """The answer is larger than the caller accepts."""
+
+
+class InvalidResponse(OutboundError):
+    """The answer is not a successful JSON document."""
+
+
+# --- addresses ---------------------------------------------------------------------------------
+
+
+def _canonical(ip: IPAddress) -> IPAddress:
+    """``::ffff:a.b.c.d`` is a.b.c.d: judge (and allow-list) it as the IPv4 address it is."""
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if any(ip in prefix for prefix in NAT64_PREFIXES):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+def refusal_reason(ip: IPAddress) -> str | None:
+    """Why ``ip`` may not be reached without an allow-list entry, or None if it is public."""
+    ip = _canonical(ip)
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = _embedded_ipv4(ip)
+        if embedded is not None and (reason := refusal_reason(embedded)):
+            return f"embeds {reason} {embedded}"
+    checks: list[tuple[bool, str]] = [
+        (ip.is_unspecified, "unspecified"),
+        (ip.is_loopback, "loopback"),
+        (ip.is_link_local, "link-local"),
+        (ip.is_multicast, "multicast"),
+        (ip in SHARED_ADDRESS_SPACE, "shared address space (CGNAT)"),
+        (ip in UNIQUE_LOCAL, "unique local"),
+        (isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local, "site-local"),
+        (ip.is_reserved, "reserved"),
+        (ip.is_private, "private"),
+        (not ip.is_global, "not globally routable"),
+    ]
+    return next((label for refused, label in checks if refused), None)
+
+
+def _parse_ip(text: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(text.split("%", 1)[0])  # drop an IPv6 zone id
+    except ValueError:
+        return None
+
+
+def _resolve(host: str, port: int) -> list[IPAddress]:
+    """Every address ``host`` resolves to (what the socket layer may connect to)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as error:
+        raise OutboundError(f"cannot resolve {host}: {error}") from error
+    addresses = [_parse_ip(str(info[4][0])) for info in infos]
+    found = list(dict.fromkeys(address for address in addresses if address is not None))
+    if not found:
+        raise OutboundError(f"cannot resolve {host}: no address")
+    return found
+
+
+async def _resolve_async(host: str, port: int) -> list[IPAddress]:
+    literal = _parse_ip(host)
+    if literal is not None:
+        return [literal]
+    return await anyio.to_thread.run_sync(_resolve, host, port)
+
+
+# --- the allow-list ----------------------------------------------------------------------------
+
+
+def _normalise_host(host: str) -> str:
+    return host.strip().strip("[]").rstrip(".").lower()
+
+
+def _parse_entry(entry: str) -> str | IPNetwork:
+    if not isinstance(entry, str) or not entry.strip():
+        raise ValueError(f"allow-list entries are host names, IPs or CIDRs, got {entry!r}")
+    text = _normalise_host(entry)
+    try:
+        network = ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        pass
+    else:
+        mapped = network.network_address
+        if isinstance(mapped, ipaddress.IPv6Address) and mapped.ipv4_mapped is not None:
+            return ipaddress.ip_network(f"{mapped.ipv4_mapped}/{max(network.prefixlen - 96, 0)}")
+        return network
+    if "/" in text or not _is_host_name(text):
+        raise ValueError(f"not a host name, IP or CIDR: {entry!r}")
+    return text
+
+
+def _is_host_name(text: str) -> bool:
+    labels = text.split(".")
+    return len(text) <= 253 and all(
+        0 < len(label) <= 63
+        and label[0] != "-"
+        and label[-1] != "-"
+        and all(c.isalnum() or c in "-_" for c in label)
+        for label in labels
+    )
+
+
+def validate_allowlist(entries: Any) -> list[str]:
+    """The entries as given, if each is a host name, an IP or a CIDR; ValueError otherwise."""
+    if not isinstance(entries, list):
+        raise ValueError("the outbound allow-list must be a list of strings")
+    for entry in entries:
+        _parse_entry(entry)
+    return entries
+
+
+@dataclass(frozen=True)
+class OutboundPolicy:
+    hosts: frozenset[str]
+    networks: tuple[IPNetwork, ...]
+    allow_private: bool = False
+
+    @classmethod
+    def from_allowlist(
+        cls, allowlist: Iterable[str] | None, *, allow_private: bool | None = None
+    ) -> OutboundPolicy:
+        parsed = [_parse_entry(entry) for entry in allowlist or ()]
+        if allow_private is None:
+            allow_private = bool(getattr(settings, "OUTBOUND_ALLOW_PRIVATE", False))
+        return cls(
+            hosts=frozenset(entry for entry in parsed if isinstance(entry, str)),
+            networks=tuple(entry for entry in parsed if not isinstance(entry, str)),
+            allow_private=allow_private,
+        )
+
+    def names(self, host: str) -> bool:
+        return self.allow_private or _normalise_host(host) in self.hosts
+
+    def refusal(self, ip: IPAddress) -> str | None:
+        ip = _canonical(ip)
+        if self.allow_private or any(ip.version == n.version and ip in n for n in self.networks):
+            return None
+        return refusal_reason(ip)
+
+    def check_addresses(self, host: str, addresses: Sequence[IPAddress]) -> None:
+        for address in addresses:
+            reason = self.refusal(address)
+            if reason:
+                shown = host if _parse_ip(host) else f"{host} ({address})"
+                raise OutboundBlocked(
+                    f"outbound request to {shown} refused: {reason} address "
+                    "not in the tenant's outbound allow-list"
+                )
+
+
+# --- URLs --------------------------------------------------------------------------------------
+
+
+def display_url(url: httpx.URL) -> str:
+    """The URL without credentials or query, for messages and logs."""
+    port = f":{url.port}" if url.port else ""
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    return f"{url.scheme}://{host}{port}{url.path}"
+
+
+def _target(url: str | httpx.URL) -> tuple[httpx.URL, str, int]:
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError) as error:
+        raise OutboundBlocked(f"not a valid URL: {error}") from error
+    if parsed.scheme not in ALLOWED_SCHEMES:
+        raise OutboundBlocked(f"scheme {parsed.scheme or '(none)'!r} refused: only http and https")
+    if not parsed.host:
+        raise OutboundBlocked("URL has no host")
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    return parsed, parsed.host, port
+
+
+def check_url(url: str, allowlist: Sequence[str], *, allow_private: bool | None = None) -> None:
+    """Raise OutboundBlocked unless ``url`` may be fetched for a tenant with ``allowlist``."""
+    policy = OutboundPolicy.from_allowlist(allowlist, allow_private=allow_private)
+    _, host, port = _target(url)
+    if policy.names(host):
+        return
+    literal = _parse_ip(host)
+    policy.check_addresses(host, [literal] if literal else _resolve(host, port))
+
+
+async def _acheck(policy: OutboundPolicy, url: httpx.URL) -> None:
+    _, host, port = _target(url)
+    if not policy.names(host):
+        policy.check_addresses(host, await _resolve_async(host, port))
+
+
+# --- the client --------------------------------------------------------------------------------
+
+
+class _GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
+    """Resolves, checks, and connects to the checked address itself (no second resolution)."""
+
+    def __init__(self, policy: OutboundPolicy, inner: httpcore.AsyncNetworkBackend):
+        self.policy = policy
+        self.inner = inner
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        if self.policy.names(host):
+            targets = [host]
+        else:
+            try:
+                addresses = await _resolve_async(host, port)
+            except OutboundError as error:
+                raise httpcore.ConnectError(str(error)) from error
+            self.policy.check_addresses(host, addresses)
+            targets = [str(address) for address in addresses]
+        error: Exception | None = None
+        for target in targets:
+            try:
+                return await self.inner.connect_tcp(
+                    target, port, timeout, local_address, socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as failure:
+                error = failure
+        assert error is not None
+        raise error
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.AsyncNetworkStream:
+        raise OutboundBlocked("unix sockets are refused")
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
+
+
+class _GuardedTransport(httpx.AsyncHTTPTransport):
+    def __init__(self, policy: OutboundPolicy):
+        super().__init__(trust_env=False)  # no proxy from the environment: it would bypass us
+        pool = self._pool
+        if not isinstance(pool, httpcore.AsyncConnectionPool) or not hasattr(
+            pool, "_network_backend"
+        ):
+            raise RuntimeError("httpx/httpcore changed: cannot guard outbound connections")
+        pool._network_backend = _GuardedNetworkBackend(policy, pool._network_backend)
+
+
+def guarded_async_client(
+    *,
+    allowlist: Sequence[str],
+    timeout_s: float,
+    max_redirects: int = 3,
+    allow_private: bool | None = None,
+) -> httpx.AsyncClient:
+    """An AsyncClient that refuses, before sending and at connect time, what the policy refuses."""
+    policy = OutboundPolicy.from_allowlist(allowlist, allow_private=allow_private)
+
+    async def check_request(request: httpx.Request) -> None:
+        await _acheck(policy, request.url)
+
+    return httpx.AsyncClient(
+        transport=_GuardedTransport(policy),
+        timeout=timeout_s,
+        follow_redirects=max_redirects > 0,
+        max_redirects=max_redirects,
+        trust_env=False,
+        event_hooks={"request": [check_request]},
+    )
+
+
+# --- bounded JSON ------------------------------------------------------------------------------
+
+
+def _declared_length(response: httpx.Response) -> int | None:
+    try:
+        return int(response.headers["content-length"])
+    except (KeyError, ValueError):
+        return None
+
+
+async def _read_limited(response: httpx.Response, max_bytes: int) -> bytes:
+    where = display_url(response.url)
+    declared = _declared_length(response)
+    if declared is not None and declared > max_bytes:
+        raise ResponseTooLarge(f"{where} answered {declared} bytes, more than {max_bytes}")
+    body = bytearray()
+    async for chunk in response.aiter_bytes():  # decoded: the limit holds after decompression
+        body.extend(chunk)
+        if len(body) > max_bytes:
+            raise ResponseTooLarge(f"{where} answered more than {max_bytes} bytes")
+    return bytes(body)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _decode_json(body: bytes, where: str) -> Any:
+    if not body.strip():
+        raise InvalidResponse(f"{where} answered an empty body, expected JSON")
+    try:
+        return jsonlib.loads(body, parse_constant=_refuse_constant)
+    except (ValueError, UnicodeDecodeError) as error:
+        snippet = body[:120].decode("utf-8", "replace")
+        raise InvalidResponse(f"{where} answered non-JSON ({error}): {snippet!r}") from error
+
+
+async def fetch_json_limited(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    *,
+    json: Any = None,
+    headers: dict[str, str] | None = None,
+    max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+) -> Any:
+    """The decoded JSON answer; ResponseTooLarge past ``max_bytes``, InvalidResponse if not a
+    2xx JSON answer. Transport errors and timeouts are httpx's own exceptions."""
+    async with client.stream(method, url, json=json, headers=headers) as response:
+        body = await _read_limited(response, max_bytes)
+    where = display_url(response.url)
+    if not response.is_success:
+        snippet = body[:200].decode("utf-8", "replace")
+        raise InvalidResponse(f"{where} answered HTTP {response.status_code}: {snippet!r}")
+    return _decode_json(body, where)

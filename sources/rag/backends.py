@@ -1,0 +1,87 @@
+"""RAG backends: where a source's documents come from. Each returns recall hits for a query."""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from sources.embedding import get_embedder
+from sources.ingestion import ensure_embedder_matches
+from sources.matching import RecallConfig
+from sources.models import Collection
+from sources.rag.config import VectorstoreConfig
+from sources.recall import RecallHit, newest_chunks, recall
+
+
+class BackendError(Exception):
+    """The backend could not answer (unknown collection, transport error, bad response)."""
+
+
+@dataclass(frozen=True)
+class RetrievalRequest:
+    schema: str
+    query: str
+    recall: RecallConfig | None  # None: a judge-only block reads the newest documents
+    candidates: int  # how many documents the judge may read
+    filter: dict[str, Any] | None
+    lexical_features: bool = True
+    allowlist: tuple[str, ...] = ()
+
+
+class RagBackend(ABC):
+    name: str
+
+    @abstractmethod
+    async def retrieve(self, request: RetrievalRequest) -> list[RecallHit]: ...
+
+    async def cache_token(self, request: RetrievalRequest) -> str | None:
+        """Changes whenever the backend's documents change; ``None`` when that cannot be known."""
+        return None
+
+
+class VectorstoreBackend(RagBackend):
+    """The tenant's own collections in PostgreSQL (pgvector HNSW + BM25)."""
+
+    name = "vectorstore"
+
+    def __init__(self, config: VectorstoreConfig):
+        self.config = config
+
+    def collections(self) -> list[Collection]:
+        names = self.config.names
+        found = list(Collection.objects.filter(name__in=names))
+        missing = sorted(set(names) - {c.name for c in found})
+        if missing:
+            raise BackendError(f"unknown collection(s): {', '.join(missing)}")
+        return found
+
+    async def cache_token(self, request: RetrievalRequest) -> str | None:
+        collections = await sync_to_async(self.collections)()
+        return ",".join(f"{c.pk}:{c.version}" for c in sorted(collections, key=lambda c: c.pk))
+
+    async def retrieve(self, request: RetrievalRequest) -> list[RecallHit]:
+        collections = await sync_to_async(self.collections)()
+        if request.recall is None:
+            return await sync_to_async(newest_chunks)(collections, request.candidates, request.filter)
+        vector = None
+        if request.recall.method != "bm25":
+            embedder = get_embedder()
+            for collection in collections:
+                ensure_embedder_matches(collection, embedder)
+            vector = await asyncio.to_thread(embedder.embed_query, request.query)
+        return await sync_to_async(recall)(
+            schema=request.schema,
+            collections=collections,
+            query=request.query,
+            method=request.recall.method,
+            top_k=request.recall.top_k,
+            min_similarity=request.recall.min_similarity,
+            query_vector=vector,
+            hybrid_mode=request.recall.hybrid_mode,
+            wanted=request.filter,
+            lexical_features=request.lexical_features,
+        )

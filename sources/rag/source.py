@@ -1,0 +1,145 @@
+"""The ``rag`` source kind: recall from a backend, judge, keep, cache."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from sources.base import ContextItem, ContextRequest, ContextSource, register_source_kind
+from sources.matching import MatchConfig, MatchResult, cap_characters, default_match, judge_and_keep
+from sources.rag import cache
+from sources.rag.backends import RagBackend, RetrievalRequest, VectorstoreBackend
+from sources.rag.config import ExternalApiConfig, HybridConfig, RagSettings, VectorstoreConfig
+from sources.recall import RecallHit
+
+
+def build_backend(config: BaseModel) -> RagBackend:
+    if isinstance(config, VectorstoreConfig):
+        return VectorstoreBackend(config)
+    if isinstance(config, ExternalApiConfig):
+        from sources.rag.external import ExternalApiBackend
+
+        return ExternalApiBackend(config)
+    if isinstance(config, HybridConfig):
+        from sources.rag.hybrid import HybridBackend
+
+        return HybridBackend(config)
+    raise TypeError(f"no backend for {type(config).__name__}")
+
+
+def render(hit: RecallHit) -> str:
+    return f"[Document: {hit.title}] {hit.text}" if hit.title else hit.text
+
+
+def trace_entry(decision: Any) -> dict[str, Any]:
+    hit = decision.hit
+    return {
+        "document_id": hit.document_id,
+        "chunk_id": hit.chunk_id,
+        "title": hit.title,
+        "recall_rank": decision.recall_rank,
+        "recall_score": round(hit.score, 6),
+        "cosine": None if hit.cosine is None else round(hit.cosine, 6),
+        "bm25": None if hit.bm25 is None else round(hit.bm25, 6),
+        "judge_score": None if decision.judge_score is None else round(decision.judge_score, 6),
+        "kept": decision.kept,
+        "reason": decision.reason,
+    }
+
+
+@register_source_kind
+class RagSource(ContextSource):
+    type = "rag"
+    Settings = RagSettings
+    previewable = True
+
+    @property
+    def rag(self) -> RagSettings:
+        return self.settings  # type: ignore[return-value]
+
+    @property
+    def match(self) -> MatchConfig:
+        return self.rag.match or default_match()
+
+    def retrieval_request(self, request: ContextRequest) -> RetrievalRequest:
+        match = self.match
+        judge = match.judge
+        return RetrievalRequest(
+            schema=request.tenant,
+            query=request.query,
+            recall=match.recall,
+            candidates=judge.max_candidates if judge else (match.recall.top_k if match.recall else 20),
+            filter=self.rag.filter,
+            lexical_features=judge is not None and judge.deployment in (None, "local"),
+            allowlist=request.allowlist,
+        )
+
+    async def fetch(self, request: ContextRequest) -> list[ContextItem]:
+        if not request.query.strip():
+            self.notes["skipped"] = "no user query"
+            return []
+        backend = build_backend(self.rag.backend_settings())
+        retrieval = self.retrieval_request(request)
+        key = None
+        if self.rag.cache_results and request.use_cache:
+            token = await backend.cache_token(retrieval)
+            key = cache.cache_key(
+                schema=request.tenant,
+                route=request.route,
+                source=self.name,
+                parts={
+                    "match": self.match.model_dump(mode="json"),
+                    "filter": self.rag.filter,
+                    "backend": self.rag.backend,
+                    "backend_config": self.rag.backend_config,
+                    "max_context_length": self.rag.max_context_length,
+                },
+                query=request.query,
+                user=None,  # a rag source reads tenant-wide documents; memory sources pass the user
+                token=token or "ttl-only",  # external services: cached until the TTL ends
+            )
+            cached = await cache.get(key)
+            if cached is not None:
+                self.notes["cache"] = "hit"
+                self.trace = [entry["trace"] for entry in cached]
+                return [self.item(**entry["item"]) for entry in cached]
+            self.notes["cache"] = "miss"
+        hits = await backend.retrieve(retrieval)
+        result = await judge_and_keep(request.query, hits, self.match.judge)
+        cap_characters(result, self.rag.max_context_length)
+        self.trace = [trace_entry(d) for d in result.decisions]
+        self.notes.update({"backend": self.rag.backend, "judged": result.judged})
+        if result.judge_error:
+            self.notes["judge_error"] = result.judge_error
+        items = self.items_of(result)
+        if key is not None and result.cacheable:
+            await cache.put(
+                key,
+                [
+                    {"item": self.item_fields(d), "trace": trace_entry(d)}
+                    for d in result.decisions
+                    if d.kept
+                ],
+                self.rag.cache_ttl_seconds,
+            )
+        return items
+
+    def item_fields(self, decision: Any) -> dict[str, Any]:
+        hit = decision.hit
+        score = decision.judge_score if decision.judge_score is not None else hit.score
+        return {
+            "content": render(hit),
+            "score": round(score, 6),
+            "title": hit.title or None,
+            "metadata": {
+                "document_id": hit.document_id,
+                "collection": hit.collection,
+                "chunk_id": hit.chunk_id,
+                "recall_score": round(hit.score, 6),
+                "judge_score": decision.judge_score,
+            },
+        }
+
+    def items_of(self, result: MatchResult) -> list[ContextItem]:
+        return [self.item(**self.item_fields(d)) for d in result.kept]

@@ -1,0 +1,380 @@
+"""The outbound HTTP guard. Traffic only ever goes to a server of the test's own on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import ipaddress
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+from django.core.exceptions import ValidationError
+
+from sources import outbound
+from sources.outbound import (
+    InvalidResponse,
+    OutboundBlocked,
+    ResponseTooLarge,
+    check_url,
+    fetch_json_limited,
+    guarded_async_client,
+    refusal_reason,
+    validate_allowlist,
+)
+from tenants.models import Tenant
+
+# --- refusals by address -----------------------------------------------------------------------
+
+REFUSED = [
+    "http://127.0.0.1/",
+    "http://127.1.2.3:8080/x",
+    "http://localhost/",
+    "http://LOCALHOST/",
+    "http://10.1.2.3/",
+    "http://172.16.0.1/",
+    "http://172.31.255.254/",
+    "http://192.168.1.1/",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[::1]/",
+    "http://[fd00::1]/",
+    "http://[fe80::1]/",
+    "http://0.0.0.0/",
+    "http://[::]/",
+    "http://100.64.0.1/",
+    "http://[::ffff:127.0.0.1]/",
+    "http://[::ffff:a9fe:a9fe]/",
+    "http://[64:ff9b::7f00:1]/",
+    "http://[2002:7f00:1::]/",
+    "http://224.0.0.1/",
+    "http://[ff02::1]/",
+    "http://240.0.0.1/",
+    "http://255.255.255.255/",
+    "https://user:secret@10.0.0.1/path?token=abc",
+]
+
+
+@pytest.mark.parametrize("url", REFUSED)
+def test_private_and_special_addresses_are_refused(url: str) -> None:
+    with pytest.raises(OutboundBlocked) as refused:
+        check_url(url, [])
+    assert "secret" not in str(refused.value) and "token" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "url", ["file:///etc/passwd", "ftp://example.com/", "gopher://127.0.0.1/", "/relative"]
+)
+def test_only_http_and_https_are_allowed(url: str) -> None:
+    with pytest.raises(OutboundBlocked, match=r"scheme|no host"):
+        check_url(url, ["example.com", "127.0.0.1"])
+
+
+@pytest.mark.parametrize(
+    ("address", "reason"),
+    [
+        ("127.0.0.1", "loopback"),
+        ("::1", "loopback"),
+        ("169.254.169.254", "link-local"),
+        ("fe80::1", "link-local"),
+        ("10.0.0.1", "private"),
+        ("fd12:3456::1", "unique local"),
+        ("100.64.0.1", "shared address space (CGNAT)"),
+        ("0.0.0.0", "unspecified"),
+        ("::ffff:10.0.0.1", "private"),
+        ("224.0.0.1", "multicast"),
+        ("8.8.8.8", None),
+        ("2606:4700:4700::1111", None),
+    ],
+)
+def test_refusal_reasons(address: str, reason: str | None) -> None:
+    assert refusal_reason(ipaddress.ip_address(address)) == reason
+
+
+def test_public_addresses_pass_without_an_allowlist() -> None:
+    check_url("https://8.8.8.8/search", [])  # a check only: nothing is sent
+    check_url("http://[2606:4700:4700::1111]:8443/", [])
+
+
+def test_every_resolved_address_must_be_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = {
+        "mixed.test": ["8.8.8.8", "10.0.0.7"],
+        "public.test": ["8.8.8.8", "2606:4700:4700::1111"],
+    }
+    monkeypatch.setattr(
+        outbound, "_resolve", lambda host, port: [ipaddress.ip_address(a) for a in answers[host]]
+    )
+    with pytest.raises(OutboundBlocked, match=r"mixed\.test \(10\.0\.0\.7\)"):
+        check_url("http://mixed.test/", [])
+    check_url("http://public.test/", [])
+    check_url("http://mixed.test/", ["10.0.0.0/24"])
+
+
+def test_unresolvable_host_is_an_outbound_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_such_host(*args: Any, **kwargs: Any) -> Any:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(outbound.socket, "getaddrinfo", no_such_host)  # no DNS query leaves
+    with pytest.raises(outbound.OutboundError, match="cannot resolve"):
+        check_url("http://does-not-exist.invalid/", [])
+
+
+# --- the allow-list ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "allowlist"),
+    [
+        ("http://localhost:8080/", ["localhost"]),
+        ("http://LocalHost./", ["localhost"]),
+        ("http://search.internal/", ["Search.Internal"]),
+        ("http://127.0.0.1:9200/", ["127.0.0.1"]),
+        ("http://10.1.2.3/", ["10.0.0.0/8"]),
+        ("http://172.16.5.4/", ["172.16.0.0/12"]),
+        ("http://[fd00::1]/", ["fd00::/8"]),
+        ("http://[::1]/", ["[::1]"]),
+        ("http://[::ffff:127.0.0.1]/", ["127.0.0.1"]),
+        ("http://127.0.0.1/", ["::ffff:127.0.0.1"]),
+    ],
+)
+def test_allowlist_by_host_ip_or_cidr(url: str, allowlist: list[str]) -> None:
+    check_url(url, allowlist)
+
+
+def test_allowlist_names_only_what_it_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(outbound, "_resolve", lambda host, port: [ipaddress.ip_address("10.9.9.9")])
+    check_url("http://search.internal/", ["search.internal"])
+    with pytest.raises(OutboundBlocked):
+        check_url("http://other.internal/", ["search.internal"])
+    with pytest.raises(OutboundBlocked):
+        check_url("http://10.1.2.3/", ["10.9.0.0/16"])
+
+
+def test_operators_can_allow_every_address(settings: Any) -> None:
+    settings.OUTBOUND_ALLOW_PRIVATE = True
+    check_url("http://10.1.2.3/", [])
+    check_url("http://[::1]/", [])
+    with pytest.raises(OutboundBlocked):
+        check_url("file:///etc/passwd", [])
+    settings.OUTBOUND_ALLOW_PRIVATE = False
+    with pytest.raises(OutboundBlocked):
+        check_url("http://10.1.2.3/", [])
+
+
+def test_allowlist_validation() -> None:
+    assert validate_allowlist(["a.example", "10.0.0.0/8", "127.0.0.1", "[::1]", "fd00::/8"])
+    for bad in (["not a host!"], ["10.0.0.0/33"], [5], [""], "10.0.0.1", ["a..b"]):
+        with pytest.raises(ValueError):
+            validate_allowlist(bad)
+
+
+def test_tenant_field_validates_and_shows_in_admin() -> None:
+    from django.contrib import admin
+
+    field_ = Tenant._meta.get_field("outbound_allowlist")
+    assert field_.clean(["search.internal", "10.0.0.0/8"], None) == [
+        "search.internal",
+        "10.0.0.0/8",
+    ]
+    with pytest.raises(ValidationError):
+        field_.clean(["http://search.internal/"], None)
+    tenant_admin = admin.site._registry[Tenant]
+    assert "outbound_allowlist" in tenant_admin.list_display
+    assert "outbound_allowlist" in [f.name for f in Tenant._meta.get_fields()]
+    assert Tenant().outbound_allowlist == []
+
+
+# --- the guarded client against a loopback server ----------------------------------------------
+
+
+@dataclass
+class Loopback:
+    server: ThreadingHTTPServer
+    paths: list[str] = field(default_factory=list)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+ROUTES: dict[str, tuple[int, dict[str, str], bytes]] = {
+    "/json": (200, {"Content-Type": "application/json"}, b'{"ok": true, "hits": [1, 2]}'),
+    "/redirect-private": (302, {"Location": "http://10.0.0.1/steal"}, b""),
+    "/redirect-metadata": (302, {"Location": "http://169.254.169.254/latest/"}, b""),
+    "/redirect-json": (302, {"Location": "/json"}, b""),
+    "/loop": (302, {"Location": "/loop"}, b""),
+    "/big": (200, {"Content-Type": "application/json"}, b'{"pad": "' + b"x" * 5000 + b'"}'),
+    "/text": (200, {"Content-Type": "text/html"}, b"<html>not json</html>"),
+    "/empty": (200, {}, b""),
+    "/nan": (200, {"Content-Type": "application/json"}, b'{"score": NaN}'),
+    "/error": (500, {"Content-Type": "application/json"}, b'{"error": "down"}'),
+    "/gzip-bomb": (
+        200,
+        {"Content-Type": "application/json", "Content-Encoding": "gzip"},
+        gzip.compress(b'{"pad": "' + b" " * 200_000 + b'"}'),
+    ),
+}
+
+
+@pytest.fixture
+def loopback() -> Iterator[Loopback]:
+    state: Loopback
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            state.paths.append(self.path)
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            path = self.path.split("?", 1)[0]
+            if path == "/stream":  # no Content-Length: the limit must hold while reading
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                try:
+                    for _ in range(64):
+                        chunk = b" " * 1024
+                        self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                    self.wfile.write(b"0\r\n\r\n")
+                except OSError:
+                    pass
+                return
+            status, headers, body = ROUTES[path]
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_GET
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    state = Loopback(server)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+async def fetch(url: str, allowlist: list[str], **kwargs: Any) -> Any:
+    max_redirects = kwargs.pop("max_redirects", 3)
+    async with guarded_async_client(
+        allowlist=allowlist, timeout_s=5, max_redirects=max_redirects
+    ) as client:
+        return await fetch_json_limited(client, "GET", url, **kwargs)
+
+
+def test_loopback_allowed_through_the_allowlist(loopback: Loopback) -> None:
+    assert asyncio.run(fetch(f"{loopback.base}/json", ["127.0.0.1"])) == {
+        "ok": True,
+        "hits": [1, 2],
+    }
+    assert asyncio.run(fetch(f"{loopback.base}/json", ["127.0.0.0/8"]))["ok"] is True
+
+
+def test_loopback_refused_without_allowlist_and_nothing_is_sent(loopback: Loopback) -> None:
+    with pytest.raises(OutboundBlocked, match="loopback"):
+        asyncio.run(fetch(f"{loopback.base}/json", []))
+    assert loopback.paths == []
+
+
+def test_post_with_json_body(loopback: Loopback) -> None:
+    async def post() -> Any:
+        async with guarded_async_client(allowlist=["127.0.0.1"], timeout_s=5) as client:
+            return await fetch_json_limited(
+                client, "POST", f"{loopback.base}/json", json={"q": "x"}, headers={"X-A": "1"}
+            )
+
+    assert asyncio.run(post())["ok"] is True
+
+
+@pytest.mark.parametrize("path", ["/redirect-private", "/redirect-metadata"])
+def test_redirect_to_a_disallowed_address_is_refused(loopback: Loopback, path: str) -> None:
+    with pytest.raises(OutboundBlocked):
+        asyncio.run(fetch(f"{loopback.base}{path}", ["127.0.0.1"]))
+    assert loopback.paths == [path]  # the redirect was never followed
+
+
+def test_redirect_to_an_allowed_address_is_followed(loopback: Loopback) -> None:
+    assert asyncio.run(fetch(f"{loopback.base}/redirect-json", ["127.0.0.1"]))["ok"] is True
+    assert loopback.paths == ["/redirect-json", "/json"]
+
+
+def test_redirects_are_bounded(loopback: Loopback) -> None:
+    with pytest.raises(httpx.TooManyRedirects):
+        asyncio.run(fetch(f"{loopback.base}/loop", ["127.0.0.1"], max_redirects=3))
+    assert len(loopback.paths) == 4
+
+
+@pytest.mark.parametrize("path", ["/big", "/stream", "/gzip-bomb"])
+def test_answers_larger_than_max_bytes_are_refused(loopback: Loopback, path: str) -> None:
+    with pytest.raises(ResponseTooLarge):
+        asyncio.run(fetch(f"{loopback.base}{path}", ["127.0.0.1"], max_bytes=4096))
+
+
+def test_answers_within_max_bytes_pass(loopback: Loopback) -> None:
+    body = asyncio.run(fetch(f"{loopback.base}/big", ["127.0.0.1"], max_bytes=5100))
+    assert len(body["pad"]) == 5000
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/text", "non-JSON"),
+        ("/empty", "empty body"),
+        ("/nan", "non-JSON"),
+        ("/error", "HTTP 500"),
+    ],
+)
+def test_bad_answers_are_clear_errors(loopback: Loopback, path: str, message: str) -> None:
+    with pytest.raises(InvalidResponse, match=message) as refused:
+        asyncio.run(fetch(f"{loopback.base}{path}", ["127.0.0.1"]))
+    assert "127.0.0.1" in str(refused.value)
+
+
+def test_credentials_never_appear_in_errors(loopback: Loopback) -> None:
+    port = loopback.server.server_address[1]
+    with pytest.raises(InvalidResponse) as refused:
+        asyncio.run(fetch(f"http://user:hunter2@127.0.0.1:{port}/error?key=k1", ["127.0.0.1"]))
+    assert "hunter2" not in str(refused.value) and "k1" not in str(refused.value)
+
+
+def test_connection_layer_refuses_even_without_the_request_hook(loopback: Loopback) -> None:
+    async def run() -> None:
+        async with guarded_async_client(allowlist=[], timeout_s=5) as client:
+            client.event_hooks = {"request": [], "response": []}
+            await client.get(f"{loopback.base}/json")
+
+    with pytest.raises(OutboundBlocked, match="loopback"):
+        asyncio.run(run())
+    assert loopback.paths == []
+
+
+def test_dns_rebinding_is_caught_at_connect_time(
+    loopback: Loopback, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The name first resolves to an allowed address, then to the loopback server."""
+    answers = iter(["127.0.0.2", "127.0.0.1", "127.0.0.1"])
+    monkeypatch.setattr(
+        outbound, "_resolve", lambda host, port: [ipaddress.ip_address(next(answers))]
+    )
+    port = loopback.server.server_address[1]
+    with pytest.raises(OutboundBlocked, match=r"rebind\.test \(127\.0\.0\.1\)"):
+        asyncio.run(fetch(f"http://rebind.test:{port}/json", ["127.0.0.2"]))
+    assert loopback.paths == []
+
+
+def test_allowed_host_name_connects(loopback: Loopback) -> None:
+    port = loopback.server.server_address[1]
+    assert asyncio.run(fetch(f"http://localhost:{port}/json", ["localhost"]))["ok"] is True
