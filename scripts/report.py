@@ -147,6 +147,9 @@ def header_section(results: BenchResults) -> str:
             f"of {results.environment['date']}, which took {results.runtime_s:.0f} s. "
             "Run it again to refresh this page; numbers from another machine will differ.",
             "## Results against the targets",
+            "Sections 1-3 (resolver and HTTP); the retrieval targets are checked in section 4, "
+            "which `BENCH_ONLY=retrieval make bench` can refresh alone (it then carries its own "
+            "date).",
             table(["check", "target", "measured", "result"], check_rows(results.checks)),
             "## Environment",
             table(["", ""], env_rows),

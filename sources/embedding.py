@@ -123,7 +123,9 @@ def _is_complete(folder: Path, manifest: dict[str, str]) -> bool:
     return recorded == manifest and all((folder / name).is_file() for name in manifest)
 
 
-def _build(target: Path, model: Path, tokenizer_files: dict[str, Path], manifest: dict[str, str]):
+def _build(
+    target: Path, model: Path, tokenizer_files: dict[str, Path], manifest: dict[str, str]
+) -> None:
     """Assemble into a private temporary folder, then rename it into place in one step."""
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:

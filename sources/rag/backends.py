@@ -66,7 +66,9 @@ class VectorstoreBackend(RagBackend):
     async def retrieve(self, request: RetrievalRequest) -> list[RecallHit]:
         collections = await sync_to_async(self.collections)()
         if request.recall is None:
-            return await sync_to_async(newest_chunks)(collections, request.candidates, request.filter)
+            return await sync_to_async(newest_chunks)(
+                collections, request.candidates, request.filter
+            )
         vector = None
         if request.recall.method != "bm25":
             embedder = get_embedder()

@@ -10,11 +10,26 @@ from typing import Any
 from django.core.cache import cache
 
 
-def cache_key(*, schema: str, route: str, source: str, parts: dict[str, Any], query: str, user: str | None,
-              token: str) -> str:
+def cache_key(
+    *,
+    schema: str,
+    route: str,
+    source: str,
+    parts: dict[str, Any],
+    query: str,
+    user: str | None,
+    token: str,
+) -> str:
     payload = json.dumps(
-        {"schema": schema, "route": route, "source": source, "parts": parts, "query": query, "user": user,
-         "token": token},
+        {
+            "schema": schema,
+            "route": route,
+            "source": source,
+            "parts": parts,
+            "query": query,
+            "user": user,
+            "token": token,
+        },
         sort_keys=True,
         ensure_ascii=False,
         default=str,

@@ -34,7 +34,9 @@ class VectorstoreConfig(Strict):
 
 
 class ResponseMapping(Strict):
-    documents_path: str = Field(default="", description="dotted path to the list of hits; empty: the body")
+    documents_path: str = Field(
+        default="", description="dotted path to the list of hits; empty: the body"
+    )
     text_path: str = "text"
     title_path: str | None = "title"
     id_path: str | None = "id"
@@ -114,7 +116,8 @@ class RagSettings(SourceSettings):
         recall = self.match.recall if self.match else None
         over_external = self.backend == "external_api" or (
             isinstance(config, HybridConfig)
-            and "external_api" in {config.primary.backend, config.fallback.backend if config.fallback else ""}
+            and "external_api"
+            in {config.primary.backend, config.fallback.backend if config.fallback else ""}
         )
         if recall is not None and recall.method != "embedding" and over_external:
             raise ValueError("a source over an external vector database recalls by embedding")

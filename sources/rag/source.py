@@ -69,7 +69,9 @@ class RagSource(ContextSource):
             schema=request.tenant,
             query=request.query,
             recall=match.recall,
-            candidates=judge.max_candidates if judge else (match.recall.top_k if match.recall else 20),
+            candidates=judge.max_candidates
+            if judge
+            else (match.recall.top_k if match.recall else 20),
             filter=self.rag.filter,
             lexical_features=judge is not None and judge.deployment in (None, "local"),
             allowlist=request.allowlist,
@@ -106,6 +108,9 @@ class RagSource(ContextSource):
                 return [self.item(**entry["item"]) for entry in cached]
             self.notes["cache"] = "miss"
         hits = await backend.retrieve(retrieval)
+        for attribute in ("served_by", "primary_error"):
+            if getattr(backend, attribute, None):
+                self.notes[attribute] = getattr(backend, attribute)
         result = await judge_and_keep(request.query, hits, self.match.judge)
         cap_characters(result, self.rag.max_context_length)
         self.trace = [trace_entry(d) for d in result.decisions]

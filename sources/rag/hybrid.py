@@ -1,0 +1,74 @@
+"""The ``hybrid`` backend: a primary backend with an optional fallback.
+
+``sequential`` (default) runs the fallback only after the primary fails or finds nothing;
+``parallel`` starts both and answers with the primary as soon as it has documents.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from sources.rag.backends import BackendError, RagBackend, RetrievalRequest
+from sources.rag.config import BackendSpec, HybridConfig, validate_backend_config
+from sources.recall import RecallHit
+
+
+def build(spec: BackendSpec) -> RagBackend:
+    from sources.rag.source import build_backend
+
+    return build_backend(validate_backend_config(spec.backend, spec.backend_config))
+
+
+class HybridBackend(RagBackend):
+    name = "hybrid"
+
+    def __init__(self, config: HybridConfig):
+        self.config = config
+        self.primary = build(config.primary)
+        self.fallback = build(config.fallback) if config.fallback else None
+        self.served_by: str | None = None
+        self.primary_error: str | None = None
+
+    async def cache_token(self, request: RetrievalRequest) -> str | None:
+        return None  # one side may be an external service whose changes cannot be seen
+
+    async def retrieve(self, request: RetrievalRequest) -> list[RecallHit]:
+        if self.fallback is None:
+            self.served_by = "primary"
+            return await self.primary.retrieve(request)
+        if self.config.strategy == "parallel":
+            return await self.parallel(request)
+        return await self.sequential(request)
+
+    async def attempt_primary(self, request: RetrievalRequest) -> list[RecallHit]:
+        try:
+            return await self.primary.retrieve(request)
+        except Exception as error:  # the fallback exists for exactly this
+            self.primary_error = f"{type(error).__name__}: {error}"
+            return []
+
+    async def sequential(self, request: RetrievalRequest) -> list[RecallHit]:
+        hits = await self.attempt_primary(request)
+        if hits:
+            self.served_by = "primary"
+            return hits
+        assert self.fallback is not None
+        self.served_by = "fallback"
+        return await self.fallback.retrieve(request)
+
+    async def parallel(self, request: RetrievalRequest) -> list[RecallHit]:
+        assert self.fallback is not None
+        fallback_task = asyncio.ensure_future(self.fallback.retrieve(request))
+        try:
+            hits = await self.attempt_primary(request)
+            if hits:
+                self.served_by = "primary"
+                return hits
+            self.served_by = "fallback"
+            return await fallback_task
+        finally:
+            if not fallback_task.done():
+                fallback_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, BackendError, Exception):
+                    await fallback_task
