@@ -27,13 +27,36 @@ class TenantFixture:
 TENANT_KEYS: dict[str, str] = {}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def isolated_task_and_cache_settings() -> None:
+    """Tasks run inline (a test that needs a real worker starts one), and this run's cache keys
+    never meet an earlier run's in a shared Redis."""
+    import uuid
+
+    from django.conf import settings
+
+    from contextplatform.celery import app
+
+    app.conf.task_always_eager = True
+    settings.CACHES = {
+        name: {**config, "KEY_PREFIX": f"test-{uuid.uuid4().hex[:12]}"}
+        for name, config in settings.CACHES.items()
+    }
+
+
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup: Any, django_db_blocker: Any) -> None:
-    from tenants.services import create_tenant
+    from tenants.services import create_tenant, issue_api_key
 
     with django_db_blocker.unblock():
         for name in ("acme", "globex"):
-            _, issued = create_tenant(name=name)
+            existing = Tenant.objects.filter(
+                schema_name=name
+            ).first()  # a kept (--reuse-db) database
+            if existing is None:
+                _, issued = create_tenant(name=name)
+            else:
+                issued = issue_api_key(tenant=existing, name="tests")
             TENANT_KEYS[name] = issued.plain_key
 
 

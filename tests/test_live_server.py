@@ -3,71 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from django.db import connection
 
 from tests.conftest import TENANT_KEYS
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.live import live_server
 
 
 @pytest.fixture(scope="module")
 def live_url(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
-    settings = connection.settings_dict
-    url = f"postgresql://{settings['USER']}:{settings['PASSWORD']}@/{settings['NAME']}?host={settings['HOST']}"
-    if settings["HOST"] and not settings["HOST"].startswith("/"):
-        url = f"postgresql://{settings['USER']}:{settings['PASSWORD']}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
-    port = free_port()
-    env = {**os.environ, "DATABASE_URL": url, "DB_POOL_MAX_SIZE": "4"}
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "contextplatform.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--no-access-log",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(200):
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        else:
-            server.terminate()
-            pytest.fail(f"uvicorn did not start: {server.communicate(timeout=10)[1][-2000:]}")
+    with live_server() as base:
         yield base
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
 
 
 def route(secret: str) -> dict[str, Any]:
