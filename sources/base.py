@@ -60,7 +60,9 @@ class ContextRequest:
     session: str | None
     query: str
     turns: tuple[ChatTurn, ...] = ()
-    allowlist: tuple[str, ...] = ()  # outbound hosts/IPs/CIDRs the tenant allows besides public ones
+    allowlist: tuple[
+        str, ...
+    ] = ()  # outbound hosts/IPs/CIDRs the tenant allows besides public ones
     use_cache: bool = True
 
 

@@ -30,7 +30,11 @@ def chunk_text(text: str, *, target_words: int = 200, overlap_words: int = 40) -
     A sentence longer than the target is split by words."""
     units: list[str] = []
     for sentence in sentences(text):
-        units.extend(split_long(sentence, target_words) if len(sentence.split()) > target_words else [sentence])
+        units.extend(
+            split_long(sentence, target_words)
+            if len(sentence.split()) > target_words
+            else [sentence]
+        )
     chunks: list[list[str]] = []
     current: list[str] = []
     count = 0

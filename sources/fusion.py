@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 RRF_K = 60
-COSINE_WEIGHT = 0.8  # models.md: 0.8 cosine + 0.2 BM25, each min-max normalised, beat RRF and either alone
+COSINE_WEIGHT = (
+    0.8  # models.md: 0.8 cosine + 0.2 BM25, each min-max normalised, beat RRF and either alone
+)
 BM25_WEIGHT = 0.2
 
 

@@ -139,7 +139,10 @@ class DocumentListView(ApiView):
     required_scopes = {"GET": "ingest", "POST": "ingest"}
 
     @extend_schema(
-        parameters=[OpenApiParameter("cursor", str, required=False), OpenApiParameter("limit", int, required=False)],
+        parameters=[
+            OpenApiParameter("cursor", str, required=False),
+            OpenApiParameter("limit", int, required=False),
+        ],
         responses={200: dict},
         summary="List a collection's documents",
     )
@@ -151,7 +154,9 @@ class DocumentListView(ApiView):
             raise invalid_request("limit: expected a whole number", "limit") from None
         if not 1 <= limit <= 1000:
             raise invalid_request("limit: must be between 1 and 1000", "limit")
-        page = documents_page(collection=collection, after=request.query_params.get("cursor") or None, limit=limit)
+        page = documents_page(
+            collection=collection, after=request.query_params.get("cursor") or None, limit=limit
+        )
         more = len(page) > limit
         page = page[:limit]
         return Response(
@@ -161,14 +166,19 @@ class DocumentListView(ApiView):
             }
         )
 
-    @extend_schema(request=DocumentsBody, responses={202: dict}, summary="Add or replace documents (a job)")
+    @extend_schema(
+        request=DocumentsBody, responses={202: dict}, summary="Add or replace documents (a job)"
+    )
     def post(self, request: Request, name: str) -> Response:
         collection = existing_collection(name)
         body = self.body(request, DocumentsBody)
         ensure_embedder_matches(collection, get_embedder())
         job = submit_documents(
             collection=collection,
-            documents=[DocumentInput(id=d.id, text=d.text, title=d.title, metadata=d.metadata) for d in body.documents],
+            documents=[
+                DocumentInput(id=d.id, text=d.text, title=d.title, metadata=d.metadata)
+                for d in body.documents
+            ],
         )
         enqueue_ingestion(job)
         job.refresh_from_db()

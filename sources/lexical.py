@@ -22,7 +22,9 @@ MAX_CACHED_INDEXES = 16
 
 
 def tokenize(texts: list[str]) -> list[list[str]]:
-    return bm25s.tokenize(texts, stopwords="en", stemmer=STEMMER, return_ids=False, show_progress=False)
+    return bm25s.tokenize(
+        texts, stopwords="en", stemmer=STEMMER, return_ids=False, show_progress=False
+    )
 
 
 def contains(metadata: dict[str, Any], wanted: dict[str, Any]) -> bool:
@@ -59,7 +61,9 @@ class LexicalIndex:
             return None
         return np.array([contains(meta, wanted) for meta in self.metadata], dtype=bool)
 
-    def top(self, query: str, k: int, wanted: dict[str, Any] | None = None) -> list[tuple[int, float]]:
+    def top(
+        self, query: str, k: int, wanted: dict[str, Any] | None = None
+    ) -> list[tuple[int, float]]:
         """(chunk id, BM25 score) of the best ``k`` chunks with a positive score."""
         scores = self.scores(query)
         mask = self.mask(wanted)
@@ -87,7 +91,9 @@ def build_index(collection_ids: list[int]) -> LexicalIndex:
     retriever = None
     if rows:
         retriever = bm25s.BM25()
-        retriever.index(tokenize([f"{title}\n{text}" for _, title, text, _ in rows]), show_progress=False)
+        retriever.index(
+            tokenize([f"{title}\n{text}" for _, title, text, _ in rows]), show_progress=False
+        )
     return LexicalIndex(
         chunk_ids=chunk_ids,
         metadata=[row[3] for row in rows],
@@ -108,7 +114,11 @@ def lexical_index(schema: str, collections: list[Collection]) -> LexicalIndex:
             return _indexes[key]
     index = build_index([c.pk for c in collections])
     with _lock:
-        stale = [k for k in _indexes if k[0] == schema and {i for i, _ in k[1]} == {c.pk for c in collections}]
+        stale = [
+            k
+            for k in _indexes
+            if k[0] == schema and {i for i, _ in k[1]} == {c.pk for c in collections}
+        ]
         for old in stale:
             del _indexes[old]
         _indexes[key] = index

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from sources.judge import JudgeCandidate, JudgeError, judge_for
+from sources.judge import JudgeCandidate, JudgeError, judge_for, known_deployments
 from sources.recall import RecallHit
 
 
@@ -30,6 +30,16 @@ class JudgeConfig(Strict):
     deployment: str | None = Field(default=None, max_length=100)
     on_error: Literal["skip", "block"] = "skip"
 
+    @field_validator("deployment")
+    @classmethod
+    def known_deployment(cls, deployment: str | None, info: ValidationInfo) -> str | None:
+        if (info.context or {}).get("stored"):
+            return deployment  # checked when the route was saved; at run time on_error decides
+        known = known_deployments()
+        if deployment is not None and deployment not in known:
+            raise ValueError(f"unknown deployment {deployment!r}; configured: {', '.join(known)}")
+        return deployment
+
 
 class MatchConfig(Strict):
     """A written block replaces the default whole: only ``recall`` keeps the recalled documents in
@@ -46,7 +56,9 @@ class MatchConfig(Strict):
 
 
 def default_match(top_k: int = 20, min_similarity: float = 0.3) -> MatchConfig:
-    return MatchConfig(recall=RecallConfig(top_k=top_k, min_similarity=min_similarity), judge=JudgeConfig())
+    return MatchConfig(
+        recall=RecallConfig(top_k=top_k, min_similarity=min_similarity), judge=JudgeConfig()
+    )
 
 
 class JudgeBlocked(Exception):
@@ -78,7 +90,9 @@ class MatchResult:
         return self.judge_error is None
 
 
-async def judge_and_keep(query: str, hits: list[RecallHit], judge: JudgeConfig | None) -> MatchResult:
+async def judge_and_keep(
+    query: str, hits: list[RecallHit], judge: JudgeConfig | None
+) -> MatchResult:
     decisions = [Decision(hit=hit, recall_rank=rank) for rank, hit in enumerate(hits, start=1)]
     if judge is None:
         for decision in decisions:
@@ -90,7 +104,12 @@ async def judge_and_keep(query: str, hits: list[RecallHit], judge: JudgeConfig |
     try:
         scores = await judge_for(judge.deployment).score(
             query,
-            [JudgeCandidate(text=d.hit.text, title=d.hit.title, cosine=d.hit.cosine, bm25=d.hit.bm25) for d in candidates],
+            [
+                JudgeCandidate(
+                    text=d.hit.text, title=d.hit.title, cosine=d.hit.cosine, bm25=d.hit.bm25
+                )
+                for d in candidates
+            ],
         )
     except JudgeError as error:
         if judge.on_error == "block":

@@ -134,7 +134,12 @@ class Chunk(models.Model):
 
 
 class IngestionJob(models.Model):
-    STATUS_CHOICES = [("queued", "queued"), ("running", "running"), ("done", "done"), ("failed", "failed")]
+    STATUS_CHOICES = [
+        ("queued", "queued"),
+        ("running", "running"),
+        ("done", "done"),
+        ("failed", "failed"),
+    ]
 
     id = models.CharField(primary_key=True, max_length=40)
     collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="jobs")
@@ -156,4 +161,8 @@ class IngestionJob(models.Model):
 
     @property
     def progress(self) -> float:
-        return 1.0 if self.total == 0 and self.status == "done" else (self.processed / self.total if self.total else 0.0)
+        return (
+            1.0
+            if self.total == 0 and self.status == "done"
+            else (self.processed / self.total if self.total else 0.0)
+        )

@@ -71,7 +71,10 @@ def cosines_of(chunk_ids: list[int], vector: list[float]) -> dict[int, float]:
         return {}
     rows = Chunk.objects.filter(id__in=chunk_ids).values_list("id", "embedding")
     query = np.asarray(vector, dtype=np.float32)
-    return {chunk_id: float(np.dot(np.asarray(embedding, dtype=np.float32), query)) for chunk_id, embedding in rows}
+    return {
+        chunk_id: float(np.dot(np.asarray(embedding, dtype=np.float32), query))
+        for chunk_id, embedding in rows
+    }
 
 
 def rows_by_id(chunk_ids: list[int]) -> dict[int, dict[str, Any]]:
@@ -113,11 +116,17 @@ def recall(
             for hit in hits:
                 hit.bm25 = lexical.score_of(scores, hit.chunk_id or 0)
         return hits
-    return hybrid_recall(schema, collections, query, query_vector, top_k, min_similarity, hybrid_mode, wanted)
+    return hybrid_recall(
+        schema, collections, query, query_vector, top_k, min_similarity, hybrid_mode, wanted
+    )
 
 
 def bm25_recall(
-    schema: str, collections: list[Collection], query: str, top_k: int, wanted: dict[str, Any] | None
+    schema: str,
+    collections: list[Collection],
+    query: str,
+    top_k: int,
+    wanted: dict[str, Any] | None,
 ) -> list[RecallHit]:
     top = lexical_index(schema, collections).top(query, top_k, wanted)
     rows = rows_by_id([chunk_id for chunk_id, _ in top])
@@ -154,7 +163,11 @@ def hybrid_recall(
     missing = [chunk_id for chunk_id, row in rows.items() if not row]
     cosine.update(cosines_of(missing, vector))
     rows.update(rows_by_id(missing))
-    ids = [chunk_id for chunk_id in rows if rows[chunk_id] and cosine.get(chunk_id, -1.0) >= min_similarity]
+    ids = [
+        chunk_id
+        for chunk_id in rows
+        if rows[chunk_id] and cosine.get(chunk_id, -1.0) >= min_similarity
+    ]
     cosine_values = [cosine[chunk_id] for chunk_id in ids]
     bm25_values = [lexical.score_of(scores, chunk_id) for chunk_id in ids]
     fused = (
@@ -171,9 +184,14 @@ def hybrid_recall(
     return hits[:top_k]
 
 
-def newest_chunks(collections: list[Collection], limit: int, wanted: dict[str, Any] | None) -> list[RecallHit]:
+def newest_chunks(
+    collections: list[Collection], limit: int, wanted: dict[str, Any] | None
+) -> list[RecallHit]:
     """For a match block with only a judge: the judge reads the newest chunks."""
     queryset = Chunk.objects.filter(collection__in=collections)
     if wanted:
         queryset = queryset.filter(metadata__contains=wanted)
-    return [hit_from_row(row) for row in queryset.order_by("-created_at", "-id").values(*CHUNK_FIELDS)[:limit]]
+    return [
+        hit_from_row(row)
+        for row in queryset.order_by("-created_at", "-id").values(*CHUNK_FIELDS)[:limit]
+    ]

@@ -25,7 +25,9 @@ urlpatterns = [
         name="session-messages",
     ),
     path("collections", knowledge.CollectionListView.as_view(), name="collections"),
-    path("collections/<str:name>/documents", knowledge.DocumentListView.as_view(), name="documents"),
+    path(
+        "collections/<str:name>/documents", knowledge.DocumentListView.as_view(), name="documents"
+    ),
     path(
         "collections/<str:name>/documents/<str:document_id>",
         knowledge.DocumentDetailView.as_view(),

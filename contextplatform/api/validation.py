@@ -52,7 +52,9 @@ def validation_error(error: ValidationError, prefix: str = "") -> ApiError:
     return ApiError("invalid_request", message, status=400, param=param)
 
 
-def parse(model: type[ModelT], data: Any, *, prefix: str = "") -> ModelT:
+def parse(
+    model: type[ModelT], data: Any, *, prefix: str = "", context: dict[str, Any] | None = None
+) -> ModelT:
     """Validate ``data`` against ``model`` or raise the API's ``invalid_request``."""
     if not isinstance(data, dict):
         raise ApiError(
@@ -61,6 +63,8 @@ def parse(model: type[ModelT], data: Any, *, prefix: str = "") -> ModelT:
             param=prefix or None,
         )
     try:
-        return model.model_validate(data, strict=True)  # JSON has types: "10" is no integer
+        return model.model_validate(
+            data, strict=True, context=context
+        )  # JSON has types: "10" is no integer
     except ValidationError as error:
         raise validation_error(error, prefix) from None

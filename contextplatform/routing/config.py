@@ -111,7 +111,7 @@ class RouteSpec(Strict):
     context: ContextConfig = Field(default_factory=ContextConfig)
 
 
-def validate_source(data: Any, *, prefix: str) -> SourceSettings:
+def validate_source(data: Any, *, prefix: str, stored: bool = False) -> SourceSettings:
     if not isinstance(data, dict):
         raise ApiError("invalid_request", f"{prefix}: expected a JSON object", param=prefix)
     type_name = data.get("type")
@@ -123,11 +123,15 @@ def validate_source(data: Any, *, prefix: str) -> SourceSettings:
             f"{prefix}.type: unknown source type {type_name!r} (known: {known})",
             param=f"{prefix}.type",
         )
-    return parse(kind.Settings, data, prefix=prefix)
+    return parse(kind.Settings, data, prefix=prefix, context={"stored": stored})
 
 
-def validate_route_spec(data: Any, *, prefix: str = "") -> RouteSpec:
-    """Validate a whole route; errors name the offending field, e.g. ``context.sources[1].priority``."""
+def validate_route_spec(data: Any, *, prefix: str = "", stored: bool = False) -> RouteSpec:
+    """Validate a whole route; errors name the offending field, e.g. ``context.sources[1].priority``.
+
+    ``stored`` is for routes read back from the database: checks against the deployment's current
+    environment (such as configured judge deployments) were made when the route was saved, and a
+    route that no longer passes them still loads; its sources then fail by their own rules."""
     if not isinstance(data, dict):
         raise ApiError("invalid_request", "route: expected a JSON object")
     context = data.get("context")
@@ -145,7 +149,8 @@ def validate_route_spec(data: Any, *, prefix: str = "") -> RouteSpec:
     if len(sources_data) > 32:
         raise ApiError("invalid_request", f"{base}: at most 32 sources", param=base)
     sources = [
-        validate_source(item, prefix=f"{base}[{index}]") for index, item in enumerate(sources_data)
+        validate_source(item, prefix=f"{base}[{index}]", stored=stored)
+        for index, item in enumerate(sources_data)
     ]
     seen: set[str] = set()
     for index, source in enumerate(sources):

@@ -34,7 +34,8 @@ class Route(models.Model):
                 "description": self.description,
                 "model": self.model,
                 "context": self.context,
-            }
+            },
+            stored=True,
         )
 
 

@@ -16,11 +16,18 @@ from sources.fetch import fetch_all
 
 
 def preview_route(
-    *, tenant_schema: str, route_name: str, query: str, user: str | None, allowlist: Sequence[str] = ()
+    *,
+    tenant_schema: str,
+    route_name: str,
+    query: str,
+    user: str | None,
+    allowlist: Sequence[str] = (),
 ) -> dict[str, Any]:
     route = route_by_name(route_name)
     if route is None:
-        raise ApiError("not_found", f"route {route_name!r} does not exist", status=404, param="route")
+        raise ApiError(
+            "not_found", f"route {route_name!r} does not exist", status=404, param="route"
+        )
     sources = [source for source in build_sources(route.spec()) if source.previewable]
     request = ContextRequest(
         request_id="pvw_" + secrets.token_hex(8),

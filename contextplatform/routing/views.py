@@ -111,7 +111,9 @@ class ResolveView(ApiView):
 class ContextPreviewView(ApiView):
     required_scopes = {"POST": "routes.read"}
 
-    @extend_schema(request=PreviewBody, responses={200: dict}, summary="Preview a route's RAG retrieval")
+    @extend_schema(
+        request=PreviewBody, responses={200: dict}, summary="Preview a route's RAG retrieval"
+    )
     def post(self, request: Request) -> Response:
         body = self.body(request, PreviewBody)
         tenant = self.tenant(request)

@@ -9,103 +9,196 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('sources', '0001_initial'),
+        ("sources", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Collection',
+            name="Collection",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('description', models.TextField(blank=True, default='')),
-                ('embedder', models.CharField(blank=True, default='', help_text='Identity of the embedder that filled it.', max_length=300)),
-                ('version', models.PositiveBigIntegerField(default=0, help_text='Bumped whenever a document changes; part of every cache key.')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("description", models.TextField(blank=True, default="")),
+                (
+                    "embedder",
+                    models.CharField(
+                        blank=True,
+                        default="",
+                        help_text="Identity of the embedder that filled it.",
+                        max_length=300,
+                    ),
+                ),
+                (
+                    "version",
+                    models.PositiveBigIntegerField(
+                        default=0,
+                        help_text="Bumped whenever a document changes; part of every cache key.",
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Document',
+            name="Document",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('external_id', models.CharField(max_length=200)),
-                ('title', models.CharField(blank=True, default='', max_length=500)),
-                ('text', models.TextField()),
-                ('metadata', models.JSONField(blank=True, default=dict)),
-                ('content_hash', models.CharField(max_length=64)),
-                ('status', models.CharField(choices=[('pending', 'pending'), ('indexed', 'indexed'), ('failed', 'failed')], default='pending', max_length=16)),
-                ('error', models.TextField(blank=True, default='')),
-                ('chunk_count', models.PositiveIntegerField(default=0)),
-                ('indexed_hash', models.CharField(blank=True, default='', max_length=64)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('collection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='documents', to='sources.collection')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("external_id", models.CharField(max_length=200)),
+                ("title", models.CharField(blank=True, default="", max_length=500)),
+                ("text", models.TextField()),
+                ("metadata", models.JSONField(blank=True, default=dict)),
+                ("content_hash", models.CharField(max_length=64)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "pending"),
+                            ("indexed", "indexed"),
+                            ("failed", "failed"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("error", models.TextField(blank=True, default="")),
+                ("chunk_count", models.PositiveIntegerField(default=0)),
+                ("indexed_hash", models.CharField(blank=True, default="", max_length=64)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="documents",
+                        to="sources.collection",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['collection_id', 'external_id'],
+                "ordering": ["collection_id", "external_id"],
             },
         ),
         migrations.CreateModel(
-            name='Chunk',
+            name="Chunk",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('ordinal', models.PositiveIntegerField()),
-                ('title', models.CharField(blank=True, default='', max_length=500)),
-                ('text', models.TextField()),
-                ('metadata', models.JSONField(blank=True, default=dict)),
-                ('embedding', pgvector.django.vector.VectorField(dimensions=384)),
-                ('search_vector', django.contrib.postgres.search.SearchVectorField(null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('collection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='chunks', to='sources.collection')),
-                ('document', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='chunks', to='sources.document')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("ordinal", models.PositiveIntegerField()),
+                ("title", models.CharField(blank=True, default="", max_length=500)),
+                ("text", models.TextField()),
+                ("metadata", models.JSONField(blank=True, default=dict)),
+                ("embedding", pgvector.django.vector.VectorField(dimensions=384)),
+                ("search_vector", django.contrib.postgres.search.SearchVectorField(null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="chunks",
+                        to="sources.collection",
+                    ),
+                ),
+                (
+                    "document",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="chunks",
+                        to="sources.document",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['document_id', 'ordinal'],
+                "ordering": ["document_id", "ordinal"],
             },
         ),
         migrations.CreateModel(
-            name='IngestionJob',
+            name="IngestionJob",
             fields=[
-                ('id', models.CharField(max_length=40, primary_key=True, serialize=False)),
-                ('status', models.CharField(choices=[('queued', 'queued'), ('running', 'running'), ('done', 'done'), ('failed', 'failed')], default='queued', max_length=16)),
-                ('document_ids', models.JSONField(default=list)),
-                ('total', models.PositiveIntegerField(default=0)),
-                ('processed', models.PositiveIntegerField(default=0)),
-                ('chunks_written', models.PositiveIntegerField(default=0)),
-                ('error', models.TextField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('collection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='jobs', to='sources.collection')),
+                ("id", models.CharField(max_length=40, primary_key=True, serialize=False)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "queued"),
+                            ("running", "running"),
+                            ("done", "done"),
+                            ("failed", "failed"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("document_ids", models.JSONField(default=list)),
+                ("total", models.PositiveIntegerField(default=0)),
+                ("processed", models.PositiveIntegerField(default=0)),
+                ("chunks_written", models.PositiveIntegerField(default=0)),
+                ("error", models.TextField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="jobs",
+                        to="sources.collection",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.AddConstraint(
-            model_name='document',
-            constraint=models.UniqueConstraint(fields=('collection', 'external_id'), name='document_id_unique'),
+            model_name="document",
+            constraint=models.UniqueConstraint(
+                fields=("collection", "external_id"), name="document_id_unique"
+            ),
         ),
         migrations.AddIndex(
-            model_name='chunk',
-            index=pgvector.django.indexes.HnswIndex(ef_construction=64, fields=['embedding'], m=16, name='chunk_embedding_hnsw', opclasses=['vector_cosine_ops']),
+            model_name="chunk",
+            index=pgvector.django.indexes.HnswIndex(
+                ef_construction=64,
+                fields=["embedding"],
+                m=16,
+                name="chunk_embedding_hnsw",
+                opclasses=["vector_cosine_ops"],
+            ),
         ),
         migrations.AddIndex(
-            model_name='chunk',
-            index=django.contrib.postgres.indexes.GinIndex(fields=['search_vector'], name='chunk_search_vector_gin'),
+            model_name="chunk",
+            index=django.contrib.postgres.indexes.GinIndex(
+                fields=["search_vector"], name="chunk_search_vector_gin"
+            ),
         ),
         migrations.AddIndex(
-            model_name='chunk',
-            index=django.contrib.postgres.indexes.GinIndex(fields=['metadata'], name='chunk_metadata_gin', opclasses=['jsonb_path_ops']),
+            model_name="chunk",
+            index=django.contrib.postgres.indexes.GinIndex(
+                fields=["metadata"], name="chunk_metadata_gin", opclasses=["jsonb_path_ops"]
+            ),
         ),
         migrations.AddIndex(
-            model_name='chunk',
-            index=models.Index(fields=['collection', '-created_at'], name='chunk_collection_recent'),
+            model_name="chunk",
+            index=models.Index(
+                fields=["collection", "-created_at"], name="chunk_collection_recent"
+            ),
         ),
     ]

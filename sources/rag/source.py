@@ -107,10 +107,12 @@ class RagSource(ContextSource):
                 self.trace = [entry["trace"] for entry in cached]
                 return [self.item(**entry["item"]) for entry in cached]
             self.notes["cache"] = "miss"
-        hits = await backend.retrieve(retrieval)
-        for attribute in ("served_by", "primary_error"):
-            if getattr(backend, attribute, None):
-                self.notes[attribute] = getattr(backend, attribute)
+        try:
+            hits = await backend.retrieve(retrieval)
+        finally:  # also when the fallback fails too: the primary's error must not be lost
+            for attribute in ("served_by", "primary_error"):
+                if getattr(backend, attribute, None):
+                    self.notes[attribute] = getattr(backend, attribute)
         result = await judge_and_keep(request.query, hits, self.match.judge)
         cap_characters(result, self.rag.max_context_length)
         self.trace = [trace_entry(d) for d in result.decisions]

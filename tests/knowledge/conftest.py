@@ -24,8 +24,13 @@ def rag_route(name: str, collection: str, **source: Any) -> dict[str, Any]:
         "name": name,
         "context": {
             "sources": [
-                {"type": "rag", "name": "docs", "backend": "vectorstore", "backend_config": {"collection": collection},
-                 **source}
+                {
+                    "type": "rag",
+                    "name": "docs",
+                    "backend": "vectorstore",
+                    "backend_config": {"collection": collection},
+                    **source,
+                }
             ],
             "injection": {"mode": "system_prompt"},
         },
@@ -34,22 +39,32 @@ def rag_route(name: str, collection: str, **source: Any) -> dict[str, Any]:
 
 def resolve(api: ApiClient, route: str, question: str) -> dict[str, Any]:
     response = api.post(
-        "/api/v1/resolve", {"route": route, "request": {"messages": [{"role": "user", "content": question}]}}
+        "/api/v1/resolve",
+        {"route": route, "request": {"messages": [{"role": "user", "content": question}]}},
     )
     assert response.status_code == 200, response.content
     return response.json()
 
 
 SUPPORT_DOCS = [
-    {"id": "refund", "title": "Refund policy",
-     "text": "Customers may return products within 30 days of delivery for a full refund to the original payment method.",
-     "metadata": {"topic": "billing"}},
-    {"id": "warranty", "title": "Headphone warranty",
-     "text": "Headphones carry a two-year warranty covering defects such as crackling sound or a dead ear cup.",
-     "metadata": {"topic": "warranty"}},
-    {"id": "shipping", "title": "Shipping",
-     "text": "Standard shipping inside the EU takes three to five business days; express arrives the next day.",
-     "metadata": {"topic": "shipping"}},
+    {
+        "id": "refund",
+        "title": "Refund policy",
+        "text": "Customers may return products within 30 days of delivery for a full refund to the original payment method.",
+        "metadata": {"topic": "billing"},
+    },
+    {
+        "id": "warranty",
+        "title": "Headphone warranty",
+        "text": "Headphones carry a two-year warranty covering defects such as crackling sound or a dead ear cup.",
+        "metadata": {"topic": "warranty"},
+    },
+    {
+        "id": "shipping",
+        "title": "Shipping",
+        "text": "Standard shipping inside the EU takes three to five business days; express arrives the next day.",
+        "metadata": {"topic": "shipping"},
+    },
 ]
 
 

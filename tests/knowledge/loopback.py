@@ -94,7 +94,9 @@ def _handler(service_ref: list[Service]) -> type[BaseHTTPRequestHandler]:
         def handle_any(self) -> None:
             service = service_ref[0]
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            seen = Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
+            seen = Seen(
+                self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, raw
+            )
             with service.lock:
                 service.requests.append(seen)
             reply = service.responder(seen)

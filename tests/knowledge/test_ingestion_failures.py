@@ -34,12 +34,16 @@ def docs(*pairs: tuple[str, str]) -> list[DocumentInput]:
 def test_a_failed_job_says_why_and_loses_no_document(acme: Any) -> None:
     with schema_context(acme.schema):
         collection = create_collection(name="kb")
-        first = submit_documents(collection=collection, documents=docs(("a", "Alpha version one."), ("b", "Beta one.")))
+        first = submit_documents(
+            collection=collection, documents=docs(("a", "Alpha version one."), ("b", "Beta one."))
+        )
         assert run_ingestion_job(first.id, get_embedder()).status == "done"
 
         second = submit_documents(
             collection=collection,
-            documents=docs(("a", "Alpha version two."), ("b", "Beta two FAIL-HERE."), ("c", "Gamma one.")),
+            documents=docs(
+                ("a", "Alpha version two."), ("b", "Beta two FAIL-HERE."), ("c", "Gamma one.")
+            ),
         )
         job = run_ingestion_job(second.id, FailingOn("FAIL-HERE"))
         assert job.status == "failed"
@@ -53,7 +57,9 @@ def test_a_failed_job_says_why_and_loses_no_document(acme: Any) -> None:
         texts = set(Chunk.objects.filter(collection=collection).values_list("text", flat=True))
         assert texts == {"Alpha version two.", "Beta one."}  # b keeps its previous chunks
 
-        retry = submit_documents(collection=collection, documents=docs(("b", "Beta two."), ("c", "Gamma one.")))
+        retry = submit_documents(
+            collection=collection, documents=docs(("b", "Beta two."), ("c", "Gamma one."))
+        )
         assert run_ingestion_job(retry.id, get_embedder()).status == "done"
         texts = set(Chunk.objects.filter(collection=collection).values_list("text", flat=True))
         assert texts == {"Alpha version two.", "Beta two.", "Gamma one."}
@@ -66,5 +72,7 @@ def test_unchanged_documents_are_not_reindexed(acme: Any) -> None:
         run_ingestion_job(job.id, get_embedder())
         before = Chunk.objects.get(document__external_id="a").pk
         again = submit_documents(collection=collection, documents=docs(("a", "Alpha.")))
-        assert run_ingestion_job(again.id, FailingOn("Alpha")).status == "done"  # never embedded again
+        assert (
+            run_ingestion_job(again.id, FailingOn("Alpha")).status == "done"
+        )  # never embedded again
         assert Chunk.objects.get(document__external_id="a").pk == before

@@ -29,13 +29,19 @@ def kept_ids(report: dict[str, Any]) -> list[str]:
         {"method": "hybrid", "top_k": 3, "min_similarity": 0.0, "hybrid_mode": "rrf"},
     ],
 )
-def test_each_recall_method_finds_the_answer_first(acme_api: ApiClient, support_docs: list, recall: dict) -> None:
+def test_each_recall_method_finds_the_answer_first(
+    acme_api: ApiClient, support_docs: list, recall: dict
+) -> None:
     make_collection(acme_api, "kb", support_docs)
     acme_api.post("/api/v1/routes", rag_route("r", "kb", match={"recall": recall}))
-    report = resolve(acme_api, "r", "my headphones make a crackling sound, is that covered by the warranty?")
+    report = resolve(
+        acme_api, "r", "my headphones make a crackling sound, is that covered by the warranty?"
+    )
     candidates = report["sources"][0]["candidates"]
     assert candidates[0]["document_id"] == "warranty"
-    assert all(c["reason"] == "recalled" for c in candidates)  # a recall-only block keeps the recall order
+    assert all(
+        c["reason"] == "recalled" for c in candidates
+    )  # a recall-only block keeps the recall order
     if recall["method"] == "bm25":
         assert candidates[0]["cosine"] is None and candidates[0]["bm25"] > 0
     else:
@@ -44,7 +50,9 @@ def test_each_recall_method_finds_the_answer_first(acme_api: ApiClient, support_
     assert "[Document: Headphone warranty]" in system
 
 
-def test_default_match_judges_and_keeps_the_relevant(acme_api: ApiClient, support_docs: list) -> None:
+def test_default_match_judges_and_keeps_the_relevant(
+    acme_api: ApiClient, support_docs: list
+) -> None:
     make_collection(acme_api, "kb", support_docs)
     acme_api.post("/api/v1/routes", rag_route("r", "kb"))
     # The local judge is calibrated on Cranfield: 0.5 means "more likely relevant than not", which
@@ -60,31 +68,48 @@ def test_default_match_judges_and_keeps_the_relevant(acme_api: ApiClient, suppor
 
 def test_min_similarity_drops_unrelated_documents(acme_api: ApiClient, support_docs: list) -> None:
     make_collection(acme_api, "kb", support_docs)
-    acme_api.post("/api/v1/routes", rag_route("r", "kb", match={"recall": {"top_k": 5, "min_similarity": 0.99}}))
+    acme_api.post(
+        "/api/v1/routes",
+        rag_route("r", "kb", match={"recall": {"top_k": 5, "min_similarity": 0.99}}),
+    )
     report = resolve(acme_api, "r", "tell me about quantum chromodynamics")
     assert report["sources"][0]["status"] == "empty"
 
 
 def test_max_context_length_caps_characters(acme_api: ApiClient, support_docs: list) -> None:
     make_collection(acme_api, "kb", support_docs)
-    route = rag_route("r", "kb", match={"recall": {"top_k": 3, "min_similarity": -1}}, max_context_length=150)
+    route = rag_route(
+        "r", "kb", match={"recall": {"top_k": 3, "min_similarity": -1}}, max_context_length=150
+    )
     acme_api.post("/api/v1/routes", route)
     candidates = resolve(acme_api, "r", "warranty refund shipping")["sources"][0]["candidates"]
     assert [c["kept"] for c in candidates].count(True) == 1
     assert {c["reason"] for c in candidates if not c["kept"]} == {"max_context_length"}
 
 
-def test_metadata_filter_returns_only_matching_documents(acme_api: ApiClient, support_docs: list) -> None:
+def test_metadata_filter_returns_only_matching_documents(
+    acme_api: ApiClient, support_docs: list
+) -> None:
     make_collection(acme_api, "kb", support_docs)
-    route = rag_route("r", "kb", match={"recall": {"top_k": 3, "min_similarity": -1}}, filter={"topic": "shipping"})
+    route = rag_route(
+        "r",
+        "kb",
+        match={"recall": {"top_k": 3, "min_similarity": -1}},
+        filter={"topic": "shipping"},
+    )
     acme_api.post("/api/v1/routes", route)
     assert kept_ids(resolve(acme_api, "r", "refund for broken headphones")) == ["shipping"]
 
 
-def test_filtered_top_k_returns_k_rows_through_the_hnsw_index(acme_api: ApiClient, acme: Any) -> None:
+def test_filtered_top_k_returns_k_rows_through_the_hnsw_index(
+    acme_api: ApiClient, acme: Any
+) -> None:
     documents = [
-        {"id": f"d{i}", "text": f"Maintenance note {i} about pump {i} and valve {i * 7}.",
-         "metadata": {"team": "rare" if i % 10 == 0 else "common"}}
+        {
+            "id": f"d{i}",
+            "text": f"Maintenance note {i} about pump {i} and valve {i * 7}.",
+            "metadata": {"team": "rare" if i % 10 == 0 else "common"},
+        }
         for i in range(200)
     ]
     make_collection(acme_api, "notes", documents)
@@ -93,12 +118,15 @@ def test_filtered_top_k_returns_k_rows_through_the_hnsw_index(acme_api: ApiClien
         ids = [Collection.objects.get(name="notes").pk]
         with transaction.atomic():
             with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL enable_seqscan = off")  # make the planner use the HNSW index
+                cursor.execute(
+                    "SET LOCAL enable_seqscan = off"
+                )  # make the planner use the HNSW index
                 cursor.execute("SET LOCAL enable_bitmapscan = off")
                 cursor.execute("SET LOCAL enable_sort = off")
             rows = nearest_chunks(ids, vector, 5, {"team": "rare"})
-            from sources.models import Chunk
             from pgvector.django import CosineDistance
+
+            from sources.models import Chunk
 
             plan = (
                 Chunk.objects.filter(collection_id__in=ids, metadata__contains={"team": "rare"})
@@ -112,34 +140,67 @@ def test_filtered_top_k_returns_k_rows_through_the_hnsw_index(acme_api: ApiClien
     assert [c for _, c in rows] == sorted((c for _, c in rows), reverse=True)
 
 
-def test_search_never_crosses_tenants(acme_api: ApiClient, globex_api: ApiClient, support_docs: list) -> None:
+def test_search_never_crosses_tenants(
+    acme_api: ApiClient, globex_api: ApiClient, support_docs: list
+) -> None:
     make_collection(acme_api, "kb", support_docs)
-    make_collection(globex_api, "kb", [{"id": "globex-secret", "title": "Globex warranty",
-                                        "text": "Globex headphones crackling warranty lasts ten years."}])
+    make_collection(
+        globex_api,
+        "kb",
+        [
+            {
+                "id": "globex-secret",
+                "title": "Globex warranty",
+                "text": "Globex headphones crackling warranty lasts ten years.",
+            }
+        ],
+    )
     for api in (acme_api, globex_api):
-        api.post("/api/v1/routes", rag_route("r", "kb", match={"recall": {"top_k": 5, "min_similarity": -1}},
-                                             cache_results=True))
+        api.post(
+            "/api/v1/routes",
+            rag_route(
+                "r", "kb", match={"recall": {"top_k": 5, "min_similarity": -1}}, cache_results=True
+            ),
+        )
     question = "headphones crackling warranty"
     acme_report = resolve(acme_api, "r", question)
-    globex_report = resolve(globex_api, "r", question)  # same route, source, query: must not hit acme's cache
+    globex_report = resolve(
+        globex_api, "r", question
+    )  # same route, source, query: must not hit acme's cache
     assert "globex-secret" not in kept_ids(acme_report)
     assert kept_ids(globex_report) == ["globex-secret"]
     assert globex_report["sources"][0]["notes"]["cache"] == "miss"
-    preview = acme_api.post("/api/v1/plugins/context/preview", {"route": "r", "query": question}).json()
+    preview = acme_api.post(
+        "/api/v1/plugins/context/preview", {"route": "r", "query": question}
+    ).json()
     assert "globex-secret" not in [i["document_id"] for i in preview["sources"][0]["items"]]
 
 
-def test_cache_serves_repeats_and_a_document_change_invalidates(acme_api: ApiClient, support_docs: list) -> None:
+def test_cache_serves_repeats_and_a_document_change_invalidates(
+    acme_api: ApiClient, support_docs: list
+) -> None:
     make_collection(acme_api, "kb", support_docs)
-    acme_api.post("/api/v1/routes", rag_route("r", "kb", match={"recall": {"top_k": 3, "min_similarity": 0.1}},
-                                              cache_results=True, cache_ttl_seconds=600))
+    acme_api.post(
+        "/api/v1/routes",
+        rag_route(
+            "r",
+            "kb",
+            match={"recall": {"top_k": 3, "min_similarity": 0.1}},
+            cache_results=True,
+            cache_ttl_seconds=600,
+        ),
+    )
     question = "how many days do I have to return a product for a refund?"
     first = resolve(acme_api, "r", question)
     second = resolve(acme_api, "r", question)
     assert first["sources"][0]["notes"]["cache"] == "miss"
     assert second["sources"][0]["notes"]["cache"] == "hit"
     assert second["request"] == {**first["request"]}
-    changed = {"id": "refund", "title": "Refund policy", "text": "Returns for a refund are accepted within 90 days."}
+    changed = {
+        "id": "refund",
+        "title": "Refund policy",
+        "text": "Returns for a refund are accepted within 90 days.",
+    }
     acme_api.post("/api/v1/collections/kb/documents", {"documents": [changed]})
     third = resolve(acme_api, "r", question)
     assert third["sources"][0]["notes"]["cache"] == "miss"
@@ -153,7 +214,8 @@ def test_unknown_collection_fails_the_source_by_its_on_failure(acme_api: ApiClie
     assert "unknown collection" in report["sources"][0]["error"]
     acme_api.post("/api/v1/routes", rag_route("block", "missing", on_failure="block"))
     response = acme_api.post(
-        "/api/v1/resolve", {"route": "block", "request": {"messages": [{"role": "user", "content": "x"}]}}
+        "/api/v1/resolve",
+        {"route": "block", "request": {"messages": [{"role": "user", "content": "x"}]}},
     )
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "source_failed"
@@ -164,8 +226,15 @@ def test_rag_settings_are_validated(acme_api: ApiClient) -> None:
         (rag_route("r", "kb", match={}), "match needs a recall block"),
         (rag_route("r", "kb", match={"recall": {"method": "dense"}}), "method"),
         (rag_route("r", "kb", match={"judge": {"min_score": 2}}), "min_score"),
-        ({**rag_route("r", "kb"), "context": {"sources": [{"type": "rag", "backend": "vectorstore",
-                                                           "backend_config": {}}]}}, "collection"),
+        (
+            {
+                **rag_route("r", "kb"),
+                "context": {
+                    "sources": [{"type": "rag", "backend": "vectorstore", "backend_config": {}}]
+                },
+            },
+            "collection",
+        ),
     ]
     for route, fragment in cases:
         response = acme_api.post("/api/v1/routes", route)
