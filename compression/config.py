@@ -17,7 +17,9 @@ class Strict(BaseModel):
 class CompressTarget(Strict):
     mode: Literal["preserve", "extractive", "truncate", "recoverable"] = "preserve"
     min_tokens: int = Field(default=2000, ge=1, le=10_000_000)
-    target_tokens: int | None = Field(default=None, ge=1, le=10_000_000, description="default: min_tokens / 2")
+    target_tokens: int | None = Field(
+        default=None, ge=1, le=10_000_000, description="default: min_tokens / 2"
+    )
 
     @model_validator(mode="after")
     def target_below_min(self) -> CompressTarget:
@@ -27,7 +29,9 @@ class CompressTarget(Strict):
 
     @property
     def effective_target(self) -> int:
-        return self.target_tokens if self.target_tokens is not None else max(1, self.min_tokens // 2)
+        return (
+            self.target_tokens if self.target_tokens is not None else max(1, self.min_tokens // 2)
+        )
 
 
 def default_targets() -> dict[str, CompressTarget]:
@@ -42,7 +46,9 @@ def default_targets() -> dict[str, CompressTarget]:
 
 class CompressTargets(Strict):
     tool_outputs: CompressTarget = Field(
-        default_factory=lambda: CompressTarget(mode="extractive", min_tokens=2000, target_tokens=1000)
+        default_factory=lambda: CompressTarget(
+            mode="extractive", min_tokens=2000, target_tokens=1000
+        )
     )
     history: CompressTarget = Field(default_factory=CompressTarget)
     rag: CompressTarget = Field(default_factory=CompressTarget)
@@ -100,7 +106,9 @@ Profile = Literal["default", "coding", "medical", "security", "multi_turn"]
 class SignalsConfig(Strict):
     enabled: bool = True
     max_tokens: int = Field(default=4096, ge=1)
-    min_length: int = Field(default=512, ge=0, description="characters; this long or shorter is kept whole")
+    min_length: int = Field(
+        default=512, ge=0, description="characters; this long or shorter is kept whole"
+    )
     profile: Profile = "default"
     skip_signals: list[str] = Field(default_factory=lambda: ["jailbreak", "pii"])
     textrank_weight: float | None = Field(default=None, ge=0)
@@ -131,6 +139,8 @@ class CompressConfig(Strict):
     @property
     def compresses_request(self) -> bool:
         """A block with only ``signals`` leaves the request whole."""
-        return "targets" in self.model_fields_set or "mode" in self.model_fields_set or (
-            "signals" not in self.model_fields_set
+        return (
+            "targets" in self.model_fields_set
+            or "mode" in self.model_fields_set
+            or ("signals" not in self.model_fields_set)
         )

@@ -46,6 +46,7 @@ TENANT_APPS = [
     "django.contrib.messages",
     "django.contrib.admin",
     "sources",
+    "compression",
     "contextplatform.routing",
 ]
 INSTALLED_APPS = SHARED_APPS + [app for app in TENANT_APPS if app not in SHARED_APPS]
@@ -219,3 +220,8 @@ else:
 
 # Knowledge base limits.
 KNOWLEDGE_MAX_DOCUMENT_CHARS = env_int("KNOWLEDGE_MAX_DOCUMENT_CHARS", 1_000_000)
+
+# Periodic tasks (celery beat): expired recovery originals are purged every 10 minutes.
+CELERY_BEAT_SCHEDULE = {
+    "purge-expired-recovery": {"task": "compression.purge_expired_recovery", "schedule": 600.0},
+}

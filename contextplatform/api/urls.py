@@ -2,6 +2,8 @@
 
 from django.urls import path
 
+from compression import views as compression
+from contextplatform.routing import compression_views
 from contextplatform.routing import views as routing
 from sources import knowledge_views as knowledge
 from sources import views as sources
@@ -14,6 +16,36 @@ urlpatterns = [
         name="resolve-response",
     ),
     path("plugins/context/preview", routing.ContextPreviewView.as_view(), name="context-preview"),
+    path(
+        "plugins/context/compression/capabilities",
+        compression.CapabilitiesView.as_view(),
+        name="compression-capabilities",
+    ),
+    path(
+        "plugins/context/compression/health",
+        compression.HealthView.as_view(),
+        name="compression-health",
+    ),
+    path(
+        "plugins/context/compression/preview",
+        compression_views.CompressionPreviewView.as_view(),
+        name="compression-preview",
+    ),
+    path(
+        "observability/plugins/context/compression/stats",
+        compression.StatsView.as_view(),
+        name="compression-stats",
+    ),
+    path(
+        "storage/context-recovery/retrieve",
+        compression.RecoveryRetrieveView.as_view(),
+        name="recovery-retrieve",
+    ),
+    path(
+        "storage/context-recovery/invalidate",
+        compression.RecoveryInvalidateView.as_view(),
+        name="recovery-invalidate",
+    ),
     path("routes", routing.RouteListView.as_view(), name="routes"),
     path("routes/<str:name>", routing.RouteDetailView.as_view(), name="route"),
     path("replay", routing.ReplayListView.as_view(), name="replay-list"),

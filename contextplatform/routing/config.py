@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validator
 
+from compression.config import CompressConfig
 from contextplatform.api.errors import ApiError
 from contextplatform.api.validation import parse
 from sources.base import SOURCE_KINDS, SourceSettings, source_kind
@@ -39,39 +40,6 @@ class BudgetConfig(Strict):
 
 class InjectionConfig(Strict):
     mode: Literal["tool_role", "system_prompt"] = "tool_role"
-
-
-class CompressTarget(Strict):
-    mode: Literal["preserve", "extractive", "truncate", "recoverable"] = "preserve"
-    min_tokens: int | None = Field(default=None, ge=0)
-    target_tokens: int | None = Field(default=None, ge=0)
-
-    @model_validator(mode="after")
-    def target_below_min(self) -> CompressTarget:
-        if (
-            self.min_tokens is not None
-            and self.target_tokens is not None
-            and self.target_tokens >= self.min_tokens
-        ):
-            raise ValueError("target_tokens must be lower than min_tokens")
-        return self
-
-
-class CompressTargets(Strict):
-    tool_outputs: CompressTarget | None = None
-    history: CompressTarget | None = None
-    rag: CompressTarget | None = None
-    memory: CompressTarget | None = None
-    current_user: CompressTarget | None = None
-
-
-class CompressConfig(Strict):
-    mode: Literal["auto", "always"] = "auto"
-    targets: CompressTargets = Field(default_factory=CompressTargets)
-    failure_mode: Literal["fail_open", "fail_closed"] = "fail_open"
-    match: dict[str, Any] | None = None
-    request_controls: dict[str, Any] | None = None
-    signals: dict[str, Any] | None = None
 
 
 class ContextConfig(Strict):

@@ -163,3 +163,14 @@ def declare_context_tools(body: dict[str, Any], names: list[str]) -> None:
             {"name": name, "description": INJECTED_TOOL_DESCRIPTION, "input_schema": schema}
         )
     body["tools"] = tools
+
+
+def injected_call_ids(
+    chat_format: ChatFormat, request_id: str, blocks: list[SourceBlock]
+) -> dict[str, str]:
+    """Tool-call id → source type of the exchanges ``inject_tool_role`` added (the same ids)."""
+    present = [block for block in blocks if block.contents]
+    return {
+        tool_call_id(chat_format, request_id, index): block.type
+        for index, block in enumerate(present)
+    }

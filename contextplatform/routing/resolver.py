@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,17 +12,29 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.utils import timezone
 
-from compression.estimation import count_json, default_estimator
+from compression.config import CompressConfig
+from compression.estimation import TokenEstimator, count_json, default_estimator
 from contextplatform.api.errors import ApiError
 from contextplatform.routing.budget import Budget, plan_budget
 from contextplatform.routing.chat import ChatFormat, ChatRequest, parse_chat_request
+from contextplatform.routing.compression_stage import run_compression
 from contextplatform.routing.config import RouteSpec
-from contextplatform.routing.injection import SourceBlock, inject
+from contextplatform.routing.injection import SourceBlock, inject, injected_call_ids
 from contextplatform.routing.models import ReplayRecord
 from contextplatform.routing.packing import PackDecision, pack
 from contextplatform.routing.selectors import route_by_name
 from sources.base import ContextRequest, ContextSource, source_kind
 from sources.fetch import SourceOutcome, fetch_all
+
+
+def signal_query(query: str, compress: CompressConfig | None, estimator: TokenEstimator) -> str:
+    """``compress.signals`` shortens the text the sources and the judge read, never the request."""
+    signals = compress.signals if compress else None
+    if signals is None or not signals.enabled:
+        return query
+    from compression.signals import compress_signal_text
+
+    return compress_signal_text(query, signals, estimator)
 
 
 def new_resolve_id() -> str:
@@ -134,6 +146,7 @@ def resolve(
     chat_format: ChatFormat | None,
     record: bool = True,
     allowlist: Sequence[str] = (),
+    headers: Mapping[str, str] | None = None,
 ) -> Resolution:
     started = time.perf_counter()
     route = route_by_name(route_name)
@@ -157,7 +170,9 @@ def resolve(
         route_max_output=spec.model.max_output_tokens,
         request_tokens=tokens_before,
     )
-    if budget.max_input <= 0 or tokens_before > budget.max_input:
+    compress = spec.context.compress
+    compresses = compress is not None and compress.compresses_request
+    if budget.max_input <= 0 or (tokens_before > budget.max_input and not compresses):
         raise ApiError(
             "context_length_exceeded",
             f"the request needs about {tokens_before} input tokens but the route allows "
@@ -173,7 +188,7 @@ def resolve(
         route=route.name,
         user=user,
         session=session,
-        query=chat.query,
+        query=signal_query(chat.query, compress, estimator),
         turns=chat.turns,
         allowlist=tuple(allowlist),
     )
@@ -197,7 +212,29 @@ def resolve(
         )
         for o in usable
     ]
-    rewritten = inject(chat.body, chat.format, blocks, spec.context.injection.mode, resolution_id)
+    injection_mode = spec.context.injection.mode
+    rewritten = inject(chat.body, chat.format, blocks, injection_mode, resolution_id)
+    injected = (
+        injected_call_ids(chat.format, resolution_id, blocks)
+        if injection_mode == "tool_role"
+        else {}
+    )
+    stage = run_compression(
+        config=compress,
+        body=rewritten,
+        chat_format=chat.format,
+        max_input_tokens=budget.max_input,
+        tokens=count_json(rewritten, estimator),
+        estimator=estimator,
+        injected=injected,
+        request_id=resolution_id,
+        route=route.name,
+        user=user,
+        headers=headers or {},
+        stream=bool(chat.body.get("stream")),
+        persist=record,
+    )
+    rewritten = stage.body
     tokens_after = count_json(rewritten, estimator)
     resolution = Resolution(
         id=resolution_id,
@@ -211,13 +248,7 @@ def resolve(
         tokens_after=tokens_after,
         estimator=estimator.name,
         duration_ms=0.0,
-        compression={
-            "applied": False,
-            "tokens_before": tokens_after,
-            "tokens_after": tokens_after,
-            "skip_reason": "not_configured" if spec.context.compress is None else "not_implemented",
-            "estimator": estimator.name,
-        },
+        compression=stage.report,
     )
     resolution.duration_ms = round((time.perf_counter() - started) * 1000, 3)
     if record:

@@ -87,6 +87,7 @@ class ResolveView(ApiView):
             request_body=body.request,
             chat_format=body.format,
             allowlist=getattr(tenant, "outbound_allowlist", None) or (),
+            headers=request.headers,
         )
         blocked = resolution.blocked
         if blocked:

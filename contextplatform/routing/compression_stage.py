@@ -1,0 +1,198 @@
+"""The compress stage of resolve: after injection, on the whole rewritten request."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import async_to_sync
+
+from compression.config import CompressConfig
+from compression.controls import parse_controls
+from compression.engine import (
+    CompressionFailed,
+    CompressionResult,
+    ContextLengthExceeded,
+    Provenance,
+    compress_request,
+)
+from compression.estimation import TokenEstimator
+from compression.recovery import DatabaseRecoveryWriter
+from compression.stats import record_outcome
+from contextplatform.api.errors import ApiError
+from contextplatform.routing.chat import ChatFormat
+from sources.judge import JudgeCandidate, judge_for
+
+
+@dataclass
+class StageOutcome:
+    body: dict[str, Any]
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+def block_judge(deployment: str | None):
+    judge = judge_for(deployment)
+
+    def score(query: str, texts: list[str]) -> list[float]:
+        return async_to_sync(judge.score)(query, [JudgeCandidate(text=text) for text in texts])
+
+    return score
+
+
+def result_report(result: CompressionResult, estimator: TokenEstimator) -> dict[str, Any]:
+    """What the response and the replay record may show: counts and plans, never text or keys."""
+    return {
+        "applied": result.applied,
+        "tokens_before": result.tokens_before,
+        "tokens_after": result.tokens_after,
+        "target_request_tokens": result.target_request_tokens,
+        "skip_reason": result.skip_reason,
+        "quality": result.quality,
+        "trigger": result.trigger,
+        "omitted_chunks": result.omitted_chunks,
+        "recovery_keys": len(result.recovery_keys),
+        "blocks": [
+            {
+                "message_index": b.message_index,
+                "block_index": b.block_index,
+                "kind": b.kind,
+                "mode": b.mode,
+                "original_tokens": b.original_tokens,
+                "target_tokens": b.target_tokens,
+                "final_tokens": b.final_tokens,
+                "score": b.score,
+                "omitted_chunks": b.omitted_chunks,
+                "format": b.format,
+            }
+            for b in result.blocks
+        ],
+        "warnings": result.warnings,
+        "estimator": estimator.name,
+    }
+
+
+def skipped(reason: str, tokens: int, estimator: TokenEstimator) -> dict[str, Any]:
+    return {
+        "applied": False,
+        "tokens_before": tokens,
+        "tokens_after": tokens,
+        "skip_reason": reason,
+        "quality": "not_applied",
+        "estimator": estimator.name,
+    }
+
+
+def run_compression(
+    *,
+    config: CompressConfig | None,
+    body: dict[str, Any],
+    chat_format: ChatFormat,
+    max_input_tokens: int,
+    tokens: int,
+    estimator: TokenEstimator,
+    injected: dict[str, str],
+    request_id: str,
+    route: str,
+    user: str | None,
+    headers: Mapping[str, str],
+    stream: bool = False,
+    persist: bool = True,
+) -> StageOutcome:
+    """Raises ApiError 400 context_length_exceeded (nothing rewritten) or, under fail_closed,
+    500 compression_failed; under fail_open a failed rewrite sends the request as it was."""
+    if config is None or not config.compresses_request:
+        if tokens > max_input_tokens:
+            raise context_length_exceeded(tokens, max_input_tokens)
+        return StageOutcome(body, skipped("not_configured", tokens, estimator))
+    controls = parse_controls(headers.get(config.request_controls.header), config.request_controls)
+    if controls.bypass:
+        if tokens > max_input_tokens:
+            raise context_length_exceeded(tokens, max_input_tokens)
+        if persist:
+            record_outcome(applied=False, failed=False, tokens_before=tokens, tokens_after=tokens)
+        return StageOutcome(body, skipped("bypassed", tokens, estimator))
+    effective = config
+    if (
+        stream
+    ):  # streaming requests never use recoverable targets (nothing could serve the follow-up)
+        effective = config.model_copy(deep=True)
+        for kind in ("tool_outputs", "history", "rag", "memory"):
+            target = effective.targets.of(kind)  # type: ignore[arg-type]
+            if target.mode == "recoverable":
+                target.mode = "extractive"
+    judge = None
+    match = config.match
+    if match is None or match.judge is not None:
+        judge = block_judge(match.judge.deployment if match and match.judge else None)
+    provenance = Provenance(
+        rag_call_ids=frozenset(i for i, kind in injected.items() if kind == "rag"),
+        memory_call_ids=frozenset(i for i, kind in injected.items() if kind == "memory"),
+    )
+    recovery = (
+        DatabaseRecoveryWriter(
+            request_id=request_id, route=route, user=user, config=config.recovery
+        )
+        if persist
+        else InMemoryRecovery()
+    )
+    try:
+        result = compress_request(
+            body,
+            chat_format,
+            effective,
+            max_input_tokens=max_input_tokens,
+            estimator=estimator,
+            provenance=provenance,
+            judge=judge,
+            recovery=recovery,
+            recovery_scope=f"{route}\x00{user or ''}\x00{request_id}",
+            request_target_tokens=controls.target_tokens,
+        )
+    except ContextLengthExceeded as error:
+        if persist:
+            record_outcome(applied=False, failed=True, tokens_before=tokens, tokens_after=tokens)
+        raise context_length_exceeded(error.tokens, error.budget) from error
+    except CompressionFailed as error:
+        if persist:
+            record_outcome(applied=False, failed=True, tokens_before=tokens, tokens_after=tokens)
+        if config.failure_mode == "fail_closed":
+            raise ApiError(
+                "compression_failed",
+                f"context compression failed under fail_closed: {error}",
+                status=500,
+            ) from error
+        if tokens > max_input_tokens:
+            raise context_length_exceeded(tokens, max_input_tokens) from error
+        report = skipped("compression_failed", tokens, estimator)
+        report["error"] = str(error)
+        return StageOutcome(body, report)
+    if persist:
+        record_outcome(
+            applied=result.applied,
+            failed=False,
+            tokens_before=result.tokens_before,
+            tokens_after=result.tokens_after,
+        )
+    return StageOutcome(result.body, result_report(result, estimator))
+
+
+class InMemoryRecovery:
+    """For previews: keeps nothing beyond the call."""
+
+    def __init__(self) -> None:
+        self.originals: list[tuple[str, str]] = []
+
+    def store(self, originals: Any) -> None:
+        self.originals.extend(originals)
+
+
+def context_length_exceeded(tokens: int, budget: int) -> ApiError:
+    return ApiError(
+        "context_length_exceeded",
+        f"request exceeds the model input budget after configured compression ({tokens} > {budget} "
+        "conservative tokens); protected instructions, tool structure, schemas or preserved content "
+        "cannot be shortened",
+        status=400,
+        param="request",
+    )

@@ -1,0 +1,136 @@
+"""POST /api/v1/plugins/context/compression/preview: what compression would do, never any text."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from drf_spectacular.utils import extend_schema
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from compression.config import CompressConfig, CompressMatch, CompressRecall
+from compression.estimation import count_json, default_estimator
+from compression.views import audited
+from contextplatform.api.errors import ApiError, not_found
+from contextplatform.api.validation import parse
+from contextplatform.api.views import ApiView
+from contextplatform.routing.budget import plan_budget
+from contextplatform.routing.chat import parse_chat_request
+from contextplatform.routing.compression_stage import run_compression
+from contextplatform.routing.config import BudgetConfig
+from contextplatform.routing.selectors import route_by_name
+
+
+class CompressionPreviewBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    route: str | None = Field(default=None, min_length=1, max_length=100)
+    configuration: dict[str, Any] | None = None
+    request_body: dict[str, Any]
+    format: Literal["openai", "anthropic"] | None = None
+    model: str | None = None
+    context_window: int | None = Field(default=None, ge=256, le=10_000_000)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def one_configuration(self) -> CompressionPreviewBody:
+        if (self.route is None) == (self.configuration is None):
+            raise ValueError("give either route or configuration")
+        return self
+
+
+def preview_config(
+    body: CompressionPreviewBody,
+) -> tuple[CompressConfig, BudgetConfig, int, int | None, list[str]]:
+    warnings: list[str] = []
+    if body.route is not None:
+        route = route_by_name(body.route)
+        if route is None:
+            raise not_found(f"route {body.route!r} does not exist", "route")
+        spec = route.spec()
+        if spec.context.compress is None:
+            raise ApiError(
+                "invalid_request", f"route {body.route!r} has no compress block", param="route"
+            )
+        config, budget = spec.context.compress, spec.context.budget
+        window, max_output = spec.model.context_window, spec.model.max_output_tokens
+    else:
+        config = parse(CompressConfig, body.configuration, prefix="configuration")
+        budget, window, max_output = BudgetConfig(), 128_000, None
+    if body.context_window is not None:
+        window = body.context_window
+    if body.max_output_tokens is not None:
+        max_output = body.max_output_tokens
+    if config.match is None or config.match.judge is not None:
+        warnings.append("preview ranks segments with BM25 only; the relevance judge is not called")
+    config = config.model_copy(update={"match": CompressMatch(recall=CompressRecall())})
+    return config, budget, window, max_output, warnings
+
+
+class CompressionPreviewView(ApiView):
+    required_scopes = {"POST": "compression.preview"}
+
+    @extend_schema(
+        request=CompressionPreviewBody,
+        responses={200: dict},
+        summary="Preview compression of a request",
+    )
+    def post(self, request: Request) -> Response:
+        body = self.body(request, CompressionPreviewBody)
+        config, budget_config, window, max_output, warnings = preview_config(body)
+        chat = parse_chat_request(body.request_body, body.format, prefix="request_body")
+        estimator = default_estimator()
+        tokens = count_json(chat.body, estimator)
+        budget = plan_budget(
+            context_window=window,
+            max_tokens_setting=budget_config.max_tokens,
+            reserve_setting=budget_config.reserve_output_tokens,
+            context_cap=None,
+            request_max_tokens=chat.max_tokens,
+            route_max_output=max_output,
+            request_tokens=tokens,
+        )
+        report: dict[str, Any]
+        try:
+            stage = run_compression(
+                config=config,
+                body=chat.body,
+                chat_format=chat.format,
+                max_input_tokens=budget.max_input,
+                tokens=tokens,
+                estimator=estimator,
+                injected={},
+                request_id="preview",
+                route=body.route or "",
+                user=None,
+                headers={},
+                persist=False,
+            )
+            report = {"valid": True, **stage.report}
+        except ApiError as error:
+            if error.code != "context_length_exceeded":
+                raise
+            report = {
+                "valid": True,
+                "applied": False,
+                "tokens_before": tokens,
+                "tokens_after": tokens,
+                "skip_reason": "context_length_exceeded",
+                "error": {"code": error.code, "message": error.message},
+            }
+        report.update(
+            {
+                "tokens_saved": max(0, report["tokens_before"] - report["tokens_after"]),
+                "available_input_tokens": budget.max_input,
+                "reserved_output_tokens": budget.reserved_output,
+                "warnings": [*warnings, *report.get("warnings", [])],
+            }
+        )
+        audited(
+            request,
+            "compression.preview",
+            200,
+            {"route": body.route, "applied": report.get("applied")},
+        )
+        return Response(report)
