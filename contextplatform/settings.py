@@ -47,6 +47,7 @@ TENANT_APPS = [
     "django.contrib.admin",
     "sources",
     "compression",
+    "memory",
     "contextplatform.routing",
 ]
 INSTALLED_APPS = SHARED_APPS + [app for app in TENANT_APPS if app not in SHARED_APPS]
@@ -221,7 +222,9 @@ else:
 # Knowledge base limits.
 KNOWLEDGE_MAX_DOCUMENT_CHARS = env_int("KNOWLEDGE_MAX_DOCUMENT_CHARS", 1_000_000)
 
-# Periodic tasks (celery beat): expired recovery originals are purged every 10 minutes.
+# Periodic tasks (celery beat): expired recovery originals are purged every 10 minutes; memory
+# retention (expiry, each tenant's maximum age and maximum per user) runs daily.
 CELERY_BEAT_SCHEDULE = {
     "purge-expired-recovery": {"task": "compression.purge_expired_recovery", "schedule": 600.0},
+    "memory-retention": {"task": "memory.apply_retention", "schedule": 86400.0},
 }

@@ -17,7 +17,8 @@ import matplotlib.pyplot as plt
 
 from scripts.bench_retrieval import (
     CUTOFF,
-    NOISE_SIGMA,
+    ISOTROPIC_SIGMA,
+    NOISE_SCALE,
     RECALL_POOL,
     TARGET_P99_MS,
     TARGET_RATIO,
@@ -96,7 +97,7 @@ def plot_quality(results: RetrievalResults, path: Path) -> None:
         )
     right.axhline(results.baseline.ndcg, color="tab:gray", linestyle=":", label="bm25s baseline")
     right.axhline(target_ndcg(results), color="tab:green", linestyle="--", label="target")
-    right.set_xlabel("judge min_score (default recall: embedding 20 @ 0.3)")
+    right.set_xlabel("judge min_score")
     right.set_ylabel(f"nDCG@{CUTOFF}")
     right.set_title("Default recall, judge settings varied")
     right.legend(loc="lower left")
@@ -208,6 +209,41 @@ def verdict_text(results: RetrievalResults) -> str:
     return f"{head} {tail}"
 
 
+def noise_text(results: RetrievalResults) -> str:
+    scale = results.scale
+    if scale.noise.startswith("isotropic"):
+        how = (
+            f"isotropic gaussian noise (sigma = {ISOTROPIC_SIGMA} in each of the 384 dimensions), "
+            "then re-normalised (`BENCH_SCALE_NOISE=isotropic`)"
+        )
+    else:
+        how = (
+            f"gaussian noise drawn from the covariance of the Cranfield chunk vectors themselves "
+            f"(N(0, {NOISE_SCALE:g}² · Σ)), then re-normalised"
+        )
+    return (
+        f"Collection `bench-scale`: {scale.rows:,} chunks, the {results.chunks} Cranfield chunk "
+        f"vectors replicated round-robin with {how}: a replica's mean cosine to its original is "
+        f"{scale.copy_cosine:.3f}, while a real Cranfield chunk's nearest other chunk is at a "
+        f"median cosine of {scale.neighbour_cosine:.3f}. Each row keeps its original's text; "
+        "metadata `group` = `g0`..`g9` by row (10 % each)."
+    )
+
+
+def noise_caveat() -> str:
+    return (
+        "Why not isotropic noise: noise in all 384 dimensions builds a data set HNSW cannot "
+        "search well whatever the index. Small noise (sigma 0.02, replicas at cosine 0.93) makes "
+        "~56 near-duplicates of every chunk, so the exact top 10 is a cluster of near-ties and "
+        "the graph links mostly inside clusters; larger noise (0.035-0.05) buries the data's "
+        "structure in random high-dimensional directions. Measured on 2026-11-30 with this "
+        "script's queries, recall@10 at the production `ef_search` 40 was 0.41-0.46 (plain) for "
+        "sigma 0.02-0.05, and 0.68 at `ef_search` 400 for sigma 0.02; the covariance-shaped noise keeps the "
+        "replicas on the data's own spread (effective dimension ~43 of 384). "
+        "`BENCH_SCALE_NOISE=isotropic` measures the isotropic variant."
+    )
+
+
 def scale_text(results: RetrievalResults) -> str:
     scale = results.scale
     how = (
@@ -219,13 +255,24 @@ def scale_text(results: RetrievalResults) -> str:
         f"{scale.analyze_s:.1f} s"
     )
     return (
-        f"Collection `bench-scale`: {scale.rows:,} chunks, the {results.chunks} Cranfield chunk "
-        f"vectors replicated round-robin with gaussian noise (sigma = {NOISE_SIGMA} per dimension, "
-        f"then re-normalised; a copy's mean cosine to its original is {scale.copy_cosine:.3f}) "
-        "and the original chunk text; metadata `group` = `g0`..`g9` by row (10 % each). "
         f"The tenant's chunk table holds {scale.table_rows:,} rows (the HNSW index covers them "
         f"all; the collection filter is part of every query). The collection was {how}."
     )
+
+
+def ef_rows(searches: Sequence[SearchResult]) -> list[list[str]]:
+    return [
+        [
+            search.label,
+            str(point.ef_search) + (" (production)" if point.ef_search == 40 else ""),
+            f"{point.recall_at_10:.4f}",
+            f"{point.p50_ms:.2f}",
+            f"{point.p99_ms:.2f}",
+            point.plan,
+        ]
+        for search in searches
+        for point in search.ef_sweep
+    ]
 
 
 def section(results: RetrievalResults, commit: str) -> str:
@@ -305,6 +352,7 @@ def section(results: RetrievalResults, commit: str) -> str:
         "Query embedding, `get_embedder().embed_query(query)` for each Cranfield query, one at a "
         "time, two rounds after a warm-up:",
         summary_table([("embed_query", embed)]),
+        noise_text(results),
         scale_text(results),
         "Each query vector (the Cranfield queries' embeddings, computed beforehand: the query "
         "embedding is excluded) goes through `sources.recall.nearest_chunks([collection], vector, "
@@ -315,6 +363,14 @@ def section(results: RetrievalResults, commit: str) -> str:
         "the same float32 vectors); on the first few queries the SQL exact scan (the same "
         "query with `SET LOCAL enable_indexscan = off`) is checked to agree with numpy.",
         table(search_header, search_rows(results.searches)),
+        "The same query with `hnsw.ef_search` set otherwise (the bench's copy of the "
+        "`nearest_chunks` query, one round after the rounds above), to show what a higher "
+        "setting would buy:",
+        table(
+            ["query", "hnsw.ef_search", "recall@10", "p50 ms", "p99 ms", "plan (EXPLAIN)"],
+            ef_rows(results.searches),
+        ),
+        noise_caveat(),
         f"![Embedding recall latency](bench/{LATENCY_PLOT})",
         END,
     ]
@@ -366,6 +422,11 @@ def print_retrieval(results: RetrievalResults) -> None:
             f"recall@10 {search.recall_at_10:.4f}, SQL exact agrees {search.sql_agreement}; "
             f"plan {search.plan}"
         )
+        for point in search.ef_sweep:
+            print(
+                f"    ef_search {point.ef_search}: recall@10 {point.recall_at_10:.4f}, "
+                f"p50 {point.p50_ms:.2f} ms, p99 {point.p99_ms:.2f} ms; {point.plan}"
+            )
     for check in retrieval_checks(results):
         print(f"  [{check.verdict}] {check.name}: {check.measured} (target {check.target})")
     print(

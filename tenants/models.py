@@ -34,6 +34,12 @@ class Tenant(TenantMixin):
             "link-local. Anything not listed must be a public address."
         ),
     )
+    memory_max_age_days = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Memories older than this are deleted (retention task)."
+    )
+    memory_max_per_user = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Beyond this many memories per user, the weakest are pruned."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     auto_create_schema = True

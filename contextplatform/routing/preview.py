@@ -51,20 +51,7 @@ def preview_route(
                 "error": outcome.error,
                 "ms": round(outcome.ms, 2),
                 "notes": outcome.notes,
-                "items": [
-                    {
-                        "document_id": entry.get("document_id"),
-                        "title": entry.get("title"),
-                        "recall_rank": entry.get("recall_rank"),
-                        "recall_score": entry.get("recall_score"),
-                        "cosine": entry.get("cosine"),
-                        "bm25": entry.get("bm25"),
-                        "judge_score": entry.get("judge_score"),
-                        "kept": entry.get("kept"),
-                        "reason": entry.get("reason"),
-                    }
-                    for entry in outcome.candidates
-                ],
+                "items": outcome.candidates,  # scores and decisions; never the text
             }
             for outcome in outcomes
         ],

@@ -68,6 +68,7 @@ class Resolution:
     estimator: str
     duration_ms: float
     compression: dict[str, Any] = field(default_factory=dict)
+    spec: RouteSpec | None = None
 
     @property
     def blocked(self) -> list[SourceOutcome]:
@@ -239,6 +240,7 @@ def resolve(
     resolution = Resolution(
         id=resolution_id,
         route=route.name,
+        spec=spec,
         chat=chat,
         rewritten=rewritten,
         budget=budget,

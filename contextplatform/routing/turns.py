@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from contextplatform.api.errors import ApiError
 from contextplatform.routing.models import ReplayRecord
+from memory.writing import hand_back
 from sources.messages import content_text
 from sources.selectors import session_messages
 from sources.services import append_session_messages
@@ -34,6 +35,28 @@ def begin_turn(
         messages=[{"role": "user", "content": latest.get("content")}],
         resolve_id=resolve_id,
     )
+
+
+def begin_memory_turn(*, resolution: Any, user: str | None, requested: bool | None) -> int:
+    """Queue the turn for each memory source that writes it; returns how many were queued."""
+    from memory.source import MemorySettings, wants_write
+    from memory.writing import queue_turn
+
+    if not user or resolution.spec is None:
+        return 0
+    queued = 0
+    for settings in resolution.spec.context.sources:
+        if isinstance(settings, MemorySettings) and settings.enabled and wants_write(settings, requested):
+            queue_turn(
+                resolve_id=resolution.id,
+                route=resolution.route,
+                user=user,
+                user_text=resolution.chat.query,
+                extractor=settings.store.extractor,
+            )
+            queued += 1
+            break  # one write per turn, whatever the number of memory sources
+    return queued
 
 
 def assistant_message(response: Any) -> dict[str, Any]:
@@ -85,8 +108,15 @@ def complete_turn(*, record_id: str, response: Any, capture_content: bool) -> di
             resolve_id=record.id,
         )
         written = 1
+    memory_queued = hand_back(resolve_id=record.id, assistant_text=content_text(message.get("content")))
     record.response_received_at = timezone.now()
     if capture_content:
         record.response_body = response
     record.save(update_fields=["response_received_at", "response_body"])
-    return {"id": record.id, "status": "accepted", "duplicate": False, "messages_written": written}
+    return {
+        "id": record.id,
+        "status": "accepted",
+        "duplicate": False,
+        "messages_written": written,
+        "memory_write": "queued" if memory_queued else "none",
+    }

@@ -18,7 +18,13 @@ from contextplatform.routing.config import RouteSpec, validate_route_spec
 from contextplatform.routing.models import ReplayRecord, Route
 from contextplatform.routing.preview import preview_route
 from contextplatform.routing.resolver import resolve
-from contextplatform.routing.turns import begin_turn, complete_turn
+from contextplatform.routing.turns import begin_memory_turn, begin_turn, complete_turn
+
+
+class MemoryOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    store: bool | None = Field(default=None, description="false opts this turn out of the memory write")
 
 
 class ResolveBody(BaseModel):
@@ -29,6 +35,7 @@ class ResolveBody(BaseModel):
     session: str | None = Field(default=None, min_length=1, max_length=200)
     format: Literal["openai", "anthropic"] | None = None
     request: dict[str, Any]
+    memory: MemoryOptions | None = None
 
 
 class PreviewBody(BaseModel):
@@ -99,6 +106,7 @@ class ResolveView(ApiView):
                 status=503,
                 param=f"sources.{source.name}",
             )
+        begin_memory_turn(resolution=resolution, user=body.user, requested=body.memory.store if body.memory else None)
         if body.session:
             begin_turn(
                 resolve_id=resolution.id,

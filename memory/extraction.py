@@ -1,0 +1,2 @@
+"""STUB until implemented."""
+ExistingMemory = LLMExtractor = extract_local = plan_writes = None

@@ -1,0 +1,299 @@
+"""Reads of memories. Every query names the user in its own WHERE clause: nothing is ever fetched
+for several users and filtered afterwards.
+
+A user's memories are few, so the user-scoped searches scan that user's rows exactly (through the
+``user_id`` btree index) instead of going through the table-wide HNSW index.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import numpy as np
+from django.contrib.postgres.search import SearchQuery, SearchRank
+from django.db.models import F, Q, QuerySet
+from django.utils import timezone
+from pgvector.django import CosineDistance
+
+from memory.models import Memory
+from sources.fusion import reciprocal_rank, weighted
+
+HybridMode = Literal["weighted", "rrf"]
+HYBRID_MODES: tuple[str, ...] = ("weighted", "rrf")
+MIN_CANDIDATES = 20  # per retriever, in hybrid search (vSR: limit x 4, at least 20)
+CANDIDATES_PER_RESULT = 4
+TEXT_CONFIG = "english"
+HIT_FIELDS = (
+    "id",
+    "content",
+    "kind",
+    "metadata",
+    "created_at",
+    "updated_at",
+    "last_used_at",
+    "strength",
+    "embedding",
+)
+
+
+class MemoryScopeError(ValueError):
+    """A memory query without a user: refused, never run unscoped."""
+
+
+def require_user(user_id: str) -> str:
+    if not isinstance(user_id, str) or not user_id.strip():
+        raise MemoryScopeError("a memory query needs a non-empty user_id")
+    return user_id
+
+
+@dataclass
+class MemoryHit:
+    id: int
+    content: str
+    kind: str
+    metadata: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    last_used_at: datetime | None
+    strength: float
+    cosine: float | None = None
+    lexical: float | None = None  # ts_rank_cd of the text match, 0.0 when the text does not match
+    score: float = 0.0
+    embedding: list[float] = field(default_factory=list, repr=False)
+
+
+def hit_from_row(row: dict[str, Any]) -> MemoryHit:
+    embedding = row.get("embedding")
+    return MemoryHit(
+        id=row["id"],
+        content=row["content"],
+        kind=row["kind"],
+        metadata=row["metadata"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        last_used_at=row["last_used_at"],
+        strength=row["strength"],
+        embedding=[] if embedding is None else [float(x) for x in embedding],
+    )
+
+
+def user_memories(user_id: str) -> QuerySet[Memory]:
+    """The base of every read: one user's memories, filtered in SQL."""
+    return Memory.objects.filter(user_id=require_user(user_id))
+
+
+def live_memories(user_id: str) -> QuerySet[Memory]:
+    """One user's memories that have not expired."""
+    return user_memories(user_id).filter(
+        Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+    )
+
+
+def text_query(query: str) -> SearchQuery:
+    return SearchQuery(query, config=TEXT_CONFIG, search_type="websearch")
+
+
+# --- search --------------------------------------------------------------------------------------
+
+
+def nearest(user_id: str, vector: Sequence[float], k: int) -> list[MemoryHit]:
+    """The user's ``k`` live memories closest to ``vector`` by cosine, exactly."""
+    rows = (
+        live_memories(user_id)
+        .annotate(distance=CosineDistance("embedding", list(vector)))
+        .order_by("distance", "id")
+        .values(*HIT_FIELDS, "distance")[:k]
+    )
+    hits = []
+    for row in rows:
+        hit = hit_from_row(row)
+        hit.cosine = 1.0 - float(row["distance"])
+        hits.append(hit)
+    return hits
+
+
+def lexical_matches(user_id: str, query: str, k: int) -> list[MemoryHit]:
+    """The user's ``k`` live memories best matching ``query`` as full text (ts_rank_cd)."""
+    if not query.strip():
+        return []
+    search = text_query(query)
+    rows = (
+        live_memories(user_id)
+        .filter(search_vector=search)
+        .annotate(rank=SearchRank(F("search_vector"), search, cover_density=True))
+        .order_by("-rank", "id")
+        .values(*HIT_FIELDS, "rank")[:k]
+    )
+    hits = []
+    for row in rows:
+        hit = hit_from_row(row)
+        hit.lexical = float(row["rank"])
+        hits.append(hit)
+    return hits
+
+
+def lexical_scores(user_id: str, query: str, ids: Sequence[int]) -> dict[int, float]:
+    """ts_rank_cd of the given memories of the user that match ``query`` (others are absent)."""
+    if not ids or not query.strip():
+        return {}
+    search = text_query(query)
+    rows = (
+        user_memories(user_id)
+        .filter(id__in=list(ids), search_vector=search)
+        .annotate(rank=SearchRank(F("search_vector"), search, cover_density=True))
+        .values_list("id", "rank")
+    )
+    return {memory_id: float(rank) for memory_id, rank in rows}
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Both are unit vectors (the embedders guarantee it), so the dot product is the cosine."""
+    return float(np.dot(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)))
+
+
+def embedding_search(
+    user_id: str, vector: Sequence[float], limit: int, min_similarity: float
+) -> list[MemoryHit]:
+    hits = [hit for hit in nearest(user_id, vector, limit) if hit.cosine >= min_similarity]
+    for hit in hits:
+        hit.score = hit.cosine or 0.0
+    return hits
+
+
+def candidate_pool(
+    user_id: str, query: str, vector: Sequence[float], limit: int
+) -> list[MemoryHit]:
+    """The union of the embedding and the full-text candidates, each with its cosine and its
+    lexical score (0.0 for a memory whose text does not match)."""
+    pool = max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit)
+    by_id = {hit.id: hit for hit in nearest(user_id, vector, pool)}
+    for hit in lexical_matches(user_id, query, pool):
+        known = by_id.setdefault(hit.id, hit)
+        known.lexical = hit.lexical
+        if known.cosine is None:
+            known.cosine = cosine(known.embedding, vector)
+    ranks = lexical_scores(user_id, query, [i for i, hit in by_id.items() if hit.lexical is None])
+    for memory_id, hit in by_id.items():
+        if hit.lexical is None:
+            hit.lexical = ranks.get(memory_id, 0.0)
+    return list(by_id.values())
+
+
+def hybrid_search(
+    user_id: str,
+    query: str,
+    vector: Sequence[float],
+    limit: int,
+    min_similarity: float,
+    mode: HybridMode,
+) -> list[MemoryHit]:
+    """The cosine threshold applies to every candidate before fusion, whichever retriever found
+    it, so ``min_similarity`` means the same in both modes (RRF scores are on another scale)."""
+    hits = [
+        hit
+        for hit in candidate_pool(user_id, query, vector, limit)
+        if (hit.cosine or 0.0) >= min_similarity
+    ]
+    cosines = [hit.cosine or 0.0 for hit in hits]
+    lexical = [hit.lexical or 0.0 for hit in hits]
+    fused = weighted(cosines, lexical) if mode == "weighted" else reciprocal_rank(cosines, lexical)
+    for hit, score in zip(hits, fused, strict=True):
+        hit.score = score
+    hits.sort(key=lambda hit: (-hit.score, -(hit.cosine or 0.0), hit.id))
+    return hits[:limit]
+
+
+def search_memories(
+    *,
+    user_id: str,
+    query: str,
+    vector: Sequence[float],
+    limit: int,
+    min_similarity: float,
+    hybrid: bool = False,
+    hybrid_mode: HybridMode = "weighted",
+) -> list[MemoryHit]:
+    """The user's live memories most relevant to ``query`` (whose embedding is ``vector``), best
+    first, each with ``cosine >= min_similarity``. Embedding search scores by cosine; hybrid search
+    fuses cosine with the full-text rank (``weighted`` or ``rrf``, see sources.fusion)."""
+    require_user(user_id)
+    if limit <= 0:
+        return []
+    if not hybrid:
+        return embedding_search(user_id, vector, limit, min_similarity)
+    if hybrid_mode not in HYBRID_MODES:
+        raise ValueError(f"hybrid_mode must be one of {', '.join(HYBRID_MODES)}")
+    return hybrid_search(user_id, query, vector, limit, min_similarity, hybrid_mode)
+
+
+def newest_memories(user_id: str, limit: int) -> list[MemoryHit]:
+    """The user's newest live memories (for a match block with only a judge)."""
+    rows = live_memories(user_id).order_by("-created_at", "-id").values(*HIT_FIELDS)[:limit]
+    return [hit_from_row(row) for row in rows]
+
+
+# --- listing ---------------------------------------------------------------------------------------
+
+
+class InvalidCursor(ValueError):
+    pass
+
+
+@dataclass
+class MemoryPage:
+    items: list[Memory]
+    next_cursor: str | None
+
+
+def encode_cursor(memory: Memory) -> str:
+    raw = f"{memory.created_at.isoformat()}|{memory.pk}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, int]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        stamp, memory_id = raw.rsplit("|", 1)
+        created_at = datetime.fromisoformat(stamp)
+        if created_at.tzinfo is None:
+            raise ValueError("naive timestamp")
+        return created_at, int(memory_id)
+    except (ValueError, UnicodeDecodeError, binascii.Error):
+        raise InvalidCursor("not a cursor this endpoint returned") from None
+
+
+def list_memories(
+    user_id: str, q: str | None = None, limit: int = 50, cursor: str | None = None
+) -> MemoryPage:
+    """One page of the user's memories, newest first (keyset on created_at, id), optionally only
+    those matching ``q`` (full text, or the words as a substring). Expired memories that the
+    retention task has not deleted yet are listed: they are still stored."""
+    memories = user_memories(user_id)
+    if q and q.strip():
+        memories = memories.filter(Q(search_vector=text_query(q)) | Q(content__icontains=q))
+    if cursor:
+        created_at, memory_id = decode_cursor(cursor)
+        memories = memories.filter(
+            Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=memory_id)
+        )
+    ordered = memories.defer("embedding", "search_vector").order_by("-created_at", "-id")
+    page = list(ordered[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    return MemoryPage(items=page, next_cursor=encode_cursor(page[-1]) if more and page else None)
+
+
+MAX_ID = 2**63 - 1
+
+
+def memory_for_user(user_id: str, memory_id: int) -> Memory | None:
+    """The memory, if it is this user's (another user's id is as absent as a missing one)."""
+    if not 0 < memory_id <= MAX_ID:
+        require_user(user_id)
+        return None
+    return user_memories(user_id).filter(pk=memory_id).first()

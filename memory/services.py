@@ -1,0 +1,240 @@
+"""Writes of memories: create, edit, delete, erase one user, and retention.
+
+Every write names the user (or the memory's own id, got through a user-scoped read) in SQL.
+``erase_user`` is one ``DELETE ... WHERE user_id = %s``: it cannot reach another user's rows, and
+a tenant's table lives in the tenant's own schema, so it cannot reach another tenant's either.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from django.contrib.postgres.search import SearchVector
+from django.db import connection, transaction
+from django.utils import timezone
+
+from contextplatform.api.errors import invalid_request
+from memory.models import KINDS, Memory
+from memory.selectors import MAX_ID, require_user
+from sources.embedding import Embedder
+
+logger = logging.getLogger("contextplatform.memory")
+
+MAX_CONTENT_CHARS = 10_000
+KIND_NAMES: tuple[str, ...] = tuple(name for name, _ in KINDS)
+TEXT_CONFIG = "english"
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = _Unset()
+
+
+def check_content(content: str) -> str:
+    if not isinstance(content, str) or not content.strip():
+        raise invalid_request("content: must contain text", "content")
+    if len(content) > MAX_CONTENT_CHARS:
+        raise invalid_request(
+            f"content: has {len(content)} characters; the limit is {MAX_CONTENT_CHARS}", "content"
+        )
+    return content
+
+
+def check_kind(kind: str) -> str:
+    if kind not in KIND_NAMES:
+        raise invalid_request(f"kind: must be one of {', '.join(KIND_NAMES)}", "kind")
+    return kind
+
+
+def ensure_tenant_schema() -> None:
+    """Memories live in tenant schemas only; a write on the public schema is a bug."""
+    if connection.schema_name == "public":
+        raise RuntimeError("memory writes need a tenant schema, not public")
+
+
+def table() -> str:
+    return connection.ops.quote_name(Memory._meta.db_table)
+
+
+def refresh_search_vector(memory_id: int) -> None:
+    Memory.objects.filter(pk=memory_id).update(
+        search_vector=SearchVector("content", config=TEXT_CONFIG)
+    )
+
+
+def embed(content: str, embedder: Embedder) -> list[float]:
+    return embedder.embed([content])[0]
+
+
+def create_memory(
+    *,
+    user_id: str,
+    content: str,
+    kind: str = "fact",
+    metadata: dict[str, Any] | None = None,
+    source_request_id: str = "",
+    source_turn: str = "",
+    embedder: Embedder,
+    expires_at: datetime | None = None,
+    strength: float = 1.0,
+) -> Memory:
+    """Embed and store one memory of the user (with its full-text vector and embedder identity)."""
+    require_user(user_id)
+    ensure_tenant_schema()
+    vector = embed(check_content(content), embedder)
+    with transaction.atomic():
+        memory = Memory.objects.create(
+            user_id=user_id,
+            content=content,
+            kind=check_kind(kind),
+            metadata=metadata or {},
+            embedding=vector,
+            embedder=embedder.identity,
+            source_request_id=source_request_id,
+            source_turn=source_turn,
+            expires_at=expires_at,
+            strength=strength,
+        )
+        refresh_search_vector(memory.pk)
+    memory.refresh_from_db()
+    return memory
+
+
+def update_memory(
+    *,
+    memory: Memory,
+    content: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    kind: str | None = None,
+    embedder: Embedder,
+    expires_at: datetime | None | _Unset = UNSET,
+) -> Memory:
+    """Change what is given (``metadata`` replaces the whole object); a new content is embedded
+    again and its full-text vector rebuilt. ``expires_at=None`` clears the expiry."""
+    ensure_tenant_schema()
+    changes: dict[str, Any] = {}
+    if content is not None and content != memory.content:
+        changes["content"] = check_content(content)
+        changes["embedding"] = embed(content, embedder)
+        changes["embedder"] = embedder.identity
+    if metadata is not None:
+        changes["metadata"] = metadata
+    if kind is not None:
+        changes["kind"] = check_kind(kind)
+    if not isinstance(expires_at, _Unset):
+        changes["expires_at"] = expires_at
+    if not changes:
+        return memory
+    changes["updated_at"] = timezone.now()
+    with transaction.atomic():
+        updated = Memory.objects.filter(pk=memory.pk, user_id=require_user(memory.user_id)).update(
+            **changes
+        )
+        if updated and "content" in changes:
+            refresh_search_vector(memory.pk)
+    memory.refresh_from_db()
+    return memory
+
+
+def delete_memory(*, user_id: str, memory_id: int) -> bool:
+    """Delete one memory if it is this user's. Returns whether one was deleted."""
+    require_user(user_id)
+    ensure_tenant_schema()
+    if not 0 < memory_id <= MAX_ID:
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'DELETE FROM {table()} WHERE "user_id" = %s AND "id" = %s', [user_id, memory_id]
+        )
+        return cursor.rowcount > 0
+
+
+def erase_user(*, user_id: str) -> int:
+    """Delete every memory of one user, and nobody else's: one indexed ``DELETE ... WHERE
+    user_id = %s`` in the current tenant's schema. Refuses an empty user id."""
+    require_user(user_id)
+    ensure_tenant_schema()
+    with connection.cursor() as cursor:
+        cursor.execute(f'DELETE FROM {table()} WHERE "user_id" = %s', [user_id])
+        deleted = cursor.rowcount
+    logger.info("memory_user_erased", extra={"deleted": deleted, "schema": connection.schema_name})
+    return deleted
+
+
+def touch_used(ids: Sequence[int], *, user_id: str | None = None) -> int:
+    """Record that these memories were just recalled (``last_used_at``); with ``user_id``, only
+    that user's. Returns how many were touched."""
+    if not ids:
+        return 0
+    memories = Memory.objects.filter(pk__in=list(ids))
+    if user_id is not None:
+        memories = memories.filter(user_id=require_user(user_id))
+    return memories.update(last_used_at=timezone.now())
+
+
+# --- retention -------------------------------------------------------------------------------------
+
+
+def delete_expired(*, now: datetime | None = None) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'DELETE FROM {table()} WHERE "expires_at" IS NOT NULL AND "expires_at" <= %s',
+            [now or timezone.now()],
+        )
+        return cursor.rowcount
+
+
+def delete_older_than(*, max_age_days: int, now: datetime | None = None) -> int:
+    cutoff = (now or timezone.now()) - timedelta(days=max_age_days)
+    with connection.cursor() as cursor:
+        cursor.execute(f'DELETE FROM {table()} WHERE "created_at" < %s', [cutoff])
+        return cursor.rowcount
+
+
+def prune_weakest(*, max_per_user: int) -> int:
+    """For each user with more than ``max_per_user`` memories, delete the weakest beyond that
+    count: lowest strength first, then oldest."""
+    name = table()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            DELETE FROM {name} WHERE "id" IN (
+                SELECT "id" FROM (
+                    SELECT "id", row_number() OVER (
+                        PARTITION BY "user_id"
+                        ORDER BY "strength" DESC, "created_at" DESC, "id" DESC
+                    ) AS "position"
+                    FROM {name}
+                    WHERE "user_id" IN (
+                        SELECT "user_id" FROM {name} GROUP BY "user_id" HAVING count(*) > %s
+                    )
+                ) AS "ranked"
+                WHERE "position" > %s
+            )
+            """,
+            [max_per_user, max_per_user],
+        )
+        return cursor.rowcount
+
+
+def apply_retention(
+    *, max_age_days: int | None, max_per_user: int | None, now: datetime | None = None
+) -> dict[str, int]:
+    """The current tenant's retention: expired memories, then those older than ``max_age_days``,
+    then each user's weakest beyond ``max_per_user``. ``None`` (or 0: a typo must not wipe a
+    tenant's memories every day) switches a rule off."""
+    ensure_tenant_schema()
+    counts = {"expired": 0, "aged": 0, "pruned": 0}
+    with transaction.atomic():
+        counts["expired"] = delete_expired(now=now)
+        if max_age_days:
+            counts["aged"] = delete_older_than(max_age_days=max_age_days, now=now)
+        if max_per_user:
+            counts["pruned"] = prune_weakest(max_per_user=max_per_user)
+    return counts

@@ -1,0 +1,183 @@
+"""The ``memory`` source kind: recall the user's memories, judge (optional), reflect, inject.
+
+A memory failure never refuses the request: the source may only ``skip`` or ``warn``, and the
+outcome (``used``, ``missing``, ``filtered``, ``unavailable``, ...) lands in the replay record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal
+
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from memory.metrics import MEMORY_RETRIEVAL
+from memory.reflection import RecalledMemory, ReflectionConfig, reflect
+from sources.base import ContextItem, ContextRequest, ContextSource, SourceSettings, register_source_kind
+from sources.embedding import get_embedder
+from sources.matching import MatchConfig, RecallConfig, judge_and_keep
+from sources.recall import RecallHit
+
+BACKEND = "postgres"
+
+
+class MemoryStoreConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    auto: bool | None = Field(default=None, description="write the turn after the response; unset: off unless the request asks")
+    extractor: str = Field(default="local", description='"local" or an LLM deployment name')
+
+
+def default_memory_match() -> MatchConfig:
+    return MatchConfig(recall=RecallConfig(top_k=5, min_similarity=0.7))
+
+
+class MemorySettings(SourceSettings):
+    type: Literal["memory"] = "memory"
+    priority: int = Field(default=70, ge=0, le=1000)
+    match: MatchConfig | None = None
+    hybrid_search: bool = False
+    hybrid_mode: Literal["weighted", "rrf"] = "weighted"
+    reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)
+    store: MemoryStoreConfig = Field(default_factory=MemoryStoreConfig)
+
+    @model_validator(mode="after")
+    def never_blocks(self) -> MemorySettings:
+        if self.on_failure == "block":
+            raise ValueError("on_failure: a memory failure never refuses the request; use skip or warn")
+        return self
+
+
+def wants_write(settings: MemorySettings, requested: bool | None) -> bool:
+    """A request may turn the write off, and on only where the route leaves ``store.auto`` unset."""
+    if requested is False:
+        return False
+    if settings.store.auto is not None:
+        return settings.store.auto
+    return bool(requested)
+
+
+@register_source_kind
+class MemorySource(ContextSource):
+    type = "memory"
+    Settings = MemorySettings
+    previewable = True
+
+    @property
+    def memory(self) -> MemorySettings:
+        return self.settings  # type: ignore[return-value]
+
+    @property
+    def match(self) -> MatchConfig:
+        return self.memory.match or default_memory_match()
+
+    async def fetch(self, request: ContextRequest) -> list[ContextItem]:
+        self.notes["backend"] = BACKEND
+        if not request.user:
+            return self.outcome("missing", "no user on the request", [])
+        if not request.query.strip():
+            return self.outcome("missing", "no user query", [])
+        try:
+            hits = await self.recall(request)
+        except Exception as error:
+            MEMORY_RETRIEVAL.labels(backend=BACKEND, status="error").inc()
+            self.notes.update({"memory_status": "unavailable", "memory_reason": f"{type(error).__name__}: {error}"[:300]})
+            raise
+        if not hits:
+            return self.outcome("missing", "no memory above the threshold", [])
+        result = await judge_and_keep(request.query, hits, self.match.judge)
+        judged = [d for d in result.decisions if d.kept]
+        recalled = [
+            RecalledMemory(
+                id=int(d.hit.document_id),
+                content=d.hit.text,
+                kind=d.hit.metadata.get("kind", "fact"),
+                score=d.judge_score if d.judge_score is not None else (d.hit.cosine or d.hit.score),
+                updated_at=d.hit.metadata["updated_at"],
+                embedding=d.hit.metadata.get("embedding"),
+            )
+            for d in judged
+        ]
+        gate = reflect(recalled, self.memory.reflection, now=timezone.now())
+        kept = [g for g in gate if g.kept]
+        self.trace = [
+            {
+                "memory_id": g.memory.id,
+                "recall_score": round(g.memory.score, 6),
+                "adjusted_score": round(g.adjusted_score, 6),
+                "kept": g.kept,
+                "reason": g.reason,
+            }
+            for g in gate
+        ] + [
+            {"memory_id": int(d.hit.document_id), "recall_score": round(d.hit.score, 6), "kept": False, "reason": d.reason}
+            for d in result.decisions
+            if not d.kept
+        ]
+        if result.judge_error:
+            self.notes["judge_error"] = result.judge_error
+        if not kept:
+            return self.outcome("filtered", "every recalled memory was filtered", [])
+        from memory.services import touch_used
+
+        await sync_to_async(touch_used)([g.memory.id for g in kept])
+        items = [
+            self.item(g.memory.content, score=round(g.adjusted_score, 6), metadata={"memory_id": g.memory.id, "kind": g.memory.kind})
+            for g in kept
+        ]
+        return self.outcome("used", None, items)
+
+    def outcome(self, status: str, reason: str | None, items: list[ContextItem]) -> list[ContextItem]:
+        MEMORY_RETRIEVAL.labels(backend=BACKEND, status="hit" if items else "miss").inc()
+        self.notes["memory_status"] = status
+        self.notes["memory_result_count"] = len(items)
+        if reason:
+            self.notes["memory_reason"] = reason
+        return items
+
+    async def recall(self, request: ContextRequest) -> list[RecallHit]:
+        from memory.selectors import newest_memories, search_memories
+
+        recall = self.match.recall
+        if recall is None:  # a judge-only block reads the user's newest memories
+            limit = self.match.judge.max_candidates if self.match.judge else 64
+            memories = await sync_to_async(newest_memories)(request.user, limit)
+            return [memory_hit(m, score=1.0) for m in memories]
+        vector = await asyncio.to_thread(get_embedder().embed_query, request.query)
+        found = await sync_to_async(search_memories)(
+            user_id=request.user,
+            query=request.query,
+            vector=vector,
+            limit=recall.top_k,
+            min_similarity=recall.min_similarity,
+            hybrid=self.memory.hybrid_search,
+            hybrid_mode=self.memory.hybrid_mode,
+        )
+        return [
+            RecallHit(
+                chunk_id=None,
+                document_id=str(hit.id),
+                title="",
+                text=hit.content,
+                collection="memory",
+                metadata={"kind": hit.kind, "updated_at": hit.updated_at, "embedding": hit.embedding},
+                cosine=hit.cosine,
+                bm25=getattr(hit, "lexical", None),
+                score=hit.score,
+            )
+            for hit in found
+        ]
+
+
+def memory_hit(memory: Any, score: float) -> RecallHit:
+    return RecallHit(
+        chunk_id=None,
+        document_id=str(memory.id),
+        title="",
+        text=memory.content,
+        collection="memory",
+        metadata={"kind": memory.kind, "updated_at": memory.updated_at, "embedding": list(memory.embedding)},
+        score=score,
+    )
