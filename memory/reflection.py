@@ -33,9 +33,17 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
 from compression.estimation import ReflectionEstimator
 
@@ -65,6 +73,18 @@ class ReflectionConfig(BaseModel):
     block_patterns: list[str] = Field(default_factory=list, max_length=MAX_BLOCK_PATTERNS)
 
     _compiled: tuple[re.Pattern[str], ...] = PrivateAttr(default=())
+
+    @model_validator(mode="before")
+    @classmethod
+    def one_half_life(cls, data: Any) -> Any:
+        if (
+            isinstance(data, dict)
+            and {"recency_half_life_days", "recency_decay_days"} <= data.keys()
+        ):
+            raise ValueError(
+                "give recency_half_life_days or its vSR name recency_decay_days, not both"
+            )
+        return data
 
     @field_validator("block_patterns")
     @classmethod
@@ -133,6 +153,16 @@ def normalise_text(text: str) -> str:
     return _NOT_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
 
 
+def similarity(
+    a_text: str, a_vec: Sequence[float] | None, b_text: str, b_vec: Sequence[float] | None
+) -> float:
+    """The cosine of the embeddings when both are there and of one dimension; otherwise 1.0 for
+    equal normalised texts and 0.0 for different ones."""
+    if a_vec is not None and b_vec is not None and 0 < len(a_vec) == len(b_vec):
+        return cosine(a_vec, b_vec)
+    return 1.0 if normalise_text(a_text) == normalise_text(b_text) else 0.0
+
+
 def similar(
     a_text: str,
     a_vec: Sequence[float] | None,
@@ -140,11 +170,8 @@ def similar(
     b_vec: Sequence[float] | None,
     threshold: float,
 ) -> bool:
-    """Near-duplicates: cosine ≥ threshold when both embeddings are there and comparable, else
-    equal normalised texts."""
-    if a_vec is not None and b_vec is not None and 0 < len(a_vec) == len(b_vec):
-        return cosine(a_vec, b_vec) >= threshold
-    return normalise_text(a_text) == normalise_text(b_text)
+    """Near-duplicates: ``similarity`` at least ``threshold`` (which is in (0, 1])."""
+    return similarity(a_text, a_vec, b_text, b_vec) >= threshold
 
 
 def age_days(updated_at: datetime, now: datetime) -> float:
@@ -179,7 +206,10 @@ def reflect(
         return [GateDecision(memory, True, "kept", memory.score) for memory in ordered]
 
     scored = [
-        (memory, decayed(memory.score, age_days(memory.updated_at, now), config.recency_half_life_days))
+        (
+            memory,
+            decayed(memory.score, age_days(memory.updated_at, now), config.recency_half_life_days),
+        )
         for memory in memories
     ]
     scored.sort(key=lambda pair: -pair[1])  # stable: ties keep the recall order

@@ -113,7 +113,7 @@ def update_memory(
     metadata: dict[str, Any] | None = None,
     kind: str | None = None,
     embedder: Embedder,
-    expires_at: datetime | None | _Unset = UNSET,
+    expires_at: datetime | _Unset | None = UNSET,
 ) -> Memory:
     """Change what is given (``metadata`` replaces the whole object); a new content is embedded
     again and its full-text vector rebuilt. ``expires_at=None`` clears the expiry."""

@@ -5,6 +5,7 @@ from django.urls import path
 from compression import views as compression
 from contextplatform.routing import compression_views
 from contextplatform.routing import views as routing
+from memory import views as memory
 from sources import knowledge_views as knowledge
 from sources import views as sources
 
@@ -51,6 +52,22 @@ urlpatterns = [
     path("replay", routing.ReplayListView.as_view(), name="replay-list"),
     path("replay/<str:record_id>", routing.ReplayDetailView.as_view(), name="replay-detail"),
     path("users/<str:user>/profile", sources.UserProfileView.as_view(), name="user-profile"),
+    path("users/<str:user>/memories", memory.MemoryListView.as_view(), name="memories"),
+    path(
+        "users/<str:user>/memories/search",
+        memory.MemorySearchView.as_view(),
+        name="memories-search",
+    ),
+    path(
+        "users/<str:user>/memories/export",
+        memory.MemoryExportView.as_view(),
+        name="memories-export",
+    ),
+    path(
+        "users/<str:user>/memories/<int:memory_id>",
+        memory.MemoryDetailView.as_view(),
+        name="memory",
+    ),
     path(
         "sessions/<str:session>/messages",
         sources.SessionMessagesView.as_view(),

@@ -25,6 +25,9 @@ from contextplatform.routing.chat import ChatFormat
 from sources.judge import JudgeCandidate, judge_for
 
 
+JUDGE_READS_CHARACTERS = 2000
+
+
 @dataclass
 class StageOutcome:
     body: dict[str, Any]
@@ -35,7 +38,9 @@ def block_judge(deployment: str | None):
     judge = judge_for(deployment)
 
     def score(query: str, texts: list[str]) -> list[float]:
-        return async_to_sync(judge.score)(query, [JudgeCandidate(text=text) for text in texts])
+        # Blocks can be huge; the judge reads their beginning, enough to tell what they are about.
+        candidates = [JudgeCandidate(text=text[:JUDGE_READS_CHARACTERS]) for text in texts]
+        return async_to_sync(judge.score)(query, candidates)
 
     return score
 
@@ -98,6 +103,7 @@ def run_compression(
     headers: Mapping[str, str],
     stream: bool = False,
     persist: bool = True,
+    numeric_budget: bool = False,
 ) -> StageOutcome:
     """Raises ApiError 400 context_length_exceeded (nothing rewritten) or, under fail_closed,
     500 compression_failed; under fail_open a failed rewrite sends the request as it was."""
@@ -148,6 +154,7 @@ def run_compression(
             recovery=recovery,
             recovery_scope=f"{route}\x00{user or ''}\x00{request_id}",
             request_target_tokens=controls.target_tokens,
+            numeric_budget=numeric_budget,
         )
     except ContextLengthExceeded as error:
         if persist:

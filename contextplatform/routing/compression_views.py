@@ -106,6 +106,7 @@ class CompressionPreviewView(ApiView):
                 user=None,
                 headers={},
                 persist=False,
+                numeric_budget=isinstance(budget_config.max_tokens, int),
             )
             report = {"valid": True, **stage.report}
         except ApiError as error:

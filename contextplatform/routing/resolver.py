@@ -234,6 +234,7 @@ def resolve(
         headers=headers or {},
         stream=bool(chat.body.get("stream")),
         persist=record,
+        numeric_budget=isinstance(budget_config.max_tokens, int),
     )
     rewritten = stage.body
     tokens_after = count_json(rewritten, estimator)

@@ -994,7 +994,7 @@ def test_anthropic_properties(
     run_property(spec, "anthropic", config, share, options)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversation(), st.sampled_from(["openai", "anthropic"]))
 def test_a_clashing_retrieve_tool_fails_without_touching_the_request(
     spec: dict[str, Any], chat_format: str

@@ -1,0 +1,328 @@
+"""HTTP endpoints of a user's memories: list, create, read, edit, delete, search, erase, export.
+
+The user is in the path; every read and write below is scoped by it in SQL, so another user's
+memory id answers 404 exactly like a missing one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any, Literal
+
+from django.http import StreamingHttpResponse
+from django_tenants.utils import schema_context
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from rest_framework import status
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from contextplatform.api.errors import invalid_request, not_found
+from contextplatform.api.views import ApiView
+from memory.models import Memory
+from memory.selectors import (
+    InvalidCursor,
+    list_memories,
+    memory_for_user,
+    search_memories,
+)
+from memory.services import (
+    MAX_CONTENT_CHARS,
+    UNSET,
+    create_memory,
+    delete_memory,
+    erase_user,
+    update_memory,
+)
+from sources.embedding import get_embedder
+
+Kind = Literal["fact", "preference", "event", "summary"]
+MAX_USER_CHARS = 200
+MAX_LIST_LIMIT = 500
+MAX_SEARCH_LIMIT = 100
+EXPORT_PAGE = 500
+
+
+def check_text(content: str) -> str:
+    if not content.strip():
+        raise ValueError("must contain text")
+    if len(content) > MAX_CONTENT_CHARS:
+        raise ValueError(f"has {len(content)} characters; the limit is {MAX_CONTENT_CHARS}")
+    return content
+
+
+def aware_datetime(value: Any) -> Any:
+    """ISO 8601 text with a time zone (JSON has no datetime type)."""
+    if value is None or isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        raise ValueError("expected an ISO 8601 date-time string or null")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError("expected an ISO 8601 date-time string") from None
+    if parsed.tzinfo is None:
+        raise ValueError("the date-time needs a time zone (e.g. Z or +00:00)")
+    return parsed
+
+
+class MemoryBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    content: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    kind: Kind = "fact"
+    expires_at: datetime | None = None
+
+    @field_validator("content")
+    @classmethod
+    def content_text(cls, content: str) -> str:
+        return check_text(content)
+
+    @field_validator("expires_at", mode="before")
+    @classmethod
+    def expiry(cls, value: Any) -> Any:
+        return aware_datetime(value)
+
+
+class MemoryPatchBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    content: str | None = None
+    metadata: dict[str, Any] | None = None
+    kind: Kind | None = None
+    expires_at: datetime | None = None
+
+    @field_validator("content")
+    @classmethod
+    def content_text(cls, content: str | None) -> str | None:
+        return None if content is None else check_text(content)
+
+    @field_validator("expires_at", mode="before")
+    @classmethod
+    def expiry(cls, value: Any) -> Any:
+        return aware_datetime(value)
+
+
+class SearchBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
+    limit: int = Field(default=5, ge=1, le=MAX_SEARCH_LIMIT)
+    min_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
+    hybrid: bool = False
+    hybrid_mode: Literal["weighted", "rrf"] = "weighted"
+
+    @field_validator("query")
+    @classmethod
+    def query_text(cls, query: str) -> str:
+        if not query.strip():
+            raise ValueError("must contain text")
+        return query
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def memory_representation(memory: Memory) -> dict[str, Any]:
+    return {
+        "id": memory.pk,
+        "user": memory.user_id,
+        "content": memory.content,
+        "kind": memory.kind,
+        "metadata": memory.metadata,
+        "source_request_id": memory.source_request_id or None,
+        "source_turn": memory.source_turn or None,
+        "created_at": iso(memory.created_at),
+        "updated_at": iso(memory.updated_at),
+        "last_used_at": iso(memory.last_used_at),
+        "strength": memory.strength,
+        "expires_at": iso(memory.expires_at),
+    }
+
+
+def checked_user(user: str) -> str:
+    if not user.strip() or len(user) > MAX_USER_CHARS:
+        raise invalid_request(f"user: must be 1 to {MAX_USER_CHARS} characters", "user")
+    return user
+
+
+def int_param(request: Request, name: str, default: int, high: int) -> int:
+    try:
+        value = int(request.query_params.get(name, default))
+    except ValueError:
+        raise invalid_request(f"{name}: expected a whole number", name) from None
+    if not 1 <= value <= high:
+        raise invalid_request(f"{name}: must be between 1 and {high}", name)
+    return value
+
+
+def existing_memory(user: str, memory_id: int) -> Memory:
+    memory = memory_for_user(checked_user(user), memory_id)
+    if memory is None:
+        raise not_found(f"user {user!r} has no memory {memory_id}", "id")
+    return memory
+
+
+class MemoryListView(ApiView):
+    required_scopes = {"GET": "memory.read", "POST": "memory.write", "DELETE": "memory.write"}
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("q", str, required=False),
+            OpenApiParameter("limit", int, required=False),
+            OpenApiParameter("cursor", str, required=False),
+        ],
+        responses={200: dict},
+        summary="A user's memories, newest first",
+    )
+    def get(self, request: Request, user: str) -> Response:
+        limit = int_param(request, "limit", 50, MAX_LIST_LIMIT)
+        try:
+            page = list_memories(
+                checked_user(user),
+                q=request.query_params.get("q") or None,
+                limit=limit,
+                cursor=request.query_params.get("cursor") or None,
+            )
+        except InvalidCursor as error:
+            raise invalid_request(f"cursor: {error}", "cursor") from None
+        return Response(
+            {
+                "data": [memory_representation(m) for m in page.items],
+                "next_cursor": page.next_cursor,
+            }
+        )
+
+    @extend_schema(request=MemoryBody, responses={201: dict}, summary="Add a memory")
+    def post(self, request: Request, user: str) -> Response:
+        body = self.body(request, MemoryBody)
+        memory = create_memory(
+            user_id=checked_user(user),
+            content=body.content,
+            kind=body.kind,
+            metadata=body.metadata,
+            expires_at=body.expires_at,
+            embedder=get_embedder(),
+        )
+        return Response(memory_representation(memory), status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={200: dict}, summary="Erase every memory of one user (nobody else)")
+    def delete(self, request: Request, user: str) -> Response:
+        return Response({"deleted": erase_user(user_id=checked_user(user))})
+
+
+class MemoryDetailView(ApiView):
+    required_scopes = {"GET": "memory.read", "PATCH": "memory.write", "DELETE": "memory.write"}
+
+    @extend_schema(responses={200: dict}, summary="One memory")
+    def get(self, request: Request, user: str, memory_id: int) -> Response:
+        return Response(memory_representation(existing_memory(user, memory_id)))
+
+    @extend_schema(request=MemoryPatchBody, responses={200: dict}, summary="Edit a memory")
+    def patch(self, request: Request, user: str, memory_id: int) -> Response:
+        body = self.body(request, MemoryPatchBody)
+        if not body.model_fields_set:
+            raise invalid_request("give at least one of content, metadata, kind, expires_at")
+        for name in ("content", "metadata", "kind"):
+            if name in body.model_fields_set and getattr(body, name) is None:
+                raise invalid_request(f"{name}: may not be null", name)
+        memory = update_memory(
+            memory=existing_memory(user, memory_id),
+            content=body.content,
+            metadata=body.metadata,
+            kind=body.kind,
+            expires_at=body.expires_at if "expires_at" in body.model_fields_set else UNSET,
+            embedder=get_embedder(),
+        )
+        return Response(memory_representation(memory))
+
+    @extend_schema(responses={200: dict}, summary="Delete a memory")
+    def delete(self, request: Request, user: str, memory_id: int) -> Response:
+        if not delete_memory(user_id=checked_user(user), memory_id=memory_id):
+            raise not_found(f"user {user!r} has no memory {memory_id}", "id")
+        return Response({"deleted": 1})
+
+
+class MemorySearchView(ApiView):
+    required_scopes = {"POST": "memory.read"}
+
+    @extend_schema(request=SearchBody, responses={200: dict}, summary="Search a user's memories")
+    def post(self, request: Request, user: str) -> Response:
+        body = self.body(request, SearchBody)
+        hits = search_memories(
+            user_id=checked_user(user),
+            query=body.query,
+            vector=get_embedder().embed_query(body.query),
+            limit=body.limit,
+            min_similarity=-1.0 if body.min_similarity is None else body.min_similarity,
+            hybrid=body.hybrid,
+            hybrid_mode=body.hybrid_mode,
+        )
+        return Response(
+            {
+                "data": [
+                    {
+                        "id": hit.id,
+                        "content": hit.content,
+                        "kind": hit.kind,
+                        "metadata": hit.metadata,
+                        "score": hit.score,
+                        "similarity": hit.cosine,
+                        "lexical": hit.lexical,
+                        "created_at": iso(hit.created_at),
+                        "updated_at": iso(hit.updated_at),
+                        "last_used_at": iso(hit.last_used_at),
+                        "strength": hit.strength,
+                    }
+                    for hit in hits
+                ]
+            }
+        )
+
+
+class NDJSONRenderer(BaseRenderer):
+    """JSON Lines; an error envelope negotiated to it is one line of JSON."""
+
+    media_type = "application/x-ndjson"
+    format = "jsonl"
+    charset = "utf-8"
+
+    def render(
+        self, data: Any, accepted_media_type: Any = None, renderer_context: Any = None
+    ) -> bytes:
+        return (json.dumps(data, ensure_ascii=False) + "\n").encode()
+
+
+def export_lines(schema: str, user_id: str) -> Iterator[bytes]:
+    """One JSON object per memory, page by page. Each page is read inside the tenant's schema,
+    since a streamed body may be consumed after the view (and on another thread, under ASGI)."""
+    cursor: str | None = None
+    while True:
+        with schema_context(schema):
+            page = list_memories(user_id, limit=EXPORT_PAGE, cursor=cursor)
+        for memory in page.items:
+            yield (json.dumps(memory_representation(memory), ensure_ascii=False) + "\n").encode()
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
+
+
+class MemoryExportView(ApiView):
+    required_scopes = {"GET": "memory.read"}
+    renderer_classes = [JSONRenderer, NDJSONRenderer]
+
+    @extend_schema(responses={200: str}, summary="All of one user's memories as JSON Lines")
+    def get(self, request: Request, user: str) -> StreamingHttpResponse:
+        user_id = checked_user(user)
+        response = StreamingHttpResponse(
+            export_lines(self.tenant(request).schema_name, user_id),
+            content_type="application/x-ndjson; charset=utf-8",
+        )
+        response["Content-Disposition"] = 'attachment; filename="memories.jsonl"'
+        response["Cache-Control"] = "no-store"
+        return response
