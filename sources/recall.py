@@ -56,7 +56,8 @@ def nearest_chunks(
         queryset = queryset.filter(metadata__contains=wanted)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-        cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(max(40, 2 * k))])
+        # ef_search 100: recall@10 0.955 vs 0.878 at pgvector's default 40 over 100k chunks (make bench)
+        cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(max(100, 2 * k))])
         rows = list(
             queryset.annotate(distance=CosineDistance("embedding", vector))
             .order_by("distance")
