@@ -49,7 +49,7 @@ GAP = f"\n{OMISSION_MARKER}\n"
 BOUNDARY_BONUS = 0.35
 BM25_K1 = 1.2
 BM25_B = 0.75
-JSON_ATTEMPTS = 3
+JSON_ATTEMPTS = 6  # vSR tries 3; whole chunks move in steps, so a few more tries reach the target
 
 
 @dataclass(frozen=True)
@@ -763,7 +763,9 @@ def _compress_json(
         tokens = meter.count(compressed)
         if tokens <= target_tokens and tokens < original:
             return TextResult(compressed, True, "json", omitted, original, tokens)
-        available = max(1, int(available * target_tokens / max(1, tokens)))
+        # Shrink by the overshoot and a tenth more: chunks are kept or dropped whole, so a budget
+        # only fractionally smaller would pick the same chunks again.
+        available = max(1, int(available * target_tokens / max(1, tokens) * 0.9))
     return None
 
 
@@ -786,5 +788,5 @@ def _compress_json_string(
         tokens = meter.count(compressed)
         if tokens <= target_tokens and tokens < original:
             return TextResult(compressed, True, "json", inner.omitted_chunks, original, tokens)
-        inner_target = max(1, int(inner_target * target_tokens / max(1, tokens)))
+        inner_target = max(1, int(inner_target * target_tokens / max(1, tokens) * 0.9))
     return None

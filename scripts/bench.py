@@ -2,9 +2,12 @@
 
 Sections: (1) resolver overhead over the slowest source, in process; (2) parallel vs sequential
 fetch; (3) ``POST /api/v1/resolve`` over loopback HTTP with uvicorn, 1 and 2 workers; (4) retrieval:
-quality on Cranfield and recall speed over 100,000 chunks (``scripts/bench_retrieval.py``).
+quality on Cranfield and recall speed over 100,000 chunks (``scripts/bench_retrieval.py``); (5)
+compression: speed and a planted fact through 10x compression, in process
+(``scripts/bench_compression.py``).
 ``BENCH_QUICK=1`` shrinks every run (for trying the script; the page then says so).
-``BENCH_ONLY=retrieval`` runs section 4 alone and replaces it in the existing page.
+``BENCH_ONLY=retrieval`` or ``BENCH_ONLY=compression`` runs section 4 or 5 alone and replaces it in
+the existing page (section 5 needs no database).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 from scripts import bench_sources  # noqa: F401  (registers the bench-only source kind)
+from scripts.bench_compression import run_compression
 from scripts.bench_env import environment, git_revision
 from scripts.bench_http import measure_http, server_config
 from scripts.bench_resolver import (
@@ -40,10 +44,11 @@ from scripts.bench_setup import (
 )
 from scripts.bench_stats import Summary, summarize
 from scripts.report import BenchResults, Check, HttpRun, worker_split, write_report
+from scripts.report_compression import print_compression, write_compression
 from scripts.report_retrieval import print_retrieval, write_retrieval
 
 DEMO_TENANT = "demo"
-PARTS = {"", "retrieval"}  # BENCH_ONLY: "" runs every section
+PARTS = {"", "retrieval", "compression"}  # BENCH_ONLY: "" runs every section
 
 
 @dataclass(frozen=True)
@@ -213,6 +218,14 @@ def main_retrieval_only(quick: bool) -> None:
         print(f"  wrote {path.relative_to(ROOT)}")
 
 
+def main_compression_only(quick: bool) -> None:
+    compression = run_compression(quick)
+    written = write_compression(compression, ROOT / "docs", git_revision())
+    print_compression(compression)
+    for path in written:
+        print(f"  wrote {path.relative_to(ROOT)}")
+
+
 def main() -> None:
     started = time.perf_counter()
     quick = os.environ.get("BENCH_QUICK", "") not in {"", "0"}
@@ -222,6 +235,9 @@ def main() -> None:
     if only == "retrieval":
         main_retrieval_only(quick)
         return
+    if only == "compression":
+        main_compression_only(quick)
+        return
     sizes = QUICK if quick else RunSizes()
     log("migrate_schemas and bootstrap_demo …")
     key = prepare_database()
@@ -229,6 +245,7 @@ def main() -> None:
     overhead, parallel, estimation = run_resolver(sizes)
     http = run_http(sizes, key)
     retrieval = retrieval_part(quick)
+    compression = run_compression(quick)
     results = BenchResults(
         environment=environment(),
         overhead=overhead,
@@ -242,8 +259,10 @@ def main() -> None:
     results.runtime_s = time.perf_counter() - started
     written = write_report(results, ROOT / "docs")
     written += write_retrieval(retrieval, ROOT / "docs", results.environment["commit"])
+    written += write_compression(compression, ROOT / "docs", results.environment["commit"])
     print_summary(results)
     print_retrieval(retrieval)
+    print_compression(compression)
     for path in dict.fromkeys(written):
         print(f"  wrote {path.relative_to(ROOT)}")
 

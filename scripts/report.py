@@ -147,8 +147,9 @@ def header_section(results: BenchResults) -> str:
             f"of {results.environment['date']}, which took {results.runtime_s:.0f} s. "
             "Run it again to refresh this page; numbers from another machine will differ.",
             "## Results against the targets",
-            "Sections 1-3 (resolver and HTTP); the retrieval targets are checked in section 4, "
-            "which `BENCH_ONLY=retrieval make bench` can refresh alone (it then carries its own "
+            "Sections 1-3 (resolver and HTTP); the retrieval targets are checked in section 4 and "
+            "the compression targets in section 5, which `BENCH_ONLY=retrieval make bench` and "
+            "`BENCH_ONLY=compression make bench` can refresh alone (each then carries its own "
             "date).",
             table(["check", "target", "measured", "result"], check_rows(results.checks)),
             "## Environment",
@@ -157,6 +158,14 @@ def header_section(results: BenchResults) -> str:
             table(["", ""], setting_rows),
         ]
     )
+
+
+def splice_section(page: str, text: str, start: str, end: str) -> str:
+    """Replace the part of ``page`` from marker ``start`` to marker ``end`` by ``text`` (which
+    carries the markers), or append ``text`` when the page has no such part."""
+    if start in page and end in page:
+        return page[: page.index(start)] + text + page[page.index(end) + len(end) :]
+    return page.rstrip("\n") + "\n\n" + text + "\n"
 
 
 def check_rows(checks: Sequence[Check]) -> list[list[str]]:

@@ -28,7 +28,7 @@ from scripts.bench_retrieval import (
     SearchResult,
 )
 from scripts.bench_stats import summarize
-from scripts.report import Check, check_rows, ecdf, summary_table, table
+from scripts.report import Check, check_rows, ecdf, splice_section, summary_table, table
 
 START = "<!-- retrieval:start -->"
 END = "<!-- retrieval:end -->"
@@ -379,11 +379,7 @@ def section(results: RetrievalResults, commit: str) -> str:
 
 def splice(page: str, text: str) -> str:
     """Replace the retrieval section of ``page``, or append it."""
-    if START in page and END in page:
-        before = page[: page.index(START)]
-        after = page[page.index(END) + len(END) :]
-        return before + text + after
-    return page.rstrip("\n") + "\n\n" + text + "\n"
+    return splice_section(page, text, START, END)
 
 
 def write_retrieval(results: RetrievalResults, docs_dir: Path, commit: str) -> list[Path]:
