@@ -11,7 +11,8 @@ Pure apart from ``LLMExtractor``'s one HTTP call: no database. Three pieces:
   are kept as said ("User bought a bike yesterday"); the memory's timestamps date them.
   Skipped: questions (a sentence ending in "?"), hypotheticals and guesses (if, suppose, imagine,
   would, could, might, maybe, should, wish, planning to, ...; "I think", "I guess"), quoted or
-  reported speech, and statements about other people ("my wife is a doctor", "he likes jazz"). The
+  reported speech, and statements about other people ("my wife is a doctor", "he likes jazz")
+  unless the user explicitly asks to remember them ("remember that my wife is vegetarian"). The
   assistant's text is never read: it is accepted so that both extractors share a call shape.
   English only; anything it doesn't recognise is left out rather than guessed.
 * ``plan_writes(extracted, existing, vectors, threshold)``: what to do with them. Near-duplicates

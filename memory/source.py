@@ -15,7 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memory.metrics import MEMORY_RETRIEVAL
 from memory.reflection import RecalledMemory, ReflectionConfig, reflect
-from sources.base import ContextItem, ContextRequest, ContextSource, SourceSettings, register_source_kind
+from sources.base import (
+    ContextItem,
+    ContextRequest,
+    ContextSource,
+    SourceSettings,
+    register_source_kind,
+)
+from sources.deadline import within_deadline
 from sources.embedding import get_embedder
 from sources.matching import MatchConfig, RecallConfig, judge_and_keep
 from sources.recall import RecallHit
@@ -26,7 +33,10 @@ BACKEND = "postgres"
 class MemoryStoreConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    auto: bool | None = Field(default=None, description="write the turn after the response; unset: off unless the request asks")
+    auto: bool | None = Field(
+        default=None,
+        description="write the turn after the response; unset: off unless the request asks",
+    )
     extractor: str = Field(default="local", description='"local" or an LLM deployment name')
 
 
@@ -46,7 +56,9 @@ class MemorySettings(SourceSettings):
     @model_validator(mode="after")
     def never_blocks(self) -> MemorySettings:
         if self.on_failure == "block":
-            raise ValueError("on_failure: a memory failure never refuses the request; use skip or warn")
+            raise ValueError(
+                "on_failure: a memory failure never refuses the request; use skip or warn"
+            )
         return self
 
 
@@ -79,11 +91,24 @@ class MemorySource(ContextSource):
             return self.outcome("missing", "no user on the request", [])
         if not request.query.strip():
             return self.outcome("missing", "no user query", [])
+        # Until the store answers, the outcome is "unavailable": a timeout cancels this coroutine
+        # before it could say so.
+        self.notes.update(
+            {
+                "memory_status": "unavailable",
+                "memory_reason": "the memory store did not answer in time",
+            }
+        )
         try:
             hits = await self.recall(request)
         except Exception as error:
             MEMORY_RETRIEVAL.labels(backend=BACKEND, status="error").inc()
-            self.notes.update({"memory_status": "unavailable", "memory_reason": f"{type(error).__name__}: {error}"[:300]})
+            self.notes.update(
+                {
+                    "memory_status": "unavailable",
+                    "memory_reason": f"{type(error).__name__}: {error}"[:300],
+                }
+            )
             raise
         if not hits:
             return self.outcome("missing", "no memory above the threshold", [])
@@ -112,7 +137,12 @@ class MemorySource(ContextSource):
             }
             for g in gate
         ] + [
-            {"memory_id": int(d.hit.document_id), "recall_score": round(d.hit.score, 6), "kept": False, "reason": d.reason}
+            {
+                "memory_id": int(d.hit.document_id),
+                "recall_score": round(d.hit.score, 6),
+                "kept": False,
+                "reason": d.reason,
+            }
             for d in result.decisions
             if not d.kept
         ]
@@ -124,15 +154,22 @@ class MemorySource(ContextSource):
 
         await sync_to_async(touch_used)([g.memory.id for g in kept])
         items = [
-            self.item(g.memory.content, score=round(g.adjusted_score, 6), metadata={"memory_id": g.memory.id, "kind": g.memory.kind})
+            self.item(
+                g.memory.content,
+                score=round(g.adjusted_score, 6),
+                metadata={"memory_id": g.memory.id, "kind": g.memory.kind},
+            )
             for g in kept
         ]
         return self.outcome("used", None, items)
 
-    def outcome(self, status: str, reason: str | None, items: list[ContextItem]) -> list[ContextItem]:
+    def outcome(
+        self, status: str, reason: str | None, items: list[ContextItem]
+    ) -> list[ContextItem]:
         MEMORY_RETRIEVAL.labels(backend=BACKEND, status="hit" if items else "miss").inc()
         self.notes["memory_status"] = status
         self.notes["memory_result_count"] = len(items)
+        self.notes.pop("memory_reason", None)
         if reason:
             self.notes["memory_reason"] = reason
         return items
@@ -143,17 +180,22 @@ class MemorySource(ContextSource):
         recall = self.match.recall
         if recall is None:  # a judge-only block reads the user's newest memories
             limit = self.match.judge.max_candidates if self.match.judge else 64
-            memories = await sync_to_async(newest_memories)(request.user, limit)
+            memories = await sync_to_async(within_deadline)(
+                self.timeout_seconds, lambda: newest_memories(request.user, limit)
+            )
             return [memory_hit(m, score=1.0) for m in memories]
         vector = await asyncio.to_thread(get_embedder().embed_query, request.query)
-        found = await sync_to_async(search_memories)(
-            user_id=request.user,
-            query=request.query,
-            vector=vector,
-            limit=recall.top_k,
-            min_similarity=recall.min_similarity,
-            hybrid=self.memory.hybrid_search,
-            hybrid_mode=self.memory.hybrid_mode,
+        found = await sync_to_async(within_deadline)(
+            self.timeout_seconds,
+            lambda: search_memories(
+                user_id=request.user,
+                query=request.query,
+                vector=vector,
+                limit=recall.top_k,
+                min_similarity=recall.min_similarity,
+                hybrid=self.memory.hybrid_search,
+                hybrid_mode=self.memory.hybrid_mode,
+            ),
         )
         return [
             RecallHit(
@@ -162,7 +204,11 @@ class MemorySource(ContextSource):
                 title="",
                 text=hit.content,
                 collection="memory",
-                metadata={"kind": hit.kind, "updated_at": hit.updated_at, "embedding": hit.embedding},
+                metadata={
+                    "kind": hit.kind,
+                    "updated_at": hit.updated_at,
+                    "embedding": hit.embedding,
+                },
                 cosine=hit.cosine,
                 bm25=getattr(hit, "lexical", None),
                 score=hit.score,
@@ -178,6 +224,10 @@ def memory_hit(memory: Any, score: float) -> RecallHit:
         title="",
         text=memory.content,
         collection="memory",
-        metadata={"kind": memory.kind, "updated_at": memory.updated_at, "embedding": list(memory.embedding)},
+        metadata={
+            "kind": memory.kind,
+            "updated_at": memory.updated_at,
+            "embedding": list(memory.embedding),
+        },
         score=score,
     )

@@ -24,7 +24,9 @@ DEDUP_THRESHOLD = 0.9
 EXISTING_FOR_DEDUP = 20
 
 
-def queue_turn(*, resolve_id: str, route: str, user: str, user_text: str, extractor: str) -> MemoryTurn:
+def queue_turn(
+    *, resolve_id: str, route: str, user: str, user_text: str, extractor: str
+) -> MemoryTurn:
     turn, _ = MemoryTurn.objects.get_or_create(
         resolve_id=resolve_id,
         defaults={"route": route, "user_id": user, "user_text": user_text, "extractor": extractor},
@@ -34,7 +36,9 @@ def queue_turn(*, resolve_id: str, route: str, user: str, user_text: str, extrac
 
 def hand_back(*, resolve_id: str, assistant_text: str) -> bool:
     """Attach the answer and send the write; False when this resolve queued no turn."""
-    updated = MemoryTurn.objects.filter(resolve_id=resolve_id, status="pending").update(assistant_text=assistant_text)
+    updated = MemoryTurn.objects.filter(resolve_id=resolve_id, status="pending").update(
+        assistant_text=assistant_text
+    )
     if not updated:
         return False
     if write_turn_task.app.conf.task_always_eager:
@@ -50,7 +54,11 @@ def existing_memories(user_id: str, vectors: list[list[float]]) -> list[Existing
     seen: dict[int, ExistingMemory] = {}
     for vector in vectors:
         for hit in search_memories(
-            user_id=user_id, query="", vector=vector, limit=EXISTING_FOR_DEDUP, min_similarity=DEDUP_THRESHOLD
+            user_id=user_id,
+            query="",
+            vector=vector,
+            limit=EXISTING_FOR_DEDUP,
+            min_similarity=DEDUP_THRESHOLD,
         ):
             seen[hit.id] = ExistingMemory(id=hit.id, content=hit.content, embedding=hit.embedding)
     return list(seen.values())
@@ -67,43 +75,71 @@ def write_turn(resolve_id: str, embedder: Embedder) -> MemoryTurn:
             if turn.extractor == "local":
                 extracted = extract_local(turn.user_text, turn.assistant_text)
                 vectors = embedder.embed([e.content for e in extracted]) if extracted else []
-                decisions = plan_writes(extracted, existing_memories(turn.user_id, vectors), vectors, DEDUP_THRESHOLD)
+                decisions = plan_writes(
+                    extracted, existing_memories(turn.user_id, vectors), vectors, DEDUP_THRESHOLD
+                )
             else:
                 from memory.selectors import search_memories
 
-                query_vector = embedder.embed_query(turn.user_text) if turn.user_text.strip() else None
+                query_vector = (
+                    embedder.embed_query(turn.user_text) if turn.user_text.strip() else None
+                )
                 related = (
-                    search_memories(user_id=turn.user_id, query=turn.user_text, vector=query_vector, limit=20, min_similarity=0.3)
+                    search_memories(
+                        user_id=turn.user_id,
+                        query=turn.user_text,
+                        vector=query_vector,
+                        limit=20,
+                        min_similarity=0.3,
+                    )
                     if query_vector
                     else []
                 )
                 decisions = LLMExtractor(turn.extractor).decide(
-                    turn.user_text, turn.assistant_text, [ExistingMemory(id=h.id, content=h.content, embedding=h.embedding) for h in related]
+                    turn.user_text,
+                    turn.assistant_text,
+                    [
+                        ExistingMemory(id=h.id, content=h.content, embedding=h.embedding)
+                        for h in related
+                    ],
                 )
         except Exception as error:
-            MEMORY_EXTRACTION.labels(extractor="local" if turn.extractor == "local" else "llm", status="error").inc()
+            MEMORY_EXTRACTION.labels(
+                extractor="local" if turn.extractor == "local" else "llm", status="error"
+            ).inc()
             turn.status, turn.error = "failed", f"{type(error).__name__}: {error}"[:2000]
             turn.save(update_fields=["status", "error"])
-            logger.warning("memory_extraction_failed", extra={"resolve_id": resolve_id, "error": turn.error})
+            logger.warning(
+                "memory_extraction_failed", extra={"resolve_id": resolve_id, "error": turn.error}
+            )
             return turn
         counts = {"add": 0, "update": 0, "delete": 0}
         for decision in decisions:
             if decision.action == "add":
                 create_memory(
-                    user_id=turn.user_id, content=decision.content, kind=decision.kind,
-                    source_request_id=resolve_id, source_turn=f"{resolve_id}#0", embedder=embedder,
+                    user_id=turn.user_id,
+                    content=decision.content,
+                    kind=decision.kind,
+                    source_request_id=resolve_id,
+                    source_turn=f"{resolve_id}#0",
+                    embedder=embedder,
                 )
             elif decision.action == "update":
                 memory = Memory.objects.filter(user_id=turn.user_id, pk=decision.target_id).first()
                 if memory is None:
                     continue
-                update_memory(memory=memory, content=decision.content, kind=decision.kind, embedder=embedder)
-            elif decision.action == "delete":
-                if not delete_memory(user_id=turn.user_id, memory_id=decision.target_id):
-                    continue
+                update_memory(
+                    memory=memory, content=decision.content, kind=decision.kind, embedder=embedder
+                )
+            elif decision.action == "delete" and not delete_memory(
+                user_id=turn.user_id, memory_id=decision.target_id
+            ):
+                continue
             counts[decision.action] += 1
             MEMORY_STORE_OPERATIONS.labels(operation=decision.action).inc()
-        MEMORY_EXTRACTION.labels(extractor="local" if turn.extractor == "local" else "llm", status="ok").inc()
+        MEMORY_EXTRACTION.labels(
+            extractor="local" if turn.extractor == "local" else "llm", status="ok"
+        ).inc()
         turn.status = "written" if any(counts.values()) else "skipped"
         turn.added, turn.updated, turn.deleted = counts["add"], counts["update"], counts["delete"]
         turn.user_text = turn.assistant_text = ""  # nothing of the turn is kept beyond its memories

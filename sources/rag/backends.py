@@ -9,6 +9,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
+from sources.deadline import within_deadline
 from sources.embedding import get_embedder
 from sources.ingestion import ensure_embedder_matches
 from sources.matching import RecallConfig
@@ -30,6 +31,7 @@ class RetrievalRequest:
     filter: dict[str, Any] | None
     lexical_features: bool = True
     allowlist: tuple[str, ...] = ()
+    timeout_seconds: float = 30.0  # the source's own timeout, also the database's deadline
 
 
 class RagBackend(ABC):
@@ -75,7 +77,16 @@ class VectorstoreBackend(RagBackend):
             for collection in collections:
                 ensure_embedder_matches(collection, embedder)
             vector = await asyncio.to_thread(embedder.embed_query, request.query)
-        return await sync_to_async(recall)(
+        return await sync_to_async(within_deadline)(
+            request.timeout_seconds,
+            lambda: self.recall(request, collections, vector),
+        )
+
+    @staticmethod
+    def recall(
+        request: RetrievalRequest, collections: list[Collection], vector: list[float] | None
+    ) -> list[RecallHit]:
+        return recall(
             schema=request.schema,
             collections=collections,
             query=request.query,

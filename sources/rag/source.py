@@ -75,6 +75,7 @@ class RagSource(ContextSource):
             filter=self.rag.filter,
             lexical_features=judge is not None and judge.deployment in (None, "local"),
             allowlist=request.allowlist,
+            timeout_seconds=self.timeout_seconds,
         )
 
     async def fetch(self, request: ContextRequest) -> list[ContextItem]:

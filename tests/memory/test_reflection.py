@@ -246,7 +246,7 @@ def test_similarity_helper() -> None:
     assert similarity("x", [1.0, 0.0], "y", [0.0, 1.0]) == 0.0
     assert similarity("Hello, World", None, "hello world", None) == 1.0
     assert similarity("hello", [], "hello there", []) == 0.0
-    assert normalise_text("Ｕser's  NAME—is Ada!") == "user s name is ada"
+    assert normalise_text("\uff35ser's  NAME—is Ada!") == "user s name is ada"
     assert cosine([0.0, 0.0], [1.0, 0.0]) == 0.0
     with pytest.raises(ValueError, match="dimension"):
         cosine([1.0], [1.0, 0.0])

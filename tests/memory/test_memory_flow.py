@@ -1,0 +1,160 @@
+"""The memory source in resolve, and the write after the response, on real PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import connection
+from django_tenants.utils import schema_context
+
+from memory.models import Memory, MemoryTurn
+from tests.conftest import ApiClient
+
+
+def memory_route(name: str = "m", **source: Any) -> dict[str, Any]:
+    settings = {"type": "memory", "name": "memories", **source}
+    return {"name": name, "context": {"sources": [settings], "injection": {"mode": "tool_role"}}}
+
+
+def resolve(
+    api: ApiClient, text: str, *, route: str = "m", user: str | None = "u1", **extra: Any
+) -> Any:
+    body = {"route": route, "request": {"messages": [{"role": "user", "content": text}]}, **extra}
+    if user:
+        body["user"] = user
+    return api.post("/api/v1/resolve", body)
+
+
+def hand_back(api: ApiClient, resolve_id: str, answer: str = "Noted.") -> Any:
+    return api.post(
+        f"/api/v1/resolve/{resolve_id}/response",
+        {"response": {"choices": [{"message": {"role": "assistant", "content": answer}}]}},
+    )
+
+
+def memories(api: ApiClient, user: str = "u1") -> list[str]:
+    return [
+        m["content"]
+        for m in api.get(f"/api/v1/users/{user}/memories", {"limit": 100}).json()["data"]
+    ]
+
+
+def test_relevant_memories_of_the_user_alone_are_injected(acme_api: ApiClient) -> None:
+    acme_api.post("/api/v1/users/u1/memories", {"content": "User prefers window seats on flights."})
+    acme_api.post("/api/v1/users/u1/memories", {"content": "User's favourite colour is green."})
+    acme_api.post("/api/v1/users/u2/memories", {"content": "User prefers aisle seats on flights."})
+    acme_api.post(
+        "/api/v1/routes", memory_route(match={"recall": {"top_k": 5, "min_similarity": 0.4}})
+    )
+    report = resolve(acme_api, "Book me a seat on my flight, you know which seats I prefer").json()
+    source = report["sources"][0]
+    assert source["status"] == "ok" and source["notes"]["memory_status"] == "used"
+    messages = report["request"]["messages"]
+    call, result = messages[1], messages[2]
+    assert call["tool_calls"][0]["function"]["name"] == "vsr_memory_context"
+    assert result["tool_call_id"] == call["tool_calls"][0]["id"]
+    assert "window seats" in result["content"]
+    assert "aisle" not in result["content"]  # another user's memory never reaches this user
+
+
+def test_no_user_or_no_memory_is_recorded_not_failed(acme_api: ApiClient) -> None:
+    acme_api.post("/api/v1/routes", memory_route())
+    anonymous = resolve(acme_api, "hello", user=None).json()["sources"][0]
+    assert anonymous["status"] == "empty" and anonymous["notes"]["memory_status"] == "missing"
+    fresh = resolve(acme_api, "what do you remember about me?", user="nobody").json()["sources"][0]
+    assert fresh["notes"]["memory_status"] == "missing"
+
+
+def test_the_turn_is_written_after_the_response_once(acme_api: ApiClient) -> None:
+    acme_api.post("/api/v1/routes", memory_route(store={"auto": True}))
+    first = resolve(acme_api, "My name is Ada. I prefer window seats.").json()
+    assert memories(acme_api) == []  # nothing is written before the answer comes back
+    accepted = hand_back(acme_api, first["id"])
+    assert accepted.status_code == 202 and accepted.json()["memory_write"] == "queued"
+    written = memories(acme_api)
+    assert any("Ada" in m for m in written) and any("window seats" in m for m in written)
+    again = hand_back(acme_api, first["id"])
+    assert again.json()["duplicate"] is True
+    assert sorted(memories(acme_api)) == sorted(written)  # idempotent per turn
+    second = resolve(acme_api, "I prefer window seats.").json()
+    hand_back(acme_api, second["id"])
+    assert len(memories(acme_api)) == len(written)  # a near-duplicate updates, never adds
+    with schema_context("acme"):
+        turn = MemoryTurn.objects.get(resolve_id=first["id"])
+        assert turn.status == "written" and turn.user_text == "" and turn.added == len(written)
+        assert Memory.objects.filter(source_request_id=first["id"]).count() >= 1
+
+
+@pytest.mark.parametrize(
+    ("auto", "requested", "written"),
+    [
+        (True, None, True),
+        (True, False, False),  # a request may opt out
+        (None, True, True),  # ... and in where the route leaves it unset
+        (None, None, False),
+        (False, True, False),  # but never switch on what the route switched off
+    ],
+)
+def test_store_auto_and_the_request_opt_out(
+    acme_api: ApiClient, auto: bool | None, requested: bool | None, written: bool
+) -> None:
+    store = {} if auto is None else {"auto": auto}
+    acme_api.post("/api/v1/routes", memory_route(store=store))
+    extra = {} if requested is None else {"memory": {"store": requested}}
+    report = resolve(acme_api, "My name is Grace.", **extra).json()
+    assert hand_back(acme_api, report["id"]).json()["memory_write"] == (
+        "queued" if written else "none"
+    )
+    assert any("Grace" in m for m in memories(acme_api)) is written
+
+
+def test_nothing_is_written_for_a_refused_resolve(acme_api: ApiClient) -> None:
+    route = memory_route(store={"auto": True})
+    route["context"]["sources"].append(
+        {
+            "type": "rag",
+            "name": "docs",
+            "backend": "vectorstore",
+            "backend_config": {"collection": "missing"},
+            "on_failure": "block",
+        }
+    )
+    acme_api.post("/api/v1/routes", route)
+    refused = resolve(acme_api, "My name is Linus.")
+    assert refused.status_code == 503
+    with schema_context("acme"):
+        assert not MemoryTurn.objects.exists()
+    assert memories(acme_api) == []
+
+
+def test_memory_source_cannot_block(acme_api: ApiClient) -> None:
+    response = acme_api.post("/api/v1/routes", memory_route(on_failure="block"))
+    assert response.status_code == 400
+    assert "never refuses the request" in response.json()["error"]["message"]
+
+
+def test_a_failed_memory_store_leaves_the_request_answered(acme_api: ApiClient, acme: Any) -> None:
+    acme_api.post("/api/v1/routes", memory_route(timeout_ms=300))
+    settings = connection.settings_dict
+    holder = psycopg.connect(
+        host=settings["HOST"],
+        port=settings["PORT"] or None,
+        user=settings["USER"],
+        password=settings["PASSWORD"] or None,
+        dbname=settings["NAME"],
+    )
+    try:
+        holder.execute(f'LOCK TABLE "{acme.schema}".memory_memory IN ACCESS EXCLUSIVE MODE')
+        response = resolve(acme_api, "What do you remember about my seats?")
+    finally:
+        holder.rollback()
+        holder.close()
+    assert response.status_code == 200
+    source = response.json()["sources"][0]
+    assert source["status"] in {"failed", "timeout"}
+    assert source["notes"]["memory_status"] == "unavailable"
+    assert response.json()["request"]["messages"] == [
+        {"role": "user", "content": "What do you remember about my seats?"}
+    ]
