@@ -12,7 +12,11 @@ from compression.recovery import purge_expired
 def purge_expired_recovery() -> dict[str, int]:
     """Delete expired recovery originals in every tenant's schema."""
     purged: dict[str, int] = {}
-    for schema in get_tenant_model().objects.exclude(schema_name="public").values_list("schema_name", flat=True):
+    for schema in (
+        get_tenant_model()
+        .objects.exclude(schema_name="public")
+        .values_list("schema_name", flat=True)
+    ):
         with schema_context(schema):
             purged[schema] = purge_expired()
     return purged

@@ -8,7 +8,9 @@ MEMORY_RETRIEVAL = Counter(
     "llm_memory_retrieval_total", "Memory retrievals by outcome.", ["backend", "status"]
 )
 MEMORY_EXTRACTION = Counter(
-    "llm_memory_extraction_total", "Turns processed by the memory extractor.", ["extractor", "status"]
+    "llm_memory_extraction_total",
+    "Turns processed by the memory extractor.",
+    ["extractor", "status"],
 )
 MEMORY_STORE_OPERATIONS = Counter(
     "llm_memory_store_operations_total", "Memory writes by operation.", ["operation"]

@@ -19,8 +19,12 @@ class Memory(models.Model):
     embedder = models.CharField(max_length=300, default="")
     search_vector = SearchVectorField(null=True)
     metadata = models.JSONField(default=dict, blank=True)
-    source_request_id = models.CharField(max_length=40, blank=True, default="", help_text="The resolve that produced it.")
-    source_turn = models.CharField(max_length=80, blank=True, default="", help_text="The turn (resolve id + index).")
+    source_request_id = models.CharField(
+        max_length=40, blank=True, default="", help_text="The resolve that produced it."
+    )
+    source_turn = models.CharField(
+        max_length=80, blank=True, default="", help_text="The turn (resolve id + index)."
+    )
     strength = models.FloatField(default=1.0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -31,8 +35,13 @@ class Memory(models.Model):
         ordering = ["user_id", "-created_at"]
         indexes = [
             models.Index(fields=["user_id", "-created_at", "-id"], name="memory_user_recent"),
-            HnswIndex(name="memory_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64,
-                      opclasses=["vector_cosine_ops"]),
+            HnswIndex(
+                name="memory_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
             GinIndex(fields=["search_vector"], name="memory_search_vector_gin"),
             models.Index(fields=["expires_at"], name="memory_expiry"),
         ]
@@ -45,7 +54,12 @@ class MemoryTurn(models.Model):
     """A turn waiting to be written to memory (and, once written, the proof that it was: writes are
     idempotent per turn). Holds the user's message only until the write has run."""
 
-    STATUS = [("pending", "pending"), ("written", "written"), ("skipped", "skipped"), ("failed", "failed")]
+    STATUS = [
+        ("pending", "pending"),
+        ("written", "written"),
+        ("skipped", "skipped"),
+        ("failed", "failed"),
+    ]
 
     resolve_id = models.CharField(max_length=40, unique=True)
     route = models.CharField(max_length=100)

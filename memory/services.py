@@ -14,6 +14,8 @@ from typing import Any, Final
 
 from django.contrib.postgres.search import SearchVector
 from django.db import connection, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Least
 from django.utils import timezone
 
 from contextplatform.api.errors import invalid_request
@@ -168,14 +170,21 @@ def erase_user(*, user_id: str) -> int:
 
 
 def touch_used(ids: Sequence[int], *, user_id: str | None = None) -> int:
-    """Record that these memories were just recalled (``last_used_at``); with ``user_id``, only
-    that user's. Returns how many were touched."""
+    """Record that these memories were just recalled: ``last_used_at``, and a little more strength
+    (capped), so retention prunes what is never used first. With ``user_id``, only that user's."""
     if not ids:
         return 0
     memories = Memory.objects.filter(pk__in=list(ids))
     if user_id is not None:
         memories = memories.filter(user_id=require_user(user_id))
-    return memories.update(last_used_at=timezone.now())
+    return memories.update(
+        last_used_at=timezone.now(),
+        strength=Least(F("strength") + STRENGTH_PER_USE, Value(MAX_STRENGTH)),
+    )
+
+
+STRENGTH_PER_USE = 0.1
+MAX_STRENGTH = 5.0
 
 
 # --- retention -------------------------------------------------------------------------------------
@@ -191,9 +200,11 @@ def delete_expired(*, now: datetime | None = None) -> int:
 
 
 def delete_older_than(*, max_age_days: int, now: datetime | None = None) -> int:
+    """A memory's age counts from when it was last written: a fact the user stated again (and
+    the write path merged into the old memory) is as fresh as a new one."""
     cutoff = (now or timezone.now()) - timedelta(days=max_age_days)
     with connection.cursor() as cursor:
-        cursor.execute(f'DELETE FROM {table()} WHERE "created_at" < %s', [cutoff])
+        cursor.execute(f'DELETE FROM {table()} WHERE "updated_at" < %s', [cutoff])
         return cursor.rowcount
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Literal
 
@@ -20,7 +21,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from contextplatform.api.errors import invalid_request, not_found
+from contextplatform.api.errors import ApiError, invalid_request, not_found
 from contextplatform.api.views import ApiView
 from memory.models import Memory
 from memory.selectors import (
@@ -37,7 +38,7 @@ from memory.services import (
     erase_user,
     update_memory,
 )
-from sources.embedding import get_embedder
+from sources.embedding import EmbeddingError, get_embedder
 
 Kind = Literal["fact", "preference", "event", "summary"]
 MAX_USER_CHARS = 200
@@ -145,6 +146,16 @@ def memory_representation(memory: Memory) -> dict[str, Any]:
     }
 
 
+@contextmanager
+def embedding_errors() -> Iterator[None]:
+    """The embedder failing (remote deployment down, local model missing) is the upstream's
+    error, reported in the envelope."""
+    try:
+        yield
+    except EmbeddingError as error:
+        raise ApiError("upstream_error", f"embedding failed: {error}", status=502) from None
+
+
 def checked_user(user: str) -> str:
     if not user.strip() or len(user) > MAX_USER_CHARS:
         raise invalid_request(f"user: must be 1 to {MAX_USER_CHARS} characters", "user")
@@ -179,6 +190,7 @@ class MemoryListView(ApiView):
         ],
         responses={200: dict},
         summary="A user's memories, newest first",
+        operation_id="memories_list",
     )
     def get(self, request: Request, user: str) -> Response:
         limit = int_param(request, "limit", 50, MAX_LIST_LIMIT)
@@ -198,20 +210,30 @@ class MemoryListView(ApiView):
             }
         )
 
-    @extend_schema(request=MemoryBody, responses={201: dict}, summary="Add a memory")
+    @extend_schema(
+        request=MemoryBody,
+        responses={201: dict},
+        summary="Add a memory",
+        operation_id="memories_create",
+    )
     def post(self, request: Request, user: str) -> Response:
         body = self.body(request, MemoryBody)
-        memory = create_memory(
-            user_id=checked_user(user),
-            content=body.content,
-            kind=body.kind,
-            metadata=body.metadata,
-            expires_at=body.expires_at,
-            embedder=get_embedder(),
-        )
+        with embedding_errors():
+            memory = create_memory(
+                user_id=checked_user(user),
+                content=body.content,
+                kind=body.kind,
+                metadata=body.metadata,
+                expires_at=body.expires_at,
+                embedder=get_embedder(),
+            )
         return Response(memory_representation(memory), status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses={200: dict}, summary="Erase every memory of one user (nobody else)")
+    @extend_schema(
+        responses={200: dict},
+        summary="Erase every memory of one user (nobody else)",
+        operation_id="memories_erase",
+    )
     def delete(self, request: Request, user: str) -> Response:
         return Response({"deleted": erase_user(user_id=checked_user(user))})
 
@@ -219,11 +241,16 @@ class MemoryListView(ApiView):
 class MemoryDetailView(ApiView):
     required_scopes = {"GET": "memory.read", "PATCH": "memory.write", "DELETE": "memory.write"}
 
-    @extend_schema(responses={200: dict}, summary="One memory")
+    @extend_schema(responses={200: dict}, summary="One memory", operation_id="memory_retrieve")
     def get(self, request: Request, user: str, memory_id: int) -> Response:
         return Response(memory_representation(existing_memory(user, memory_id)))
 
-    @extend_schema(request=MemoryPatchBody, responses={200: dict}, summary="Edit a memory")
+    @extend_schema(
+        request=MemoryPatchBody,
+        responses={200: dict},
+        summary="Edit a memory",
+        operation_id="memory_update",
+    )
     def patch(self, request: Request, user: str, memory_id: int) -> Response:
         body = self.body(request, MemoryPatchBody)
         if not body.model_fields_set:
@@ -231,17 +258,19 @@ class MemoryDetailView(ApiView):
         for name in ("content", "metadata", "kind"):
             if name in body.model_fields_set and getattr(body, name) is None:
                 raise invalid_request(f"{name}: may not be null", name)
-        memory = update_memory(
-            memory=existing_memory(user, memory_id),
-            content=body.content,
-            metadata=body.metadata,
-            kind=body.kind,
-            expires_at=body.expires_at if "expires_at" in body.model_fields_set else UNSET,
-            embedder=get_embedder(),
-        )
+        memory = existing_memory(user, memory_id)
+        with embedding_errors():
+            memory = update_memory(
+                memory=memory,
+                content=body.content,
+                metadata=body.metadata,
+                kind=body.kind,
+                expires_at=body.expires_at if "expires_at" in body.model_fields_set else UNSET,
+                embedder=get_embedder(),
+            )
         return Response(memory_representation(memory))
 
-    @extend_schema(responses={200: dict}, summary="Delete a memory")
+    @extend_schema(responses={200: dict}, summary="Delete a memory", operation_id="memory_delete")
     def delete(self, request: Request, user: str, memory_id: int) -> Response:
         if not delete_memory(user_id=checked_user(user), memory_id=memory_id):
             raise not_found(f"user {user!r} has no memory {memory_id}", "id")
@@ -251,13 +280,20 @@ class MemoryDetailView(ApiView):
 class MemorySearchView(ApiView):
     required_scopes = {"POST": "memory.read"}
 
-    @extend_schema(request=SearchBody, responses={200: dict}, summary="Search a user's memories")
+    @extend_schema(
+        request=SearchBody,
+        responses={200: dict},
+        summary="Search a user's memories",
+        operation_id="memories_search",
+    )
     def post(self, request: Request, user: str) -> Response:
         body = self.body(request, SearchBody)
+        with embedding_errors():
+            vector = get_embedder().embed_query(body.query)
         hits = search_memories(
             user_id=checked_user(user),
             query=body.query,
-            vector=get_embedder().embed_query(body.query),
+            vector=vector,
             limit=body.limit,
             min_similarity=-1.0 if body.min_similarity is None else body.min_similarity,
             hybrid=body.hybrid,
@@ -316,7 +352,11 @@ class MemoryExportView(ApiView):
     required_scopes = {"GET": "memory.read"}
     renderer_classes = [JSONRenderer, NDJSONRenderer]
 
-    @extend_schema(responses={200: str}, summary="All of one user's memories as JSON Lines")
+    @extend_schema(
+        responses={200: str},
+        summary="All of one user's memories as JSON Lines",
+        operation_id="memories_export",
+    )
     def get(self, request: Request, user: str) -> StreamingHttpResponse:
         user_id = checked_user(user)
         response = StreamingHttpResponse(

@@ -14,7 +14,14 @@ from celery import shared_task
 from django.db import transaction
 from django.utils import timezone
 
-from memory.extraction import ExistingMemory, LLMExtractor, extract_local, plan_writes
+from contextplatform.api.errors import ApiError
+from memory.extraction import (
+    ExistingMemory,
+    LLMExtractor,
+    MemoryDecision,
+    extract_local,
+    plan_writes,
+)
 from memory.metrics import MEMORY_EXTRACTION, MEMORY_STORE_OPERATIONS
 from memory.models import Memory, MemoryTurn
 from sources.embedding import Embedder, get_embedder
@@ -65,8 +72,6 @@ def existing_memories(user_id: str, vectors: list[list[float]]) -> list[Existing
 
 
 def write_turn(resolve_id: str, embedder: Embedder) -> MemoryTurn:
-    from memory.services import create_memory, delete_memory, update_memory
-
     with transaction.atomic():
         turn = MemoryTurn.objects.select_for_update().filter(resolve_id=resolve_id).first()
         if turn is None or turn.status != "pending":
@@ -115,28 +120,17 @@ def write_turn(resolve_id: str, embedder: Embedder) -> MemoryTurn:
             return turn
         counts = {"add": 0, "update": 0, "delete": 0}
         for decision in decisions:
-            if decision.action == "add":
-                create_memory(
-                    user_id=turn.user_id,
-                    content=decision.content,
-                    kind=decision.kind,
-                    source_request_id=resolve_id,
-                    source_turn=f"{resolve_id}#0",
-                    embedder=embedder,
+            try:
+                applied = apply_decision(turn, decision, embedder)
+            except ApiError as error:  # e.g. an extracted statement over the content limit
+                logger.info(
+                    "memory_decision_skipped",
+                    extra={"resolve_id": resolve_id, "error": error.message},
                 )
-            elif decision.action == "update":
-                memory = Memory.objects.filter(user_id=turn.user_id, pk=decision.target_id).first()
-                if memory is None:
-                    continue
-                update_memory(
-                    memory=memory, content=decision.content, kind=decision.kind, embedder=embedder
-                )
-            elif decision.action == "delete" and not delete_memory(
-                user_id=turn.user_id, memory_id=decision.target_id
-            ):
                 continue
-            counts[decision.action] += 1
-            MEMORY_STORE_OPERATIONS.labels(operation=decision.action).inc()
+            if applied:
+                counts[decision.action] += 1
+                MEMORY_STORE_OPERATIONS.labels(operation=decision.action).inc()
         MEMORY_EXTRACTION.labels(
             extractor="local" if turn.extractor == "local" else "llm", status="ok"
         ).inc()
@@ -146,6 +140,30 @@ def write_turn(resolve_id: str, embedder: Embedder) -> MemoryTurn:
         turn.written_at = timezone.now()
         turn.save()
     return turn
+
+
+def apply_decision(turn: MemoryTurn, decision: MemoryDecision, embedder: Embedder) -> bool:
+    from memory.services import create_memory, delete_memory, update_memory
+
+    if decision.action == "add":
+        create_memory(
+            user_id=turn.user_id,
+            content=decision.content,
+            kind=decision.kind,
+            source_request_id=turn.resolve_id,
+            source_turn=f"{turn.resolve_id}#0",
+            embedder=embedder,
+        )
+        return True
+    if decision.action == "update":
+        memory = Memory.objects.filter(user_id=turn.user_id, pk=decision.target_id).first()
+        if memory is None:
+            return False
+        update_memory(
+            memory=memory, content=decision.content, kind=decision.kind, embedder=embedder
+        )
+        return True
+    return delete_memory(user_id=turn.user_id, memory_id=decision.target_id)
 
 
 @shared_task(name="memory.write_turn", acks_late=True)

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+import psutil
 
 from scripts import cranfield
 from scripts.bench_setup import BENCH_TENANT
@@ -45,7 +46,8 @@ NOISE_KINDS = ("shaped", "isotropic")
 NOISE_SCALE = 1.0
 ISOTROPIC_SIGMA = 0.02  # noise norm ~0.39: a replica's cosine to its original ~0.93
 NOISE_SEED = 20_261_130
-EF_SEARCH_SWEEP = (40, 100, 200)
+EF_SEARCH_SWEEP = (40, 100, 200)  # plus whatever nearest_chunks sets
+PGVECTOR_DEFAULT_EF_SEARCH = 40
 FILTER_GROUPS = 10
 FILTER = {"group": "g3"}  # one group of FILTER_GROUPS: 10 % of the rows
 RECALL_POOL = 20  # chunks each configuration recalls (the seed's recall top_k)
@@ -134,6 +136,51 @@ def evaluate(quality: Quality, qrels: dict[int, dict[int, int]]) -> Quality:
     return quality
 
 
+# CPU accounting: how busy the machine was while something was measured -------------------------
+
+
+@dataclass(frozen=True)
+class CpuUse:
+    wall_s: float
+    process_cpu_s: float  # this process, every thread (onnxruntime's included)
+    machine_busy: float  # fraction of all cores busy, whatever process
+
+    @property
+    def process_cores(self) -> float:
+        return self.process_cpu_s / self.wall_s if self.wall_s else 0.0
+
+    @property
+    def other_cores(self) -> float:
+        """Busy cores outside this process: PostgreSQL serving it, and anything else running."""
+        busy = self.machine_busy * (os.cpu_count() or 1)
+        return max(busy - self.process_cores, 0.0)
+
+    def describe(self) -> str:
+        return (
+            f"machine {self.machine_busy:.0%} busy; this process {self.process_cores:.2f} cores, "
+            f"other processes (PostgreSQL included) {self.other_cores:.2f} cores"
+        )
+
+
+class CpuMeter:
+    def __init__(self) -> None:
+        self.wall = time.perf_counter()
+        self.process = time.process_time()
+        self.machine = psutil.cpu_times()
+
+    def stop(self) -> CpuUse:
+        now = psutil.cpu_times()
+        total = sum(now) - sum(self.machine)
+        idle = (now.idle + getattr(now, "iowait", 0.0)) - (
+            self.machine.idle + getattr(self.machine, "iowait", 0.0)
+        )
+        return CpuUse(
+            wall_s=time.perf_counter() - self.wall,
+            process_cpu_s=time.process_time() - self.process,
+            machine_busy=1.0 - idle / total if total > 0 else 0.0,
+        )
+
+
 # Results -----------------------------------------------------------------------------------------
 
 
@@ -145,6 +192,7 @@ class IngestResult:
     embed_seconds: float  # of which inside the embedder
     status: str
     cleanup_seconds: float  # before the clock: the previous run's collection deleted, VACUUM
+    cpu: CpuUse
 
     @property
     def chunks_per_s(self) -> float:
@@ -192,6 +240,8 @@ class SearchResult:
     returned: float  # mean rows returned per query (k = 10)
     plan: str
     sql_agreement: str  # numpy exact vs SQL exact scan on a few queries
+    ef_search: int  # what nearest_chunks set
+    cpu: CpuUse  # over the timed rounds
     ef_sweep: list[EfPoint] = field(default_factory=list)
 
 
@@ -203,6 +253,7 @@ class RetrievalResults:
     chunks: int
     ingest: IngestResult
     query_embed_ms: list[float]
+    query_embed_cpu: CpuUse
     configs: list[Quality]
     baseline: Quality
     default: Quality
@@ -248,7 +299,7 @@ class TimedEmbedder:
         return self.embed([text])[0]
 
 
-def embed_queries(texts: list[str], rounds: int) -> tuple[np.ndarray, list[float]]:
+def embed_queries(texts: list[str], rounds: int) -> tuple[np.ndarray, list[float], CpuUse]:
     """Each query through ``get_embedder().embed_query``, timed one by one, ``rounds`` times."""
     from sources.embedding import get_embedder
 
@@ -256,6 +307,7 @@ def embed_queries(texts: list[str], rounds: int) -> tuple[np.ndarray, list[float
     embedder.embed_query("warm-up: load the model before the clock starts")
     samples: list[float] = []
     vectors: list[list[float]] = []
+    meter = CpuMeter()
     for round_index in range(rounds):
         for text in texts:
             started = time.perf_counter()
@@ -263,7 +315,7 @@ def embed_queries(texts: list[str], rounds: int) -> tuple[np.ndarray, list[float
             samples.append((time.perf_counter() - started) * 1000)
             if round_index == 0:
                 vectors.append(vector)
-    return np.asarray(vectors, dtype=np.float32), samples
+    return np.asarray(vectors, dtype=np.float32), samples, meter.stop()
 
 
 # Quality: ingest Cranfield -----------------------------------------------------------------------
@@ -309,20 +361,21 @@ def ingest_cranfield(data: cranfield.Cranfield) -> tuple[Any, IngestResult]:
     cleanup_s = vacuum_chunks(analyze=False)  # the old chunks out of the HNSW graph, unmeasured
     with schema_context(BENCH_TENANT):
         collection = create_collection(name=QUALITY_COLLECTION, description="make bench: Cranfield")
-        started = time.perf_counter()
+        meter = CpuMeter()
         job = submit_documents(collection=collection, documents=inputs)
         job = run_ingestion_job(job.id, embedder)  # type: ignore[arg-type]
-        seconds = time.perf_counter() - started
+        cpu = meter.stop()
         collection.refresh_from_db()
     if job.status != "done":
         raise RuntimeError(f"Cranfield ingestion failed: {job.error}")
     return collection, IngestResult(
         documents=job.processed,
         chunks=job.chunks_written,
-        seconds=seconds,
+        seconds=cpu.wall_s,
         embed_seconds=embedder.seconds,
         status=job.status,
         cleanup_seconds=cleanup_s,
+        cpu=cpu,
     )
 
 
@@ -799,12 +852,28 @@ def mirror_queryset(collection_id: int, vector: list[float], wanted: dict[str, A
     )
 
 
-def search_settings(cursor: Any, ef_search: int | None = None) -> None:
-    """The session settings ``nearest_chunks`` applies (transaction-local); ``ef_search`` other
-    than its ``max(40, 2 k)`` only for the sweep."""
+def search_settings(cursor: Any, ef_search: int) -> None:
+    """The session settings ``nearest_chunks`` applies (transaction-local)."""
     cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-    ef = ef_search or max(40, 2 * CUTOFF)
-    cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef)])
+    cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef_search)])
+
+
+def production_ef_search(collection_id: int, vector: list[float]) -> int:
+    """The ``hnsw.ef_search`` that ``nearest_chunks`` sets for k = CUTOFF, read off its SQL."""
+    from django.db import connection
+
+    from sources.recall import nearest_chunks
+
+    seen: list[int] = []
+
+    def capture(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if "hnsw.ef_search" in sql and params:
+            seen.append(int(params[0]))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        nearest_chunks([collection_id], vector, CUTOFF, None)
+    return seen[-1] if seen else PGVECTOR_DEFAULT_EF_SEARCH
 
 
 def search_with_ef(
@@ -824,10 +893,11 @@ def ef_sweep(
     vectors: list[list[float]],
     exact: list[list[int]],
     wanted: dict[str, Any] | None,
+    production: int,
 ) -> list[EfPoint]:
-    """What the HNSW search would give at other ``hnsw.ef_search`` values (one round each)."""
+    """What the HNSW search gives at other ``hnsw.ef_search`` values (one round each)."""
     points = []
-    for ef in EF_SEARCH_SWEEP:
+    for ef in sorted({*EF_SEARCH_SWEEP, production}):
         latencies, recalls = [], []
         for vector, want in zip(vectors, exact, strict=True):
             started = time.perf_counter()
@@ -844,7 +914,7 @@ def plan_of(
     collection_id: int,
     vector: list[float],
     wanted: dict[str, Any] | None,
-    ef_search: int | None = None,
+    ef_search: int,
 ) -> str:
     from django.db import connection, transaction
 
@@ -874,7 +944,7 @@ def sql_exact_rows(
     from django.db import connection, transaction
 
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_indexscan = off")
+        cursor.execute("SET LOCAL enable_indexscan = off")  # nor an HNSW scan, then
         rows = list(mirror_queryset(collection_id, vector, wanted))
     return {int(row["metadata"]["row"]) for row in rows}
 
@@ -896,6 +966,7 @@ def measure_search(
     with schema_context(BENCH_TENANT):
         for vector in vectors[:50]:  # warm-up: caches, index pages
             nearest_chunks([collection_id], vector, CUTOFF, wanted)
+        meter = CpuMeter()
         for round_index in range(rounds):
             for vector in vectors:
                 started = time.perf_counter()
@@ -903,8 +974,10 @@ def measure_search(
                 latencies.append((time.perf_counter() - started) * 1000)
                 if round_index == 0:
                     found.append([int(row["metadata"]["row"]) for row, _ in rows])
-        plan = plan_of(collection_id, vectors[0], wanted)
-        sweep = ef_sweep(collection_id, vectors, exact, wanted)
+        cpu = meter.stop()
+        production = production_ef_search(collection_id, vectors[0])
+        plan = plan_of(collection_id, vectors[0], wanted, production)
+        sweep = ef_sweep(collection_id, vectors, exact, wanted, production)
         agree = sum(
             sql_exact_rows(collection_id, vectors[i], wanted) == set(exact[i])
             for i in range(min(SQL_EXACT_CHECKS, len(vectors)))
@@ -923,6 +996,8 @@ def measure_search(
         returned=float(np.mean([len(rows) for rows in found])),
         plan=plan,
         sql_agreement=f"{agree} of {checks}",
+        ef_search=production,
+        cpu=cpu,
         ef_sweep=sweep,
     )
 
@@ -955,7 +1030,8 @@ def quality_plan(collection: Any, vector: np.ndarray) -> str:
     from django_tenants.utils import schema_context
 
     with schema_context(BENCH_TENANT):
-        return plan_of(collection.pk, vector.tolist(), None)
+        ef = production_ef_search(collection.pk, vector.tolist())
+        return plan_of(collection.pk, vector.tolist(), None, ef)
 
 
 # The section -------------------------------------------------------------------------------------
@@ -1003,7 +1079,7 @@ def run_retrieval(quick: bool) -> RetrievalResults:
         f"retrieval: {ingest.chunks} chunks in {ingest.seconds:.1f} s "
         f"({ingest.chunks_per_s:.0f} chunks/s)"
     )
-    vectors, embed_ms = embed_queries([query.text for query in data.queries], rounds=2)
+    vectors, embed_ms, embed_cpu = embed_queries([query.text for query in data.queries], rounds=2)
     # The 100k collection first, so that quality is always measured with it in the table.
     scale_collection, scale_vectors, scale = prepare_scale(
         collection, 20_000 if quick else SCALE_ROWS, noise_kind()
@@ -1017,6 +1093,7 @@ def run_retrieval(quick: bool) -> RetrievalResults:
         chunks=ingest.chunks,
         ingest=ingest,
         query_embed_ms=embed_ms,
+        query_embed_cpu=embed_cpu,
         configs=configs,
         baseline=baseline,
         default=default,

@@ -180,6 +180,7 @@ def search_rows(searches: Sequence[SearchResult]) -> list[list[str]]:
                 f"{search.recall_at_10:.4f}",
                 f"{search.returned:.2f}",
                 search.sql_agreement,
+                f"{search.cpu.machine_busy:.0%} / {search.cpu.other_cores:.2f}",
                 search.plan,
             ]
         )
@@ -237,7 +238,7 @@ def noise_caveat() -> str:
         "~56 near-duplicates of every chunk, so the exact top 10 is a cluster of near-ties and "
         "the graph links mostly inside clusters; larger noise (0.035-0.05) buries the data's "
         "structure in random high-dimensional directions. Measured on 2026-11-30 with this "
-        "script's queries, recall@10 at the production `ef_search` 40 was 0.41-0.46 (plain) for "
+        "script's queries, recall@10 at `ef_search` 40 was 0.41-0.46 (plain) for "
         "sigma 0.02-0.05, and 0.68 at `ef_search` 400 for sigma 0.02; the covariance-shaped noise keeps the "
         "replicas on the data's own spread (effective dimension ~43 of 384). "
         "`BENCH_SCALE_NOISE=isotropic` measures the isotropic variant."
@@ -265,7 +266,8 @@ def ef_rows(searches: Sequence[SearchResult]) -> list[list[str]]:
     return [
         [
             search.label,
-            str(point.ef_search) + (" (production)" if point.ef_search == 40 else ""),
+            str(point.ef_search)
+            + (" (nearest_chunks)" if point.ef_search == search.ef_search else ""),
             f"{point.recall_at_10:.4f}",
             f"{point.p50_ms:.2f}",
             f"{point.p99_ms:.2f}",
@@ -303,6 +305,7 @@ def section(results: RetrievalResults, commit: str) -> str:
         "recall@10",
         "rows returned",
         "SQL exact = numpy exact",
+        "machine busy / other cores",
         "plan (EXPLAIN)",
     ]
     parts = [
@@ -352,20 +355,25 @@ def section(results: RetrievalResults, commit: str) -> str:
         "index updates, one transaction per document). Before the clock starts, the previous "
         "run's collection is deleted and the chunk table vacuumed "
         f"({ingest.cleanup_seconds:.1f} s), so that no autovacuum of the HNSW graph runs "
-        "during the measurements.",
+        f"during the measurements. CPU during the ingest: {ingest.cpu.describe()}.",
         "Query embedding, `get_embedder().embed_query(query)` for each Cranfield query, one at a "
         "time, two rounds after a warm-up:",
         summary_table([("embed_query", embed)]),
+        f"CPU meanwhile: {results.query_embed_cpu.describe()}.",
         noise_text(results),
         scale_text(results),
         "Each query vector (the Cranfield queries' embeddings, computed beforehand: the query "
         "embedding is excluded) goes through `sources.recall.nearest_chunks([collection], vector, "
         "10, filter)`: the production call, with its transaction, `hnsw.iterative_scan = "
-        "relaxed_order` and `hnsw.ef_search = 40`, the ORM query and the rows' text and metadata. "
+        f"relaxed_order` and `hnsw.ef_search = {results.searches[0].ef_search}`, the ORM query "
+        "and the rows' text and metadata. "
         "Timed one by one after a warm-up of 50 queries. recall@10 compares the rows returned "
         "with the exact top 10 by cosine among the rows the filter allows (numpy brute force over "
         "the same float32 vectors); on the first few queries the SQL exact scan (the same "
-        "query with `SET LOCAL enable_indexscan = off`) is checked to agree with numpy.",
+        "query with `SET LOCAL enable_indexscan = off`) is checked to agree with numpy. "
+        "*machine busy / other cores*: the CPU of the whole machine during the timed rounds, and "
+        "the cores busy outside the bench process (PostgreSQL answering it, and whatever else "
+        "runs on the machine): latency on 2 shared cores moves with it.",
         table(search_header, search_rows(results.searches)),
         "The same query with `hnsw.ef_search` set otherwise (the bench's copy of the "
         "`nearest_chunks` query, one round after the rounds above), to show what a higher "
@@ -414,12 +422,14 @@ def print_retrieval(results: RetrievalResults) -> None:
         f"{ingest.chunks_per_s:.0f} chunks/s (embedder {ingest.embed_seconds:.1f} s)"
     )
     embed = summarize(results.query_embed_ms)
+    print(f"  ingestion CPU: {ingest.cpu.describe()}")
     print(f"  query embedding: p50 {embed.p50:.2f} ms, p99 {embed.p99:.2f} ms")
     for search in results.searches:
         latency = summarize(search.latencies_ms)
         print(
             f"  search {search.label}: p50 {latency.p50:.2f} ms, p99 {latency.p99:.2f} ms, "
-            f"recall@10 {search.recall_at_10:.4f}, SQL exact agrees {search.sql_agreement}; "
+            f"recall@10 {search.recall_at_10:.4f}, SQL exact agrees {search.sql_agreement}, "
+            f"ef_search {search.ef_search}; {search.cpu.describe()}; "
             f"plan {search.plan}"
         )
         for point in search.ef_sweep:

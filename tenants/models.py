@@ -38,7 +38,9 @@ class Tenant(TenantMixin):
         null=True, blank=True, help_text="Memories older than this are deleted (retention task)."
     )
     memory_max_per_user = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Beyond this many memories per user, the weakest are pruned."
+        null=True,
+        blank=True,
+        help_text="Beyond this many memories per user, the weakest are pruned.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

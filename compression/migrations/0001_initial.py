@@ -4,65 +4,89 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='AuditEntry',
+            name="AuditEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('sequence', models.PositiveBigIntegerField(unique=True)),
-                ('timestamp', models.DateTimeField()),
-                ('action', models.CharField(max_length=60)),
-                ('key_id', models.BigIntegerField(null=True)),
-                ('method', models.CharField(max_length=10)),
-                ('path', models.CharField(max_length=300)),
-                ('status', models.PositiveSmallIntegerField()),
-                ('detail', models.JSONField(default=dict)),
-                ('previous_hash', models.CharField(max_length=64)),
-                ('hash', models.CharField(max_length=64)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("sequence", models.PositiveBigIntegerField(unique=True)),
+                ("timestamp", models.DateTimeField()),
+                ("action", models.CharField(max_length=60)),
+                ("key_id", models.BigIntegerField(null=True)),
+                ("method", models.CharField(max_length=10)),
+                ("path", models.CharField(max_length=300)),
+                ("status", models.PositiveSmallIntegerField()),
+                ("detail", models.JSONField(default=dict)),
+                ("previous_hash", models.CharField(max_length=64)),
+                ("hash", models.CharField(max_length=64)),
             ],
             options={
-                'ordering': ['sequence'],
+                "ordering": ["sequence"],
             },
         ),
         migrations.CreateModel(
-            name='CompressionStats',
+            name="CompressionStats",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('requests', models.PositiveBigIntegerField(default=0)),
-                ('applied', models.PositiveBigIntegerField(default=0)),
-                ('skipped', models.PositiveBigIntegerField(default=0)),
-                ('failures', models.PositiveBigIntegerField(default=0)),
-                ('tokens_before', models.PositiveBigIntegerField(default=0)),
-                ('tokens_after', models.PositiveBigIntegerField(default=0)),
-                ('recovery_writes', models.PositiveBigIntegerField(default=0)),
-                ('recovery_reads', models.PositiveBigIntegerField(default=0)),
-                ('recovery_failures', models.PositiveBigIntegerField(default=0)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("requests", models.PositiveBigIntegerField(default=0)),
+                ("applied", models.PositiveBigIntegerField(default=0)),
+                ("skipped", models.PositiveBigIntegerField(default=0)),
+                ("failures", models.PositiveBigIntegerField(default=0)),
+                ("tokens_before", models.PositiveBigIntegerField(default=0)),
+                ("tokens_after", models.PositiveBigIntegerField(default=0)),
+                ("recovery_writes", models.PositiveBigIntegerField(default=0)),
+                ("recovery_reads", models.PositiveBigIntegerField(default=0)),
+                ("recovery_failures", models.PositiveBigIntegerField(default=0)),
             ],
         ),
         migrations.CreateModel(
-            name='RecoveryBlob',
+            name="RecoveryBlob",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('request_id', models.CharField(max_length=40)),
-                ('route', models.CharField(max_length=100)),
-                ('user_id', models.CharField(blank=True, default='', max_length=200)),
-                ('key', models.CharField(max_length=32)),
-                ('content', models.TextField()),
-                ('size_bytes', models.PositiveIntegerField()),
-                ('retrievals', models.PositiveIntegerField(default=0)),
-                ('max_retrievals', models.PositiveIntegerField(default=8, help_text="Per request, from the route's recovery config.")),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('expires_at', models.DateTimeField(db_index=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("request_id", models.CharField(max_length=40)),
+                ("route", models.CharField(max_length=100)),
+                ("user_id", models.CharField(blank=True, default="", max_length=200)),
+                ("key", models.CharField(max_length=32)),
+                ("content", models.TextField()),
+                ("size_bytes", models.PositiveIntegerField()),
+                ("retrievals", models.PositiveIntegerField(default=0)),
+                (
+                    "max_retrievals",
+                    models.PositiveIntegerField(
+                        default=8, help_text="Per request, from the route's recovery config."
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("expires_at", models.DateTimeField(db_index=True)),
             ],
             options={
-                'indexes': [models.Index(fields=['route', 'user_id', 'request_id'], name='recovery_scope')],
-                'constraints': [models.UniqueConstraint(fields=('request_id', 'key'), name='recovery_request_key_unique')],
+                "indexes": [
+                    models.Index(fields=["route", "user_id", "request_id"], name="recovery_scope")
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("request_id", "key"), name="recovery_request_key_unique"
+                    )
+                ],
             },
         ),
     ]

@@ -24,7 +24,6 @@ from contextplatform.api.errors import ApiError
 from contextplatform.routing.chat import ChatFormat
 from sources.judge import JudgeCandidate, judge_for
 
-
 JUDGE_READS_CHARACTERS = 2000
 
 

@@ -46,7 +46,11 @@ def begin_memory_turn(*, resolution: Any, user: str | None, requested: bool | No
         return 0
     queued = 0
     for settings in resolution.spec.context.sources:
-        if isinstance(settings, MemorySettings) and settings.enabled and wants_write(settings, requested):
+        if (
+            isinstance(settings, MemorySettings)
+            and settings.enabled
+            and wants_write(settings, requested)
+        ):
             queue_turn(
                 resolve_id=resolution.id,
                 route=resolution.route,
@@ -108,7 +112,9 @@ def complete_turn(*, record_id: str, response: Any, capture_content: bool) -> di
             resolve_id=record.id,
         )
         written = 1
-    memory_queued = hand_back(resolve_id=record.id, assistant_text=content_text(message.get("content")))
+    memory_queued = hand_back(
+        resolve_id=record.id, assistant_text=content_text(message.get("content"))
+    )
     record.response_received_at = timezone.now()
     if capture_content:
         record.response_body = response

@@ -24,7 +24,9 @@ from contextplatform.routing.turns import begin_memory_turn, begin_turn, complet
 class MemoryOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    store: bool | None = Field(default=None, description="false opts this turn out of the memory write")
+    store: bool | None = Field(
+        default=None, description="false opts this turn out of the memory write"
+    )
 
 
 class ResolveBody(BaseModel):
@@ -106,7 +108,11 @@ class ResolveView(ApiView):
                 status=503,
                 param=f"sources.{source.name}",
             )
-        begin_memory_turn(resolution=resolution, user=body.user, requested=body.memory.store if body.memory else None)
+        begin_memory_turn(
+            resolution=resolution,
+            user=body.user,
+            requested=body.memory.store if body.memory else None,
+        )
         if body.session:
             begin_turn(
                 resolve_id=resolution.id,

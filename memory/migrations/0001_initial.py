@@ -8,54 +8,117 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='MemoryTurn',
+            name="MemoryTurn",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('resolve_id', models.CharField(max_length=40, unique=True)),
-                ('route', models.CharField(max_length=100)),
-                ('user_id', models.CharField(max_length=200)),
-                ('user_text', models.TextField(blank=True, default='')),
-                ('assistant_text', models.TextField(blank=True, default='')),
-                ('extractor', models.CharField(default='local', max_length=100)),
-                ('status', models.CharField(choices=[('pending', 'pending'), ('written', 'written'), ('skipped', 'skipped'), ('failed', 'failed')], default='pending', max_length=16)),
-                ('error', models.TextField(blank=True, default='')),
-                ('added', models.PositiveIntegerField(default=0)),
-                ('updated', models.PositiveIntegerField(default=0)),
-                ('deleted', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('written_at', models.DateTimeField(blank=True, null=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("resolve_id", models.CharField(max_length=40, unique=True)),
+                ("route", models.CharField(max_length=100)),
+                ("user_id", models.CharField(max_length=200)),
+                ("user_text", models.TextField(blank=True, default="")),
+                ("assistant_text", models.TextField(blank=True, default="")),
+                ("extractor", models.CharField(default="local", max_length=100)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "pending"),
+                            ("written", "written"),
+                            ("skipped", "skipped"),
+                            ("failed", "failed"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("error", models.TextField(blank=True, default="")),
+                ("added", models.PositiveIntegerField(default=0)),
+                ("updated", models.PositiveIntegerField(default=0)),
+                ("deleted", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("written_at", models.DateTimeField(blank=True, null=True)),
             ],
         ),
         migrations.CreateModel(
-            name='Memory',
+            name="Memory",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('user_id', models.CharField(max_length=200)),
-                ('content', models.TextField()),
-                ('kind', models.CharField(choices=[('fact', 'fact'), ('preference', 'preference'), ('event', 'event'), ('summary', 'summary')], default='fact', max_length=16)),
-                ('embedding', pgvector.django.vector.VectorField(dimensions=384)),
-                ('embedder', models.CharField(default='', max_length=300)),
-                ('search_vector', django.contrib.postgres.search.SearchVectorField(null=True)),
-                ('metadata', models.JSONField(blank=True, default=dict)),
-                ('source_request_id', models.CharField(blank=True, default='', help_text='The resolve that produced it.', max_length=40)),
-                ('source_turn', models.CharField(blank=True, default='', help_text='The turn (resolve id + index).', max_length=80)),
-                ('strength', models.FloatField(default=1.0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('last_used_at', models.DateTimeField(blank=True, null=True)),
-                ('expires_at', models.DateTimeField(blank=True, null=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("user_id", models.CharField(max_length=200)),
+                ("content", models.TextField()),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("fact", "fact"),
+                            ("preference", "preference"),
+                            ("event", "event"),
+                            ("summary", "summary"),
+                        ],
+                        default="fact",
+                        max_length=16,
+                    ),
+                ),
+                ("embedding", pgvector.django.vector.VectorField(dimensions=384)),
+                ("embedder", models.CharField(default="", max_length=300)),
+                ("search_vector", django.contrib.postgres.search.SearchVectorField(null=True)),
+                ("metadata", models.JSONField(blank=True, default=dict)),
+                (
+                    "source_request_id",
+                    models.CharField(
+                        blank=True,
+                        default="",
+                        help_text="The resolve that produced it.",
+                        max_length=40,
+                    ),
+                ),
+                (
+                    "source_turn",
+                    models.CharField(
+                        blank=True,
+                        default="",
+                        help_text="The turn (resolve id + index).",
+                        max_length=80,
+                    ),
+                ),
+                ("strength", models.FloatField(default=1.0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("last_used_at", models.DateTimeField(blank=True, null=True)),
+                ("expires_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'ordering': ['user_id', '-created_at'],
-                'indexes': [models.Index(fields=['user_id', '-created_at', '-id'], name='memory_user_recent'), pgvector.django.indexes.HnswIndex(ef_construction=64, fields=['embedding'], m=16, name='memory_embedding_hnsw', opclasses=['vector_cosine_ops']), django.contrib.postgres.indexes.GinIndex(fields=['search_vector'], name='memory_search_vector_gin'), models.Index(fields=['expires_at'], name='memory_expiry')],
+                "ordering": ["user_id", "-created_at"],
+                "indexes": [
+                    models.Index(
+                        fields=["user_id", "-created_at", "-id"], name="memory_user_recent"
+                    ),
+                    pgvector.django.indexes.HnswIndex(
+                        ef_construction=64,
+                        fields=["embedding"],
+                        m=16,
+                        name="memory_embedding_hnsw",
+                        opclasses=["vector_cosine_ops"],
+                    ),
+                    django.contrib.postgres.indexes.GinIndex(
+                        fields=["search_vector"], name="memory_search_vector_gin"
+                    ),
+                    models.Index(fields=["expires_at"], name="memory_expiry"),
+                ],
             },
         ),
     ]

@@ -4,20 +4,27 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tenants', '0003_tenant_outbound_allowlist'),
+        ("tenants", "0003_tenant_outbound_allowlist"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='tenant',
-            name='memory_max_age_days',
-            field=models.PositiveIntegerField(blank=True, help_text='Memories older than this are deleted (retention task).', null=True),
+            model_name="tenant",
+            name="memory_max_age_days",
+            field=models.PositiveIntegerField(
+                blank=True,
+                help_text="Memories older than this are deleted (retention task).",
+                null=True,
+            ),
         ),
         migrations.AddField(
-            model_name='tenant',
-            name='memory_max_per_user',
-            field=models.PositiveIntegerField(blank=True, help_text='Beyond this many memories per user, the weakest are pruned.', null=True),
+            model_name="tenant",
+            name="memory_max_per_user",
+            field=models.PositiveIntegerField(
+                blank=True,
+                help_text="Beyond this many memories per user, the weakest are pruned.",
+                null=True,
+            ),
         ),
     ]

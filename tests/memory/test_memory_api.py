@@ -20,7 +20,7 @@ from memory.selectors import search_memories
 from sources.embedding import get_embedder
 from tenants.services import issue_api_key
 from tests.conftest import ApiClient, TenantFixture
-from tests.memory.test_memory_isolation import axis, blend, remember
+from tests.memory.test_memory_isolation import FakeEmbedder, axis, blend, remember
 
 REPRESENTATION = {
     "id",
@@ -391,3 +391,25 @@ def test_admin_lists_searches_and_edits_with_a_new_embedding(
         HTTP_HOST="acme.localhost",
     )
     assert too_long.status_code == 200 and "limit is 10000" in too_long.content.decode()
+
+
+def test_an_embedder_failure_is_an_upstream_error_and_stores_nothing(
+    acme_api: ApiClient, acme: TenantFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sources.embedding import EmbeddingError
+
+    class Down(FakeEmbedder):
+        def embed(self, texts: Any) -> list[list[float]]:
+            raise EmbeddingError("embedding service remote:x@down answered HTTP 503")
+
+    memory_id = add(acme_api, "u1", "kept as it was")["id"]
+    monkeypatch.setattr(memory_views, "get_embedder", lambda: Down())
+    for response in (
+        acme_api.post("/api/v1/users/u1/memories", {"content": "new"}),
+        acme_api.patch(f"/api/v1/users/u1/memories/{memory_id}", {"content": "changed"}),
+        acme_api.post("/api/v1/users/u1/memories/search", {"query": "kept"}),
+    ):
+        assert response.status_code == 502
+        assert response.json()["error"]["code"] == "upstream_error"
+    with schema_context(acme.schema):
+        assert list(Memory.objects.values_list("content", flat=True)) == ["kept as it was"]

@@ -22,7 +22,8 @@ from tests.memory.test_memory_isolation import remember
 
 def age(schema: str, memory_id: int, days: float) -> None:
     with schema_context(schema):
-        Memory.objects.filter(pk=memory_id).update(created_at=timezone.now() - timedelta(days=days))
+        then = timezone.now() - timedelta(days=days)
+        Memory.objects.filter(pk=memory_id).update(created_at=then, updated_at=then)
 
 
 def remaining(schema: str, user: str | None = None) -> list[str]:
@@ -45,8 +46,11 @@ def test_memories_older_than_the_maximum_age_are_deleted(acme: TenantFixture) ->
     age(acme.schema, old_u1, 31)
     age(acme.schema, old_u2, 400)
     age(acme.schema, recent, 29)
+    restated = remember(acme.schema, "u2", "u2 restated")  # created long ago, written again today
+    with schema_context(acme.schema):
+        Memory.objects.filter(pk=restated).update(created_at=timezone.now() - timedelta(days=90))
     assert retain(acme.schema, max_age_days=30) == {"expired": 0, "aged": 2, "pruned": 0}
-    assert remaining(acme.schema) == ["u1 recent"]
+    assert remaining(acme.schema) == ["u1 recent", "u2 restated"]
 
 
 def test_beyond_the_maximum_per_user_the_weakest_are_pruned(acme: TenantFixture) -> None:
