@@ -48,7 +48,14 @@ urlpatterns = [
         name="recovery-invalidate",
     ),
     path("routes", routing.RouteListView.as_view(), name="routes"),
+    path(
+        "routes/import",
+        routing.RouteImportView.as_view(),
+        {"name": "import"},  # the other methods read and write a route named "import"
+        name="routes-import",
+    ),
     path("routes/<str:name>", routing.RouteDetailView.as_view(), name="route"),
+    path("routes/<str:name>/export", routing.RouteExportView.as_view(), name="route-export"),
     path("replay", routing.ReplayListView.as_view(), name="replay-list"),
     path("replay/<str:record_id>", routing.ReplayDetailView.as_view(), name="replay-detail"),
     path("users/<str:user>/profile", sources.UserProfileView.as_view(), name="user-profile"),

@@ -6,6 +6,8 @@ the source-kind registry, so new kinds need no change here.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validator
@@ -13,9 +15,15 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validat
 from compression.config import CompressConfig
 from contextplatform.api.errors import ApiError
 from contextplatform.api.validation import parse
+from contextplatform.routing.migrate_config import (
+    legacy_configuration_hint,
+    legacy_plugin_hint,
+    legacy_top_level_hint,
+)
 from sources.base import SOURCE_KINDS, SourceSettings, source_kind
 
 ROUTE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
+RECIPE_NAME_PATTERN = ROUTE_NAME_PATTERN
 
 
 class Strict(BaseModel):
@@ -76,6 +84,11 @@ class RouteSpec(Strict):
     name: str = Field(pattern=ROUTE_NAME_PATTERN)
     description: str = Field(default="", max_length=2000)
     model: ModelSettings = Field(default_factory=ModelSettings)
+    recipe: str | None = Field(
+        default=None,
+        pattern=RECIPE_NAME_PATTERN,
+        description="a recipe of the tenant whose context configuration this route layers on",
+    )
     context: ContextConfig = Field(default_factory=ContextConfig)
 
 
@@ -94,24 +107,22 @@ def validate_source(data: Any, *, prefix: str, stored: bool = False) -> SourceSe
     return parse(kind.Settings, data, prefix=prefix, context={"stored": stored})
 
 
-def validate_route_spec(data: Any, *, prefix: str = "", stored: bool = False) -> RouteSpec:
-    """Validate a whole route; errors name the offending field, e.g. ``context.sources[1].priority``.
+def _join(prefix: str, field: str) -> str:
+    return f"{prefix}.{field}" if prefix else field
 
-    ``stored`` is for routes read back from the database: checks against the deployment's current
-    environment (such as configured judge deployments) were made when the route was saved, and a
-    route that no longer passes them still loads; its sources then fail by their own rules."""
+
+def validate_context(data: Any, *, prefix: str = "context", stored: bool = False) -> ContextConfig:
+    """Validate a whole context configuration; errors name the field under ``prefix``, e.g.
+    ``context.sources[1].priority``."""
     if not isinstance(data, dict):
-        raise ApiError("invalid_request", "route: expected a JSON object")
-    context = data.get("context")
-    sources_data = context.get("sources") if isinstance(context, dict) else None
+        raise ApiError("invalid_request", f"{prefix}: expected a JSON object", param=prefix)
+    sources_data = data.get("sources")
     # Validate everything but the sources first, then each source against its own kind.
-    shallow = dict(data)
-    if isinstance(context, dict):
-        shallow["context"] = {**context, "sources": []}
-    spec = parse(RouteSpec, shallow, prefix=prefix)
+    shallow = {**data, "sources": []} if "sources" in data else data
+    config = parse(ContextConfig, shallow, prefix=prefix)
     if sources_data is None:
-        return spec
-    base = f"{prefix + '.' if prefix else ''}context.sources"
+        return config
+    base = _join(prefix, "sources")
     if not isinstance(sources_data, list):
         raise ApiError("invalid_request", f"{base}: expected a list", param=base)
     if len(sources_data) > 32:
@@ -130,5 +141,207 @@ def validate_route_spec(data: Any, *, prefix: str = "", stored: bool = False) ->
                 param=f"{base}[{index}].name",
             )
         seen.add(name)
-    spec.context.sources = sources
+    config.sources = sources
+    return config
+
+
+def validate_route_spec(
+    data: Any, *, prefix: str = "", stored: bool = False, context_prefix: str | None = None
+) -> RouteSpec:
+    """Validate a whole route; errors name the offending field, e.g. ``context.sources[1].priority``.
+
+    ``stored`` is for routes read back from the database: checks against the deployment's current
+    environment (such as configured judge deployments) were made when the route was saved, and a
+    route that no longer passes them still loads; its sources then fail by their own rules.
+    ``context_prefix`` names the context configuration in errors when it is not ``context`` under
+    ``prefix`` (an imported document's ``routes[0].plugins[0].configuration``)."""
+    if not isinstance(data, dict):
+        raise ApiError("invalid_request", "route: expected a JSON object")
+    spec = parse(
+        RouteSpec, {key: value for key, value in data.items() if key != "context"}, prefix=prefix
+    )
+    if "context" in data:
+        spec.context = validate_context(
+            data["context"],
+            prefix=_join(prefix, "context") if context_prefix is None else context_prefix,
+            stored=stored,
+        )
     return spec
+
+
+# --- configuration as code: the seed's document form -------------------------------------------
+#
+#   defaults: {plugins: [{type: context, configuration: {...}}]}        # optional
+#   recipes: [{name: r, plugins: [{type: context, configuration: {...}}]}]  # optional
+#   routes: [{name, description, model, recipe, plugins: [{type: context, configuration}]}]
+
+CONTEXT_PLUGIN = "context"
+DOCUMENT_KEYS = ("defaults", "recipes", "routes")
+ROUTE_KEYS = ("name", "description", "model", "recipe", "plugins")
+RECIPE_KEYS = ("name", "plugins")
+DEFAULTS_KEYS = ("plugins",)
+PLUGIN_KEYS = ("type", "configuration")
+
+
+@dataclass(frozen=True)
+class LayerEntry:
+    """One layer of an imported document: its own context configuration and where it sits."""
+
+    path: str
+    context: dict[str, Any]
+    context_path: str
+
+
+@dataclass(frozen=True)
+class RecipeEntry(LayerEntry):
+    name: str
+
+
+@dataclass(frozen=True)
+class RouteEntry(LayerEntry):
+    route: dict[str, Any]  # name, description, model, recipe as written
+
+    @property
+    def name(self) -> str:
+        return str(self.route.get("name"))
+
+
+@dataclass(frozen=True)
+class ConfigDocument:
+    defaults: LayerEntry | None
+    recipes: tuple[RecipeEntry, ...]
+    routes: tuple[RouteEntry, ...]
+
+
+def _invalid(message: str, param: str) -> ApiError:
+    return ApiError("invalid_request", message, param=param)
+
+
+def _object(value: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _invalid(f"{path}: expected an object", path)
+    return value
+
+
+def _list(value: Any, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _invalid(f"{path}: expected a list", path)
+    return value
+
+
+def _known_keys(data: dict[str, Any], allowed: tuple[str, ...], path: str) -> None:
+    for key in data:
+        if key not in allowed:
+            param = _join(path, str(key))
+            legacy = legacy_top_level_hint(str(key), param) if not path else None
+            raise _invalid(legacy or f"{param}: unknown field (known: {', '.join(allowed)})", param)
+
+
+def _context_plugin(plugins: Any, path: str) -> tuple[dict[str, Any], str]:
+    """The context configuration a layer writes (``{}`` without a context plugin) and its path."""
+    found: tuple[dict[str, Any], str] | None = None
+    for index, plugin in enumerate(_list(plugins, f"{path}.plugins") if plugins else []):
+        where = f"{path}.plugins[{index}]"
+        plugin = _object(plugin, where)
+        plugin_type = plugin.get("type")
+        legacy = legacy_plugin_hint(plugin_type, where) if isinstance(plugin_type, str) else None
+        if legacy:
+            raise _invalid(legacy, where)
+        if plugin_type != CONTEXT_PLUGIN:
+            message = f"{where}.type: unknown plugin type {plugin_type!r} (known: context)"
+            raise _invalid(message, f"{where}.type")
+        _known_keys(plugin, PLUGIN_KEYS, where)
+        if found is not None:
+            raise _invalid(f"{where}: a second context plugin; write one per layer", where)
+        configuration = _object(plugin.get("configuration", {}), f"{where}.configuration")
+        removed = legacy_configuration_hint(configuration, f"{where}.configuration")
+        if removed:
+            raise _invalid(removed[1], removed[0])
+        found = (configuration, f"{where}.configuration")
+    return found or ({}, f"{path}.plugins[0].configuration")
+
+
+def _named(entry: dict[str, Any], path: str, seen: set[str], kind: str) -> str:
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        raise _invalid(f"{path}.name: a {kind} needs a name", f"{path}.name")
+    if name in seen:
+        raise _invalid(f"{path}.name: {kind} {name!r} appears twice", f"{path}.name")
+    seen.add(name)
+    return name
+
+
+def _parse_recipe(data: Any, path: str, seen: set[str]) -> RecipeEntry:
+    entry = _object(data, path)
+    _known_keys(entry, RECIPE_KEYS, path)
+    name = _named(entry, path, seen, "recipe")
+    if re.fullmatch(RECIPE_NAME_PATTERN, name) is None:
+        raise _invalid(f"{path}.name: not a valid recipe name", f"{path}.name")
+    context, context_path = _context_plugin(entry.get("plugins"), path)
+    return RecipeEntry(path=path, context=context, context_path=context_path, name=name)
+
+
+def _parse_route(data: Any, path: str, seen: set[str]) -> RouteEntry:
+    entry = _object(data, path)
+    _known_keys(entry, ROUTE_KEYS, path)
+    _named(entry, path, seen, "route")
+    context, context_path = _context_plugin(entry.get("plugins"), path)
+    route = {key: value for key, value in entry.items() if key != "plugins"}
+    return RouteEntry(path=path, context=context, context_path=context_path, route=route)
+
+
+def parse_config_document(data: Any) -> ConfigDocument:
+    """Check a document's shape (not its configurations, which depend on the layers beneath)."""
+    document = _object(data, "document")
+    _known_keys(document, DOCUMENT_KEYS, "")
+    if not any(key in document for key in DOCUMENT_KEYS):
+        raise ApiError("invalid_request", "nothing to import: write routes, recipes or defaults")
+    defaults = None
+    if "defaults" in document:
+        entry = _object(document["defaults"], "defaults")
+        _known_keys(entry, DEFAULTS_KEYS, "defaults")
+        context, context_path = _context_plugin(entry.get("plugins"), "defaults")
+        defaults = LayerEntry(path="defaults", context=context, context_path=context_path)
+    recipe_names: set[str] = set()
+    recipes = tuple(
+        _parse_recipe(item, f"recipes[{index}]", recipe_names)
+        for index, item in enumerate(_list(document.get("recipes", []), "recipes"))
+    )
+    route_names: set[str] = set()
+    routes = tuple(
+        _parse_route(item, f"routes[{index}]", route_names)
+        for index, item in enumerate(_list(document.get("routes", []), "routes"))
+    )
+    return ConfigDocument(defaults=defaults, recipes=recipes, routes=routes)
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _without_nulls(member) for key, member in value.items() if member is not None}
+    return value
+
+
+def plugins_document(context: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"type": CONTEXT_PLUGIN, "configuration": context}]
+
+
+def route_document(
+    *,
+    name: str,
+    description: str,
+    model: dict[str, Any],
+    recipe: str | None,
+    context: dict[str, Any],
+) -> dict[str, Any]:
+    """One route in the seed's form: its own context configuration as the context plugin."""
+    return {
+        "name": name,
+        "description": description,
+        "model": _without_nulls(model),
+        "recipe": recipe,
+        "plugins": plugins_document(context),
+    }
+
+
+def recipe_document(*, name: str, context: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "plugins": plugins_document(context)}

@@ -1,10 +1,53 @@
-"""Routes and replay records, in each tenant's schema."""
+"""Routes, their configuration layers and replay records, in each tenant's schema."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.db import models
 
 from contextplatform.routing.config import RouteSpec
+
+
+class TenantDefaults(models.Model):
+    """The tenant's default context configuration: the least specific layer (one row)."""
+
+    SINGLETON_ID = 1
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=SINGLETON_ID, editable=False)
+    context = models.JSONField(
+        default=dict, help_text="A partial context configuration every route layers on."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "tenant defaults"
+        constraints = [
+            models.CheckConstraint(condition=models.Q(id=1), name="tenant_defaults_single_row")
+        ]
+
+    def __str__(self) -> str:
+        return "tenant defaults"
+
+    @classmethod
+    def current_context(cls) -> dict[str, Any]:
+        row = cls.objects.filter(pk=cls.SINGLETON_ID).only("context").first()
+        return row.context if row else {}
+
+
+class Recipe(models.Model):
+    """A named partial context configuration, layered between the tenant defaults and a route."""
+
+    name = models.CharField(max_length=100, unique=True)
+    context = models.JSONField(default=dict, help_text="A partial context configuration.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class Route(models.Model):
@@ -14,7 +57,12 @@ class Route(models.Model):
     max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
     model = models.JSONField(default=dict, help_text="Model settings (validated RouteSpec.model).")
     context = models.JSONField(
-        default=dict, help_text="Context configuration (validated RouteSpec.context)."
+        default=dict,
+        help_text="The route's own context configuration, layered on its recipe and the tenant "
+        "defaults (what the route writes; validated as part of the effective RouteSpec.context).",
+    )
+    recipe = models.ForeignKey(
+        Recipe, null=True, blank=True, on_delete=models.PROTECT, related_name="routes"
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -25,7 +73,19 @@ class Route(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    def spec(self) -> RouteSpec:
+    def effective_context(self, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Tenant defaults, then the recipe, then the route, merged field by field (unvalidated).
+
+        ``defaults`` saves a query when the caller has already read the tenant defaults."""
+        from contextplatform.routing.layering import effective_context
+
+        if defaults is None:
+            defaults = TenantDefaults.current_context()
+        recipe = self.recipe.context if self.recipe_id is not None else None
+        return effective_context(defaults, recipe, self.context)
+
+    def spec(self, defaults: dict[str, Any] | None = None) -> RouteSpec:
+        """The route as resolve runs it: its effective context configuration, validated."""
         from contextplatform.routing.config import validate_route_spec
 
         return validate_route_spec(
@@ -33,7 +93,8 @@ class Route(models.Model):
                 "name": self.name,
                 "description": self.description,
                 "model": self.model,
-                "context": self.context,
+                "recipe": self.recipe.name if self.recipe_id is not None else None,
+                "context": self.effective_context(defaults),
             },
             stored=True,
         )

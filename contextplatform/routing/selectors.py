@@ -7,19 +7,39 @@ import binascii
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Q, QuerySet
 
 from contextplatform.api.errors import invalid_request
-from contextplatform.routing.models import ReplayRecord, Route
+from contextplatform.routing.models import Recipe, ReplayRecord, Route, TenantDefaults
 
 
 def route_by_name(name: str) -> Route | None:
-    return Route.objects.filter(name=name).first()
+    return Route.objects.select_related("recipe").filter(name=name).first()
 
 
 def all_routes() -> QuerySet[Route]:
-    return Route.objects.order_by("name")
+    return Route.objects.select_related("recipe").order_by("name")
+
+
+def recipe_by_name(name: str) -> Recipe | None:
+    return Recipe.objects.filter(name=name).first()
+
+
+def recipes_by_name(names: set[str]) -> dict[str, Recipe]:
+    return {recipe.name: recipe for recipe in Recipe.objects.filter(name__in=names)}
+
+
+def tenant_defaults() -> dict[str, Any]:
+    """The tenant's default context configuration (empty when none was ever written)."""
+    return TenantDefaults.current_context()
+
+
+def routes_layered_on(*, defaults_changed: bool, recipes: set[str]) -> QuerySet[Route]:
+    """The routes whose effective configuration a change of the defaults or of recipes touches."""
+    routes = all_routes()
+    return routes if defaults_changed else routes.filter(recipe__name__in=recipes)
 
 
 def replay_record(record_id: str) -> ReplayRecord | None:

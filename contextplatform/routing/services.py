@@ -1,51 +1,242 @@
-"""Writes of routes."""
+"""Writes of routes, recipes and the tenant defaults, and the import of a configuration document."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from contextplatform.api.errors import ApiError
-from contextplatform.routing.config import RouteSpec
-from contextplatform.routing.models import Route
+from contextplatform.api.errors import ApiError, invalid_request
+from contextplatform.routing import selectors
+from contextplatform.routing.config import (
+    ConfigDocument,
+    LayerEntry,
+    RecipeEntry,
+    RouteEntry,
+    RouteSpec,
+    validate_context,
+    validate_route_spec,
+)
+from contextplatform.routing.layering import effective_context
+from contextplatform.routing.models import Recipe, Route, TenantDefaults
 
 
-def _fields(spec: RouteSpec) -> dict[str, Any]:
-    dumped = spec.model_dump(mode="json")
+@dataclass(frozen=True)
+class PreparedRoute:
+    """A route ready to save: its effective spec (validated) and the layer it writes itself."""
+
+    spec: RouteSpec
+    layer: dict[str, Any]
+    recipe: Recipe | None
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _recipe_named(name: Any, param: str) -> Recipe | None:
+    if not isinstance(name, str):
+        return None  # absent, null, or not a name: validation reports the last
+    recipe = selectors.recipe_by_name(name)
+    if recipe is None:
+        raise invalid_request(f"{param}: no recipe named {name!r} in this tenant", param)
+    return recipe
+
+
+def prepare_route(
+    data: Any,
+    *,
+    prefix: str = "",
+    context_prefix: str | None = None,
+    defaults: dict[str, Any] | None = None,
+) -> PreparedRoute:
+    """Layer a written route (``context`` is its own layer) on its recipe and the tenant defaults,
+    and validate the effective route; errors name the written field."""
+    if not isinstance(data, dict):
+        raise invalid_request(f"{prefix or 'route'}: expected a JSON object", prefix or None)
+    layer = data.get("context", {})
+    context_param = context_prefix or _join(prefix, "context")
+    if not isinstance(layer, dict):
+        raise invalid_request(f"{context_param}: expected a JSON object", context_param)
+    recipe = _recipe_named(data.get("recipe"), _join(prefix, "recipe"))
+    inherited = selectors.tenant_defaults() if defaults is None else defaults
+    context = effective_context(inherited, recipe.context if recipe else None, layer)
+    spec = validate_route_spec(
+        {**data, "context": context}, prefix=prefix, context_prefix=context_prefix
+    )
+    return PreparedRoute(spec=spec, layer=layer, recipe=recipe)
+
+
+def own_layer(spec: RouteSpec) -> dict[str, Any]:
+    """What a spec validated on its own writes (its defaults left out, so they stay inherited)."""
+    return spec.context.model_dump(mode="json", exclude_unset=True)
+
+
+def _fields(spec: RouteSpec, layer: dict[str, Any] | None, recipe: Recipe | None) -> dict[str, Any]:
     return {
         "description": spec.description,
         "context_window": spec.model.context_window,
         "max_output_tokens": spec.model.max_output_tokens,
-        "model": dumped["model"],
-        "context": dumped["context"],
+        "model": spec.model.model_dump(mode="json"),
+        "context": own_layer(spec) if layer is None else layer,
+        "recipe": recipe if recipe is not None else _recipe_named(spec.recipe, "recipe"),
     }
 
 
-def create_route(*, spec: RouteSpec) -> Route:
+def create_route(
+    *, spec: RouteSpec, layer: dict[str, Any] | None = None, recipe: Recipe | None = None
+) -> Route:
+    """Save a new route; ``layer`` is what it writes (default: what ``spec`` was given)."""
+    fields = _fields(spec, layer, recipe)
     try:
         with transaction.atomic():
-            return Route.objects.create(name=spec.name, **_fields(spec))
+            return Route.objects.create(name=spec.name, **fields)
     except IntegrityError:
         raise ApiError(
             "conflict", f"route {spec.name!r} already exists", status=409, param="name"
         ) from None
 
 
-def update_route(*, route: Route, spec: RouteSpec) -> Route:
+def update_route(
+    *,
+    route: Route,
+    spec: RouteSpec,
+    layer: dict[str, Any] | None = None,
+    recipe: Recipe | None = None,
+) -> Route:
     if spec.name != route.name and Route.objects.filter(name=spec.name).exists():
         raise ApiError("conflict", f"route {spec.name!r} already exists", status=409, param="name")
     route.name = spec.name
-    for field, value in _fields(spec).items():
-        setattr(route, field, value)
+    for name, value in _fields(spec, layer, recipe).items():
+        setattr(route, name, value)
     route.save()
     return route
 
 
-def upsert_route(*, spec: RouteSpec) -> Route:
+def upsert_route(
+    *, spec: RouteSpec, layer: dict[str, Any] | None = None, recipe: Recipe | None = None
+) -> Route:
     route = Route.objects.filter(name=spec.name).first()
-    return update_route(route=route, spec=spec) if route else create_route(spec=spec)
+    if route:
+        return update_route(route=route, spec=spec, layer=layer, recipe=recipe)
+    return create_route(spec=spec, layer=layer, recipe=recipe)
 
 
 def delete_route(*, route: Route) -> None:
     route.delete()
+
+
+def save_defaults(*, context: dict[str, Any]) -> TenantDefaults:
+    defaults, _ = TenantDefaults.objects.update_or_create(
+        pk=TenantDefaults.SINGLETON_ID, defaults={"context": context}
+    )
+    return defaults
+
+
+def upsert_recipe(*, name: str, context: dict[str, Any]) -> tuple[Recipe, bool]:
+    return Recipe.objects.update_or_create(name=name, defaults={"context": context})
+
+
+# --- import -------------------------------------------------------------------------------------
+
+
+@dataclass
+class ImportResult:
+    imported: list[str] = field(default_factory=list)
+    created: int = 0
+    updated: int = 0
+    recipes: list[str] = field(default_factory=list)
+    defaults: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "imported": self.imported,
+            "created": self.created,
+            "updated": self.updated,
+            "recipes": self.recipes,
+            "defaults": self.defaults,
+        }
+
+
+def import_document(document: ConfigDocument) -> ImportResult:
+    """Upsert the document's defaults, recipes and routes in one transaction: all or nothing.
+
+    Routes not in the document but layered on changed defaults or recipes must still validate."""
+    try:
+        with transaction.atomic():
+            return _import(document)
+    except IntegrityError:
+        raise ApiError(
+            "conflict",
+            "another change to these routes or recipes was saved at the same time; try again",
+            status=409,
+        ) from None
+
+
+def _import(document: ConfigDocument) -> ImportResult:
+    result = ImportResult()
+    defaults = _import_defaults(document.defaults, result)
+    for recipe in document.recipes:
+        _import_recipe(recipe, defaults, result)
+    for route in document.routes:
+        _import_route(route, defaults, result)
+    _check_routes_left_out(document, defaults)
+    return result
+
+
+def _import_defaults(entry: LayerEntry | None, result: ImportResult) -> dict[str, Any]:
+    if entry is None:
+        return selectors.tenant_defaults()
+    validate_context(entry.context, prefix=entry.context_path)
+    save_defaults(context=entry.context)
+    result.defaults = True
+    return entry.context
+
+
+def _import_recipe(entry: RecipeEntry, defaults: dict[str, Any], result: ImportResult) -> None:
+    validate_context(effective_context(defaults, entry.context), prefix=entry.context_path)
+    upsert_recipe(name=entry.name, context=entry.context)
+    result.recipes.append(entry.name)
+
+
+def _import_route(entry: RouteEntry, defaults: dict[str, Any], result: ImportResult) -> None:
+    prepared = prepare_route(
+        {**entry.route, "context": entry.context},
+        prefix=entry.path,
+        context_prefix=entry.context_path,
+        defaults=defaults,
+    )
+    existing = Route.objects.filter(name=prepared.spec.name).first()
+    if existing is None:
+        create_route(spec=prepared.spec, layer=prepared.layer, recipe=prepared.recipe)
+        result.created += 1
+    else:
+        update_route(
+            route=existing, spec=prepared.spec, layer=prepared.layer, recipe=prepared.recipe
+        )
+        result.updated += 1
+    result.imported.append(prepared.spec.name)
+
+
+def _check_routes_left_out(document: ConfigDocument, defaults: dict[str, Any]) -> None:
+    """A route the document leaves out still runs on the layers it changed: it must validate."""
+    recipes = {entry.name: entry for entry in document.recipes}
+    if document.defaults is None and not recipes:
+        return
+    imported = {entry.name for entry in document.routes}
+    routes = selectors.routes_layered_on(
+        defaults_changed=document.defaults is not None, recipes=set(recipes)
+    )
+    for route in routes.exclude(name__in=imported):
+        try:
+            route.spec(defaults)
+        except ApiError as error:
+            recipe = recipes.get(route.recipe.name) if route.recipe_id is not None else None
+            layer = recipe or document.defaults
+            param = layer.context_path if layer else "routes"
+            raise invalid_request(
+                f"{param}: route {route.name!r}, not in this document, would not validate on "
+                f"it: {error.message}",
+                param,
+            ) from None
