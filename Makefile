@@ -28,7 +28,9 @@ install: $(STAMP)
 run: install
 	$(PY) manage.py migrate_schemas --noinput -v 0
 	$(PY) manage.py bootstrap_demo
-	$(BIN)/uvicorn contextplatform.asgi:application --host $(HOST) --port $(PORT) --workers $(WEB_CONCURRENCY) --no-access-log
+	if [ "$(WEB_CONCURRENCY)" -gt 1 ]; then rm -rf var/prometheus && mkdir -p var/prometheus && \
+		export PROMETHEUS_MULTIPROC_DIR="$(CURDIR)/var/prometheus"; fi; \
+	exec $(BIN)/uvicorn contextplatform.asgi:application --host $(HOST) --port $(PORT) --workers $(WEB_CONCURRENCY) --no-access-log
 
 test: install
 	$(PY) -m pytest

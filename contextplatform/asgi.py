@@ -1,4 +1,5 @@
-"""ASGI entry point (uvicorn): HTTP through Django; WebSockets are added by the metrics stream."""
+"""ASGI entry point (uvicorn): HTTP through Django; WebSockets (``/ws/metrics/``) through Channels,
+behind the tenant authentication middleware (API key, or the admin session on the tenant's host)."""
 
 import os
 
@@ -8,6 +9,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextplatform.settings")
 
 django_application = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_application})
+from contextplatform.live import TenantAuthMiddlewareStack, websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_application,
+        "websocket": TenantAuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
+    }
+)

@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from contextplatform import health
+from contextplatform.metrics import metrics_view
 
 urlpatterns = [
     path("api/v1/", include("contextplatform.api.urls")),
@@ -11,5 +12,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
-    path("", include("django_prometheus.urls")),
+    # django-prometheus's metrics and ours; every worker's, merged, with PROMETHEUS_MULTIPROC_DIR.
+    path("metrics", metrics_view, name="prometheus-django-metrics"),
 ]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compression.estimation import TokenEstimator, default_estimator
+from contextplatform import metrics
 from sources.base import ContextItem, ContextRequest, ContextSource, OnFailure, SourceStatus
 
 logger = logging.getLogger("contextplatform.sources")
@@ -35,6 +36,19 @@ class SourceOutcome:
 
 
 async def fetch_source(
+    source: ContextSource, request: ContextRequest, estimator: TokenEstimator
+) -> SourceOutcome:
+    """One source's outcome, logged and counted (``context_source_*`` metrics) here, once."""
+    token = metrics.current_source_type.set(source.type)
+    try:
+        outcome = await fetch_one(source, request, estimator)
+    finally:
+        metrics.current_source_type.reset(token)
+    metrics.observe_source(request.route, outcome)
+    return outcome
+
+
+async def fetch_one(
     source: ContextSource, request: ContextRequest, estimator: TokenEstimator
 ) -> SourceOutcome:
     outcome = SourceOutcome(

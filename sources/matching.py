@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from contextplatform import metrics
 from sources.judge import JudgeCandidate, JudgeError, judge_for, known_deployments
 from sources.recall import RecallHit
 
@@ -112,6 +113,7 @@ async def judge_and_keep(
             ],
         )
     except JudgeError as error:
+        metrics.count_judge(metrics.judge_feature(), ok=False)
         if judge.on_error == "block":
             raise JudgeBlocked(f"relevance judge failed: {error}") from error
         for decision in candidates:
@@ -119,6 +121,7 @@ async def judge_and_keep(
             decision.kept = within
             decision.reason = "judge_failed_recall_order" if within else "beyond_top_k"
         return MatchResult(decisions=decisions, judged=False, judge_error=str(error))
+    metrics.count_judge(metrics.judge_feature(), ok=True)
     for decision, score in zip(candidates, scores, strict=True):
         decision.judge_score = score
     ranked = sorted(candidates, key=lambda d: -(d.judge_score or 0.0))

@@ -20,6 +20,7 @@ from compression.engine import (
 from compression.estimation import TokenEstimator
 from compression.recovery import DatabaseRecoveryWriter
 from compression.stats import record_outcome
+from contextplatform import metrics
 from contextplatform.api.errors import ApiError
 from contextplatform.routing.chat import ChatFormat
 from sources.judge import JudgeCandidate, judge_for
@@ -39,7 +40,13 @@ def block_judge(deployment: str | None):
     def score(query: str, texts: list[str]) -> list[float]:
         # Blocks can be huge; the judge reads their beginning, enough to tell what they are about.
         candidates = [JudgeCandidate(text=text[:JUDGE_READS_CHARACTERS]) for text in texts]
-        return async_to_sync(judge.score)(query, candidates)
+        try:
+            scores = async_to_sync(judge.score)(query, candidates)
+        except Exception:
+            metrics.count_judge("compress", ok=False)
+            raise
+        metrics.count_judge("compress", ok=True)
+        return scores
 
     return score
 
@@ -116,6 +123,9 @@ def run_compression(
             raise context_length_exceeded(tokens, max_input_tokens)
         if persist:
             record_outcome(applied=False, failed=False, tokens_before=tokens, tokens_after=tokens)
+            metrics.observe_compression(
+                route, "bypassed", tokens_before=tokens, tokens_after=tokens
+            )
         return StageOutcome(body, skipped("bypassed", tokens, estimator))
     effective = config
     if (
@@ -158,10 +168,16 @@ def run_compression(
     except ContextLengthExceeded as error:
         if persist:
             record_outcome(applied=False, failed=True, tokens_before=tokens, tokens_after=tokens)
+            metrics.observe_compression(
+                route, "context_length_exceeded", tokens_before=tokens, tokens_after=tokens
+            )
         raise context_length_exceeded(error.tokens, error.budget) from error
     except CompressionFailed as error:
         if persist:
             record_outcome(applied=False, failed=True, tokens_before=tokens, tokens_after=tokens)
+            metrics.observe_compression(
+                route, "compression_failed", tokens_before=tokens, tokens_after=tokens
+            )
         if config.failure_mode == "fail_closed":
             raise ApiError(
                 "compression_failed",
@@ -177,6 +193,12 @@ def run_compression(
         record_outcome(
             applied=result.applied,
             failed=False,
+            tokens_before=result.tokens_before,
+            tokens_after=result.tokens_after,
+        )
+        metrics.observe_compression(
+            route,
+            "applied" if result.applied else result.skip_reason or "not_applied",
             tokens_before=result.tokens_before,
             tokens_after=result.tokens_after,
         )

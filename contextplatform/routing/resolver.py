@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from compression.config import CompressConfig
 from compression.estimation import TokenEstimator, count_json, default_estimator
+from contextplatform import live, metrics
 from contextplatform.api.errors import ApiError
 from contextplatform.routing.budget import Budget, plan_budget
 from contextplatform.routing.chat import ChatFormat, ChatRequest, parse_chat_request
@@ -193,12 +194,18 @@ def resolve(
         turns=chat.turns,
         allowlist=tuple(allowlist),
     )
+    clock = metrics.StageClock()
     outcomes = async_to_sync(fetch_all)(sources, context_request, estimator) if sources else []
+    clock.lap("fetch")
 
     usable = [o for o in outcomes if o.status == "ok"]
     items = [item for outcome in usable for item in outcome.items]
     decisions, used = pack(items, budget.context)
     budget.used = used
+    clock.lap("pack")
+    if record:  # previews stay off the live stream
+        live.publish_source_events(tenant_schema, route.name, outcomes, decisions)
+        clock.restart()
 
     kept_items = {id(d.item) for d in decisions if d.kept}
     blocks = [
@@ -220,6 +227,7 @@ def resolve(
         if injection_mode == "tool_role"
         else {}
     )
+    clock.lap("inject")
     stage = run_compression(
         config=compress,
         body=rewritten,
@@ -238,6 +246,7 @@ def resolve(
     )
     rewritten = stage.body
     tokens_after = count_json(rewritten, estimator)
+    clock.lap("compress")
     resolution = Resolution(
         id=resolution_id,
         route=route.name,
@@ -256,6 +265,7 @@ def resolve(
     resolution.duration_ms = round((time.perf_counter() - started) * 1000, 3)
     if record:
         save_replay(resolution, user=user, session=session, capture_content=capture_content)
+        clock.lap("replay")
     return resolution
 
 

@@ -1,0 +1,207 @@
+"""The platform's Prometheus metrics. Labels are configuration names only (route, source, type,
+stage, feature) and closed sets of outcomes: never user ids, session ids or request ids.
+
+Several worker processes: set ``PROMETHEUS_MULTIPROC_DIR`` (an empty directory, emptied at every
+start) before the workers start; prometheus_client then writes each process's values to files
+there, and ``/metrics`` (``metrics_view``) merges them. This module imports nothing of Django, so
+any process (web worker, Celery worker, a test's child process) can record into the same dir.
+"""
+
+from __future__ import annotations
+
+import atexit
+import glob
+import os
+import re
+import time
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Protocol
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest, HttpResponse
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+STAGE_BUCKETS = (0.0001, 0.00025, 0.0005, *LATENCY_BUCKETS)
+TOKENS_BEFORE_BUCKETS = tuple(float(128 * 2**i) for i in range(11))  # 128 … 131072
+TOKENS_AFTER_BUCKETS = tuple(float(64 * 2**i) for i in range(11))  # 64 … 65536
+
+SOURCE_DURATION = Histogram(
+    "context_source_duration_seconds",
+    "Time one context source took to answer (fetched sources only).",
+    ["route", "source", "type"],
+    buckets=LATENCY_BUCKETS,
+)
+SOURCE_TOTAL = Counter(
+    "context_source_total",
+    "Context source outcomes (status: ok, empty, failed, timeout, skipped).",
+    ["route", "source", "type", "status"],
+)
+STAGE_DURATION = Histogram(
+    "llm_routing_stage_duration_seconds",
+    "Duration of a resolve stage (fetch, pack, inject, compress, replay).",
+    ["stage"],
+    buckets=STAGE_BUCKETS,
+)
+COMPRESSION_APPLIED = Counter(
+    "llm_context_compression_applied_total",
+    "Compress-stage outcomes of configured routes (status: applied or the skip/failure reason).",
+    ["route", "status"],
+)
+COMPRESSION_TOKENS_BEFORE = Histogram(
+    "llm_context_compression_tokens_before",
+    "Request tokens before an applied compression.",
+    ["route"],
+    buckets=TOKENS_BEFORE_BUCKETS,
+)
+COMPRESSION_TOKENS_AFTER = Histogram(
+    "llm_context_compression_tokens_after",
+    "Request tokens after an applied compression.",
+    ["route"],
+    buckets=TOKENS_AFTER_BUCKETS,
+)
+MATCH_JUDGE = Counter(
+    "vsr_match_judge_total",
+    "Relevance judge calls (feature: rag, memory, compress; status: ok, error).",
+    ["feature", "status"],
+)
+LIVE_EVENTS = Counter(
+    "context_live_events_total",
+    "Live-stream publications of a resolve's source events (status: sent, dropped, failed).",
+    ["status"],
+)
+LIVE_CONNECTIONS = Gauge(
+    "context_live_stream_connections",
+    "Open /ws/metrics/ connections.",
+    multiprocess_mode="livesum",
+)
+
+JUDGE_FEATURES = frozenset({"rag", "memory", "compress"})
+
+# The type of the source whose fetch is running in this task (set by sources.fetch): the RAG and
+# memory kinds share sources.matching, which tells them apart by it.
+current_source_type: ContextVar[str | None] = ContextVar("context_source_type", default=None)
+
+
+class Outcome(Protocol):
+    """What ``observe_source`` reads of a ``sources.fetch.SourceOutcome``."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def ms(self) -> float: ...
+
+
+def observe_source(route: str, outcome: Outcome) -> None:
+    SOURCE_TOTAL.labels(route, outcome.name, outcome.type, outcome.status).inc()
+    if outcome.status != "skipped":
+        SOURCE_DURATION.labels(route, outcome.name, outcome.type).observe(outcome.ms / 1000)
+
+
+def judge_feature() -> str:
+    """The feature of a judge call made by a source: ``memory`` for memory sources, else ``rag``."""
+    return "memory" if current_source_type.get() == "memory" else "rag"
+
+
+def count_judge(feature: str, *, ok: bool) -> None:
+    MATCH_JUDGE.labels(feature, "ok" if ok else "error").inc()
+
+
+def observe_compression(route: str, status: str, *, tokens_before: int, tokens_after: int) -> None:
+    COMPRESSION_APPLIED.labels(route, status).inc()
+    if status == "applied":
+        COMPRESSION_TOKENS_BEFORE.labels(route).observe(tokens_before)
+        COMPRESSION_TOKENS_AFTER.labels(route).observe(tokens_after)
+
+
+class StageClock:
+    """``lap(stage)`` records the time since the previous lap (or the start, or ``restart``)."""
+
+    def __init__(self) -> None:
+        self._since = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        STAGE_DURATION.labels(stage).observe(now - self._since)
+        self._since = now
+
+    def restart(self) -> None:
+        self._since = time.perf_counter()
+
+
+# --- several worker processes ------------------------------------------------------------------
+
+
+def multiprocess_dir() -> str | None:
+    return os.environ.get(MULTIPROC_ENV) or None
+
+
+LIVE_GAUGE_FILE = re.compile(r"^gauge_live[a-z]+_(\d+)\.db$")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def mark_dead_workers(path: str) -> list[int]:
+    """Forget the live gauges of workers that are gone (whatever server started them: uvicorn,
+    gunicorn, a restarted worker). Their counters and histograms stay: totals never go back."""
+    dead = sorted(
+        {
+            int(match.group(1))
+            for name in os.listdir(path)
+            if (match := LIVE_GAUGE_FILE.match(name)) and not pid_alive(int(match.group(1)))
+        }
+    )
+    for pid in dead:
+        multiprocess.mark_process_dead(pid, path)
+    return dead
+
+
+def exposition(path: str | None = None) -> bytes:
+    """The text exposition: this process's registry, or every worker's merged in multiprocess mode."""
+    directory = path or multiprocess_dir()
+    if directory is None:
+        return generate_latest(REGISTRY)
+    mark_dead_workers(directory)
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=directory)
+    return generate_latest(registry)
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    from django.http import HttpResponse
+
+    return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)
+
+
+def _forget_this_process() -> None:
+    directory = multiprocess_dir()
+    if directory and glob.glob(os.path.join(directory, f"gauge_live*_{os.getpid()}.db")):
+        multiprocess.mark_process_dead(os.getpid(), directory)
+
+
+if multiprocess_dir():
+    atexit.register(_forget_this_process)  # a clean exit; mark_dead_workers covers the rest

@@ -1,0 +1,324 @@
+"""The live metrics stream: ``/ws/metrics/`` through ``contextplatform.asgi.application``.
+
+Resolves run through django.test.Client in this process (inside the test's transaction), driven
+from the same event loop as the sockets; the Redis tests send through a real Redis, and the last
+one through a real uvicorn process."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings as django_settings
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django_tenants.utils import schema_context
+
+from contextplatform import live
+from contextplatform.asgi import application
+from tests.conftest import TENANT_KEYS, ApiClient, TenantFixture
+from tests.live import live_server
+from tests.routing import source_kinds_for_tests  # noqa: F401  (registers test_hang)
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+RULES = {"type": "skill_guardrails", "name": "rules", "texts": ["Be kind."]}
+STUCK = {"type": "test_hang", "name": "stuck", "timeout_ms": 30}
+EVENT_FIELDS = {"source", "type", "status", "items", "kept", "ms", "route", "at"}
+
+
+@pytest.fixture(autouse=True)
+def in_memory_layer(settings: Any) -> None:
+    """Each test picks its layer (CI sets REDIS_URL, which would make Redis the default)."""
+    settings.CHANNEL_LAYERS = IN_MEMORY
+
+
+@pytest.fixture(autouse=True)
+def keep_the_test_transaction(monkeypatch: pytest.MonkeyPatch) -> None:
+    """channels' database_sync_to_async closes "old" connections around each call; inside the
+    test's transaction that would mark it for rollback. Django's test Client skips the same hook
+    for HTTP requests."""
+    monkeypatch.setattr("channels.db.close_old_connections", lambda: None)
+
+
+@pytest.fixture
+def redis_url() -> str:
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_timeout=2).ping()
+    except redis.RedisError as error:
+        if "REDIS_URL" in os.environ:
+            pytest.fail(f"REDIS_URL={REDIS_URL} is set but Redis does not answer: {error}")
+        pytest.skip(f"no Redis at {REDIS_URL} (set REDIS_URL): {error}")
+    return REDIS_URL
+
+
+def redis_layer(url: str, prefix: str) -> dict[str, Any]:
+    return {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [url], "prefix": prefix},
+        }
+    }
+
+
+def socket(
+    *, key: str | None = None, query: str = "", headers: list[tuple[bytes, bytes]] | None = None
+) -> WebsocketCommunicator:
+    sent = list(headers or [])
+    if key is not None:
+        sent.append((b"authorization", f"Bearer {key}".encode()))
+    return WebsocketCommunicator(application, f"/ws/metrics/{query}", headers=sent)
+
+
+def make_route(api: ApiClient, name: str, sources: list[dict[str, Any]]) -> None:
+    response = api.post("/api/v1/routes", {"name": name, "context": {"sources": sources}})
+    assert response.status_code == 201, response.content
+
+
+def resolve(api: ApiClient, route: str) -> dict[str, Any]:
+    body = {
+        "route": route,
+        "user": "u1",
+        "request": {"messages": [{"role": "user", "content": "hi"}]},
+    }
+    response = api.post("/api/v1/resolve", body)
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+async def events_of(communicator: WebsocketCommunicator, count: int) -> list[dict[str, Any]]:
+    return [await communicator.receive_json_from(timeout=5) for _ in range(count)]
+
+
+def run(scenario: Callable[[], Any]) -> Any:
+    """One event loop for the sockets; sync_to_async calls come back to this (the test's) thread
+    and its database connection."""
+    return async_to_sync(scenario)()
+
+
+# --- in memory -----------------------------------------------------------------------------------
+
+
+def test_each_tenant_receives_its_own_source_events_only(
+    acme: TenantFixture, globex: TenantFixture, acme_api: ApiClient, globex_api: ApiClient
+) -> None:
+    make_route(acme_api, "live", [RULES, STUCK])
+    make_route(globex_api, "live-globex", [RULES])
+
+    async def scenario() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        acme_socket, globex_socket = socket(key=acme.key), socket(key=globex.key)
+        assert (await acme_socket.connect())[0] and (await globex_socket.connect())[0]
+        await sync_to_async(resolve)(globex_api, "live-globex")
+        report = await sync_to_async(resolve)(acme_api, "live")
+        acme_events = await events_of(acme_socket, 2)
+        globex_events = await events_of(globex_socket, 1)
+        assert await acme_socket.receive_nothing(timeout=0.2)
+        assert await globex_socket.receive_nothing(timeout=0.2)
+        await acme_socket.disconnect()
+        await globex_socket.disconnect()
+        assert [s["ms"] for s in report["sources"]] == [e["ms"] for e in acme_events]
+        return acme_events, globex_events
+
+    acme_events, globex_events = run(scenario)
+    assert all(set(event) == EVENT_FIELDS for event in acme_events + globex_events)
+    rules, stuck = acme_events
+    assert {k: rules[k] for k in ("source", "type", "status", "items", "kept", "route")} == {
+        "source": "rules",
+        "type": "skill_guardrails",
+        "status": "ok",
+        "items": 1,
+        "kept": 1,
+        "route": "live",
+    }
+    assert (stuck["source"], stuck["status"], stuck["items"], stuck["kept"]) == (
+        "stuck",
+        "timeout",
+        0,
+        0,
+    )
+    assert stuck["ms"] >= 30
+    assert [(e["route"], e["source"]) for e in globex_events] == [("live-globex", "rules")]
+
+
+def test_a_browser_may_pass_the_key_in_the_query_and_x_api_key_works(
+    acme: TenantFixture, acme_api: ApiClient
+) -> None:
+    make_route(acme_api, "live", [RULES])
+
+    async def scenario() -> None:
+        by_query = socket(query=f"?key={acme.key}")
+        by_header = socket(headers=[(b"x-api-key", acme.key.encode())])
+        assert (await by_query.connect())[0] and (await by_header.connect())[0]
+        await sync_to_async(resolve)(acme_api, "live")
+        for communicator in (by_query, by_header):
+            assert [e["source"] for e in await events_of(communicator, 1)] == ["rules"]
+            await communicator.disconnect()
+
+    run(scenario)
+
+
+def test_bad_missing_or_underprivileged_keys_are_refused(acme: TenantFixture) -> None:
+    from tenants.services import issue_api_key, revoke_api_key
+
+    resolve_only = issue_api_key(tenant=acme.tenant, scopes="resolve", name="no-stream")
+    revoked = issue_api_key(tenant=acme.tenant, name="revoked")
+    revoke_api_key(api_key=revoked.api_key)
+
+    async def scenario() -> list[tuple[bool, Any]]:
+        attempts = [
+            socket(key="cp_not-a-key"),
+            socket(key=""),
+            socket(),
+            socket(query="?key=cp_not-a-key"),
+            socket(key=revoked.plain_key),
+            socket(key=resolve_only.plain_key),
+            socket(headers=[(b"host", b"acme.localhost")]),  # the host alone is no credential
+        ]
+        return [await attempt.connect() for attempt in attempts]
+
+    assert run(scenario) == [(False, 4401)] * 5 + [(False, 4403), (False, 4401)]
+
+
+# --- the admin session on the tenant's host ----------------------------------------------------
+
+
+def admin_cookie(schema: str, *, staff: bool = True) -> bytes:
+    with schema_context(schema):
+        user = get_user_model().objects.create_user(
+            username=f"ops-{uuid.uuid4().hex[:6]}", password="pw-unused", is_staff=staff
+        )
+        client = Client()
+        client.force_login(user)
+    name = django_settings.SESSION_COOKIE_NAME
+    return f"{name}={client.cookies[name].value}".encode()
+
+
+def test_the_admin_session_on_the_tenants_host_opens_the_stream(
+    acme: TenantFixture, globex: TenantFixture, acme_api: ApiClient
+) -> None:
+    make_route(acme_api, "live", [RULES])
+    staff, visitor = admin_cookie("acme"), admin_cookie("acme", staff=False)
+
+    async def scenario() -> list[Any]:
+        admin = socket(headers=[(b"host", b"acme.localhost:8000"), (b"cookie", staff)])
+        assert (await admin.connect())[0]
+        await sync_to_async(resolve)(acme_api, "live")
+        received = [e["route"] for e in await events_of(admin, 1)]
+        await admin.disconnect()
+        refused = [
+            # the same session cookie on another tenant's host means nothing there
+            socket(headers=[(b"host", b"globex.localhost"), (b"cookie", staff)]),
+            # a tenant user who is not staff
+            socket(headers=[(b"host", b"acme.localhost"), (b"cookie", visitor)]),
+            # a page of another site using the admin's cookie
+            socket(
+                headers=[
+                    (b"host", b"acme.localhost"),
+                    (b"cookie", staff),
+                    (b"origin", b"https://evil.example"),
+                ]
+            ),
+        ]
+        return [received, *[await attempt.connect() for attempt in refused]]
+
+    assert run(scenario) == [["live"], (False, 4401), (False, 4403), (False, 4403)]
+
+
+# --- publishing never hurts a resolve --------------------------------------------------------------
+
+
+def test_a_failing_layer_never_fails_the_resolve(
+    acme_api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_route(acme_api, "live", [RULES])
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise ConnectionError("layer down")
+
+    monkeypatch.setattr(live, "publish", broken)
+    assert resolve(acme_api, "live")["sources"][0]["status"] == "ok"
+
+
+# --- Redis ---------------------------------------------------------------------------------------
+
+
+def test_events_travel_through_redis(
+    acme: TenantFixture,
+    globex: TenantFixture,
+    acme_api: ApiClient,
+    globex_api: ApiClient,
+    redis_url: str,
+    settings: Any,
+) -> None:
+    settings.CHANNEL_LAYERS = redis_layer(redis_url, f"test-{uuid.uuid4().hex[:8]}")
+    make_route(acme_api, "live", [RULES])
+    make_route(globex_api, "live-globex", [RULES])
+
+    async def scenario() -> list[dict[str, Any]]:
+        acme_socket = socket(key=acme.key)
+        assert (await acme_socket.connect())[0]
+        await sync_to_async(resolve)(globex_api, "live-globex")
+        await sync_to_async(resolve)(acme_api, "live")
+        events = await events_of(acme_socket, 1)
+        assert await sync_to_async(live.SENDER.wait_idle)()
+        assert await acme_socket.receive_nothing(timeout=0.3)
+        await acme_socket.disconnect()
+        return events
+
+    assert [(e["route"], e["source"], e["status"]) for e in run(scenario)] == [
+        ("live", "rules", "ok")
+    ]
+
+
+@pytest.fixture
+def redis_server(redis_url: str, django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
+    with django_db_blocker.unblock(), live_server({"REDIS_URL": redis_url}) as base:
+        yield base
+
+
+def test_a_resolve_in_another_process_reaches_the_socket_through_redis(
+    redis_server: str, redis_url: str, settings: Any, django_db_blocker: Any
+) -> None:
+    """The server publishes with its own settings (prefix "cp"); this process listens on them."""
+    settings.CHANNEL_LAYERS = redis_layer(redis_url, "cp")
+    route = f"live{uuid.uuid4().hex[:8]}"  # other runs may share the Redis and the tenant
+    headers = {"Authorization": f"Bearer {TENANT_KEYS['acme']}"}
+    body = {"name": route, "context": {"sources": [RULES]}}
+    request = {"route": route, "request": {"messages": [{"role": "user", "content": "hi"}]}}
+
+    async def scenario(client: httpx.AsyncClient) -> dict[str, Any]:
+        acme_socket = socket(key=TENANT_KEYS["acme"])
+        assert (await acme_socket.connect(timeout=5))[0]
+        response = await client.post("/api/v1/resolve", json=request, headers=headers)
+        assert response.status_code == 200, response.text
+        while True:  # skip events of anyone else's resolves on the shared Redis
+            event = await acme_socket.receive_json_from(timeout=5)
+            if event["route"] == route:
+                break
+        await acme_socket.disconnect()
+        return event
+
+    async def with_client() -> dict[str, Any]:
+        async with httpx.AsyncClient(base_url=redis_server, timeout=30) as client:
+            return await scenario(client)
+
+    with httpx.Client(base_url=redis_server, timeout=30) as client:
+        assert client.post("/api/v1/routes", json=body, headers=headers).status_code == 201
+        try:
+            with django_db_blocker.unblock():
+                event = run(with_client)
+        finally:
+            client.delete(f"/api/v1/routes/{route}", headers=headers)
+    assert (event["source"], event["status"], event["items"], event["kept"]) == (
+        "rules",
+        "ok",
+        1,
+        1,
+    )
