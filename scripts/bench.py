@@ -4,10 +4,11 @@ Sections: (1) resolver overhead over the slowest source, in process; (2) paralle
 fetch; (3) ``POST /api/v1/resolve`` over loopback HTTP with uvicorn, 1 and 2 workers; (4) retrieval:
 quality on Cranfield and recall speed over 100,000 chunks (``scripts/bench_retrieval.py``); (5)
 compression: speed and a planted fact through 10x compression, in process
-(``scripts/bench_compression.py``).
+(``scripts/bench_compression.py``); (6) memory: write to searchable through a real Celery worker,
+search over 1,000,000 memories, recall of planted facts (``scripts/bench_memory.py``).
 ``BENCH_QUICK=1`` shrinks every run (for trying the script; the page then says so).
-``BENCH_ONLY=retrieval`` or ``BENCH_ONLY=compression`` runs section 4 or 5 alone and replaces it in
-the existing page (section 5 needs no database).
+``BENCH_ONLY=retrieval``, ``BENCH_ONLY=compression`` or ``BENCH_ONLY=memory`` runs section 4, 5 or 6
+alone and replaces it in the existing page (section 5 needs no database).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from scripts import bench_sources  # noqa: F401  (registers the bench-only sourc
 from scripts.bench_compression import run_compression
 from scripts.bench_env import environment, git_revision
 from scripts.bench_http import measure_http, server_config
+from scripts.bench_memory import run_memory
 from scripts.bench_resolver import (
     PARALLEL_FACTOR,
     PARALLEL_SLEEP_MS,
@@ -45,10 +47,11 @@ from scripts.bench_setup import (
 from scripts.bench_stats import Summary, summarize
 from scripts.report import BenchResults, Check, HttpRun, worker_split, write_report
 from scripts.report_compression import print_compression, write_compression
+from scripts.report_memory import print_memory, write_memory
 from scripts.report_retrieval import print_retrieval, write_retrieval
 
 DEMO_TENANT = "demo"
-PARTS = {"", "retrieval", "compression"}  # BENCH_ONLY: "" runs every section
+PARTS = {"", "retrieval", "compression", "memory"}  # BENCH_ONLY: "" runs every section
 
 
 @dataclass(frozen=True)
@@ -218,6 +221,17 @@ def main_retrieval_only(quick: bool) -> None:
         print(f"  wrote {path.relative_to(ROOT)}")
 
 
+def main_memory_only(quick: bool) -> None:
+    log("migrate_schemas …")
+    manage("migrate_schemas", "--noinput", "-v", "0")
+    setup_django()
+    memory = run_memory(quick)
+    written = write_memory(memory, ROOT / "docs", git_revision())
+    print_memory(memory)
+    for path in written:
+        print(f"  wrote {path.relative_to(ROOT)}")
+
+
 def main_compression_only(quick: bool) -> None:
     compression = run_compression(quick)
     written = write_compression(compression, ROOT / "docs", git_revision())
@@ -238,6 +252,9 @@ def main() -> None:
     if only == "compression":
         main_compression_only(quick)
         return
+    if only == "memory":
+        main_memory_only(quick)
+        return
     sizes = QUICK if quick else RunSizes()
     log("migrate_schemas and bootstrap_demo …")
     key = prepare_database()
@@ -246,6 +263,7 @@ def main() -> None:
     http = run_http(sizes, key)
     retrieval = retrieval_part(quick)
     compression = run_compression(quick)
+    memory = run_memory(quick)
     results = BenchResults(
         environment=environment(),
         overhead=overhead,
@@ -260,9 +278,11 @@ def main() -> None:
     written = write_report(results, ROOT / "docs")
     written += write_retrieval(retrieval, ROOT / "docs", results.environment["commit"])
     written += write_compression(compression, ROOT / "docs", results.environment["commit"])
+    written += write_memory(memory, ROOT / "docs", results.environment["commit"])
     print_summary(results)
     print_retrieval(retrieval)
     print_compression(compression)
+    print_memory(memory)
     for path in dict.fromkeys(written):
         print(f"  wrote {path.relative_to(ROOT)}")
 

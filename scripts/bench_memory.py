@@ -1,0 +1,638 @@
+"""``make bench`` section 6: memory. Three measurements (issue 5, "Benchmark"):
+
+1. Write to searchable, end to end over HTTP: a real uvicorn server and a real Celery worker
+   (solo pool, Redis broker, a queue of this run's own). Each turn is resolved on a route whose
+   ``memory`` source has ``store.auto: true``, its answer handed back through
+   ``POST /api/v1/resolve/{id}/response``, and ``POST /api/v1/users/{user}/memories/search`` is
+   polled until the new memory comes back. Latency = hand-back sent -> first search that returns it.
+2. Search at scale: ``memory.selectors.search_memories`` over 1,000,000 memories of 10,000 users
+   (``scripts/bench_memory_scale.py``), with recall@5 against an exact numpy scan.
+3. Quality: long synthetic conversations with planted facts (``scripts/bench_memory_data.py``),
+   written through the real write path in process (``queue_turn`` + ``write_turn``, local
+   extractor), then one question per fact through the ``memory`` source's recall (the default
+   ``min_similarity`` 0.7, and 0.3): recall@5 of the planted fact, and the tokens injected next to
+   the tokens of the whole conversation.
+
+Each part runs in a tenant of its own (``bench_memory_flow`` for 1 and 3, ``bench_memory`` for 2).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import numpy as np
+
+from scripts import bench_memory_data as data
+from scripts.bench_http import Server, server_command, stop_server, wait_ready
+from scripts.bench_memory_scale import ScaleResult, run_scale
+from scripts.bench_retrieval import ensure_tenant, load_average
+from scripts.bench_setup import ROOT
+
+FLOW_TENANT = "bench_memory_flow"
+SCALE_TENANT = "bench_memory"
+ROUTE = "memory-bench"
+DEFAULT_REDIS = "redis://127.0.0.1:6379/7"
+LOG_DIR = ROOT / "var" / "bench"
+K = 5
+DEFAULT_MIN_SIMILARITY = 0.7  # the memory source's default match (memory.source)
+LOWER_MIN_SIMILARITY = 0.3
+SWEEP = tuple(round(0.05 * step, 2) for step in range(0, 19))  # 0.0 .. 0.9
+STYLES = ("paraphrased", "direct")  # the two questions asked about every planted fact
+QUALITY_SEED = 20_261_206
+POLL_INTERVAL_S = 0.02
+VISIBLE_TIMEOUT_S = 30.0
+WORKER_STOP_S = 20.0
+
+# Write to searchable: "My favourite <thing> is <value>." Values are unique across the turns.
+THINGS: dict[str, tuple[str, ...]] = {
+    "colour": ("teal", "vermilion", "ochre", "periwinkle", "chartreuse"),
+    "fruit": ("lychee", "quince", "persimmon", "gooseberry", "rambutan"),
+    "city": ("Valparaiso", "Trondheim", "Plovdiv", "Cusco", "Gdansk"),
+    "film": ("Paterson", "Amelie", "Ikiru", "Stalker", "Moonlight"),
+    "board game": ("Carcassonne", "Azul", "Hanabi", "Wingspan", "Dixit"),
+    "tree": ("ginkgo", "hornbeam", "larch", "baobab", "sycamore"),
+    "cheese": ("taleggio", "manchego", "halloumi", "gruyere", "stilton"),
+    "bird": ("kingfisher", "hoopoe", "puffin", "wren", "kestrel"),
+    "flower": ("peony", "freesia", "anemone", "foxglove", "hellebore"),
+    "dessert": ("tiramisu", "baklava", "pavlova", "churros", "mochi"),
+}
+
+
+def log(message: str) -> None:
+    print(f"[bench] {message}", flush=True)
+
+
+@dataclass(frozen=True)
+class MemorySizes:
+    write_users: int = 5  # x len(THINGS) turns
+    write_warmup: int = 3
+    conversations: int = 24
+    turns: int = 40
+    facts: int = 5
+
+
+FULL_SIZES = MemorySizes()
+QUICK_SIZES = MemorySizes(write_users=1, conversations=6)
+
+
+# Results -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class WriteSample:
+    user: str
+    thing: str
+    value: str
+    ack_ms: float  # the hand-back's HTTP response (202)
+    visible_ms: float | None  # hand-back sent -> the first search returning the memory
+    written_ms: float | None = None  # hand-back sent -> the worker's MemoryTurn.written_at
+    polls: int = 0
+    status: str = ""  # MemoryTurn status
+    sent_at: float = 0.0  # wall clock (time.time()) when the hand-back was sent
+
+
+@dataclass
+class WriteResult:
+    samples: list[WriteSample]
+    warmup: int
+    redis: str
+    queue: str
+    resolve_ms: list[float]
+    search_ms: list[float]  # every poll's response time
+    worker_alive: bool
+    note: str = ""  # why the part did not run, when it did not
+
+    def visible(self) -> list[float]:
+        return [s.visible_ms for s in self.samples if s.visible_ms is not None]
+
+    def written(self) -> list[float]:
+        return [s.written_ms for s in self.samples if s.written_ms is not None]
+
+
+@dataclass
+class Question:
+    conversation: str
+    key: str  # the fact template's key
+    value: str
+    style: str  # "paraphrased" (other words than the statement) or "direct" (its own words)
+    question: str
+    stored: bool  # the extractor wrote a memory holding the value
+    rank: int | None  # 1-based rank of the fact's memory in the top 5 (no threshold)
+    cosine: float | None  # the fact's memory's cosine to the question (None: not stored)
+    recalled: dict[float, bool]  # min_similarity -> in the source's recall
+    injected: dict[float, bool]  # min_similarity -> kept by the reflection gate and injected
+    injected_tokens: dict[float, int]  # min_similarity -> tokens of the injected memories
+    injected_count: dict[float, int]
+    history_tokens: int  # the whole conversation (every user and assistant message)
+    memories: int  # the user's memories at question time
+
+
+@dataclass
+class QualityResult:
+    conversations: int
+    turns: int
+    facts: int
+    questions: list[Question]
+    write_ms: list[float]  # write_turn, one call per turn
+    memories_written: int
+    turn_status: dict[str, int]
+    extracted_keys: dict[str, tuple[int, int]]  # template key -> (stored, planted)
+    runtime_s: float = 0.0
+
+    def asked(self, style: str, *, stored_only: bool = False) -> list[Question]:
+        return [q for q in self.questions if q.style == style and (q.stored or not stored_only)]
+
+    def recall(self, threshold: float, style: str, *, stored_only: bool = False) -> float:
+        hits = [q.recalled[threshold] for q in self.asked(style, stored_only=stored_only)]
+        return float(np.mean(hits)) if hits else float("nan")
+
+    def sweep(self, style: str, *, stored_only: bool = False) -> list[tuple[float, float]]:
+        """(threshold, recall@5) for every threshold of SWEEP, from the unthresholded top 5: the
+        source's recall at threshold t is the top 5 by cosine, cut at t."""
+        questions = self.asked(style, stored_only=stored_only)
+        return [
+            (
+                threshold,
+                float(
+                    np.mean(
+                        [q.rank is not None and (q.cosine or 0.0) >= threshold for q in questions]
+                    )
+                )
+                if questions
+                else float("nan"),
+            )
+            for threshold in SWEEP
+        ]
+
+
+@dataclass
+class MemoryResults:
+    date: str
+    quick: bool
+    write: WriteResult
+    scale: ScaleResult
+    quality: QualityResult
+    load_average: str = ""
+    runtime_s: float = 0.0
+
+
+# Set-up ------------------------------------------------------------------------------------------
+
+
+def route_spec() -> dict[str, Any]:
+    return {
+        "name": ROUTE,
+        "description": "make bench: memory (store.auto)",
+        "context": {
+            "sources": [{"type": "memory", "name": "memories", "store": {"auto": True}}],
+            "injection": {"mode": "tool_role"},
+        },
+    }
+
+
+def prepare_flow_tenant() -> None:
+    """The flow tenant with the bench route, and none of an earlier run's memories or turns."""
+    from django_tenants.utils import schema_context
+
+    from contextplatform.routing.config import validate_route_spec
+    from contextplatform.routing.models import ReplayRecord
+    from contextplatform.routing.services import upsert_route
+    from memory.models import Memory, MemoryTurn
+
+    ensure_tenant(FLOW_TENANT)
+    with schema_context(FLOW_TENANT):
+        upsert_route(spec=validate_route_spec(route_spec()))
+        Memory.objects.all().delete()
+        MemoryTurn.objects.all().delete()
+        ReplayRecord.objects.all().delete()
+
+
+# 1. Write to searchable --------------------------------------------------------------------------
+
+
+def redis_url() -> str:
+    return os.environ.get("BENCH_REDIS_URL") or os.environ.get("REDIS_URL") or DEFAULT_REDIS
+
+
+def redis_answers(url: str) -> str | None:
+    """None when Redis answers, else why not."""
+    import redis
+
+    try:
+        redis.Redis.from_url(url, socket_timeout=2).ping()
+    except redis.RedisError as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def forget_queue(url: str, queue: str) -> None:
+    """Remove what this run's queue left in Redis (kombu's bindings; the queue itself is empty).
+    Task results expire by themselves (Celery's default: one day)."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=2)
+    client.delete(queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
+
+
+def start_worker(env: dict[str, str], queue: str) -> subprocess.Popen[bytes]:
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    args = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "contextplatform",
+        "worker",
+        "--pool",
+        "solo",
+        "--concurrency",
+        "1",
+        "--loglevel",
+        "WARNING",
+        "--without-gossip",
+        "--without-mingle",
+        "--hostname",
+        f"{queue}@%h",
+    ]
+    with (LOG_DIR / "celery-memory.log").open("wb") as output:
+        return subprocess.Popen(args, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+
+
+def stop_worker(worker: subprocess.Popen[bytes]) -> None:
+    if worker.poll() is None:
+        worker.terminate()  # SIGTERM: Celery's warm shutdown
+    try:
+        worker.wait(timeout=WORKER_STOP_S)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait()
+
+
+def start_uvicorn(env: dict[str, str]) -> Server:
+    from scripts.bench_http import free_port
+
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    log_path = LOG_DIR / "uvicorn-memory.log"
+    port = free_port()
+    with log_path.open("wb") as output:
+        process = subprocess.Popen(
+            server_command(port, 1), cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT
+        )
+    server = Server(process=process, port=port, workers=1, log_path=log_path)
+    try:
+        wait_ready(server)
+    except BaseException:
+        stop_server(server)
+        raise
+    return server
+
+
+def write_turns(users: int) -> list[tuple[str, str, str]]:
+    """(user, thing, value): every user states one value of every thing, no value twice."""
+    return [
+        (f"w{user}", thing, values[user % len(values)])
+        for user in range(users)
+        for thing, values in THINGS.items()
+    ]
+
+
+def contains(hits: list[dict[str, Any]], value: str) -> bool:
+    return any(value.lower() in hit["content"].lower() for hit in hits)
+
+
+class WriteRunner:
+    def __init__(self, client: httpx.Client) -> None:
+        self.client = client
+        self.resolve_ms: list[float] = []
+        self.search_ms: list[float] = []
+
+    def resolve(self, user: str, text: str) -> str:
+        started = time.perf_counter()
+        response = self.client.post(
+            "/api/v1/resolve",
+            json={
+                "route": ROUTE,
+                "user": user,
+                "request": {"messages": [{"role": "user", "content": text}]},
+            },
+        )
+        self.resolve_ms.append((time.perf_counter() - started) * 1000)
+        response.raise_for_status()
+        return str(response.json()["id"])
+
+    def search(self, user: str, query: str) -> list[dict[str, Any]]:
+        started = time.perf_counter()
+        response = self.client.post(
+            f"/api/v1/users/{user}/memories/search", json={"query": query, "limit": K}
+        )
+        self.search_ms.append((time.perf_counter() - started) * 1000)
+        response.raise_for_status()
+        return list(response.json()["data"])
+
+    def turn(self, user: str, thing: str, value: str, timeout_s: float) -> tuple[str, WriteSample]:
+        resolve_id = self.resolve(user, f"My favourite {thing} is {value}.")
+        question = f"What is my favourite {thing}?"
+        wall = time.time()
+        started = time.perf_counter()
+        response = self.client.post(
+            f"/api/v1/resolve/{resolve_id}/response",
+            json={
+                "response": {"choices": [{"message": {"role": "assistant", "content": "Noted!"}}]}
+            },
+        )
+        ack_ms = (time.perf_counter() - started) * 1000
+        if response.status_code != 202 or response.json().get("memory_write") != "queued":
+            raise RuntimeError(f"hand-back not queued: {response.status_code} {response.text}")
+        polls, visible_ms = 0, None
+        while time.perf_counter() - started < timeout_s:
+            polls += 1
+            if contains(self.search(user, question), value):
+                visible_ms = (time.perf_counter() - started) * 1000
+                break
+            time.sleep(POLL_INTERVAL_S)
+        return resolve_id, WriteSample(
+            user, thing, value, ack_ms, visible_ms, polls=polls, sent_at=wall
+        )
+
+
+def attach_written(samples: list[tuple[str, WriteSample]]) -> None:
+    """The worker's own timestamp of each write (``MemoryTurn.written_at``), as ms after the
+    hand-back was sent (both clocks are this machine's wall clock)."""
+    from django_tenants.utils import schema_context
+
+    from memory.models import MemoryTurn
+
+    with schema_context(FLOW_TENANT):
+        turns = {
+            turn.resolve_id: turn
+            for turn in MemoryTurn.objects.filter(resolve_id__in=[rid for rid, _ in samples])
+        }
+    for resolve_id, sample in samples:
+        turn = turns.get(resolve_id)
+        sample.status = turn.status if turn else "missing"
+        if turn and turn.written_at:
+            sample.written_ms = (turn.written_at.timestamp() - sample.sent_at) * 1000
+
+
+def run_write(sizes: MemorySizes) -> WriteResult:
+    from tenants.models import Tenant
+    from tenants.services import issue_api_key, revoke_api_key
+
+    url = redis_url()
+    queue = f"membench-{uuid.uuid4().hex[:8]}"
+    problem = redis_answers(url)
+    if problem:
+        log(f"write to searchable: SKIPPED, no Redis at {url} ({problem})")
+        return WriteResult([], 0, url, queue, [], [], False, note=f"no Redis at {url}: {problem}")
+    env = {
+        **os.environ,
+        "REDIS_URL": url,
+        "CELERY_TASK_ALWAYS_EAGER": "0",
+        "CELERY_TASK_DEFAULT_QUEUE": queue,
+        "DB_POOL_MAX_SIZE": os.environ.get("DB_POOL_MAX_SIZE", "4"),
+    }
+    issued = issue_api_key(tenant=Tenant.objects.get(schema_name=FLOW_TENANT), name="make bench")
+    headers = {"Authorization": f"Bearer {issued.plain_key}"}
+    turns = write_turns(sizes.write_users)
+    warm = [(f"warm{i}", "song", f"warmup tune {i}") for i in range(sizes.write_warmup)]
+    log(f"write to searchable: uvicorn + Celery worker (solo, Redis {url}, queue {queue}) …")
+    worker = start_worker({**env, "DB_POOL_MAX_SIZE": "0"}, queue)
+    try:
+        server = start_uvicorn(env)
+        try:
+            with httpx.Client(base_url=server.base_url, headers=headers, timeout=30) as client:
+                runner = WriteRunner(client)
+                for user, thing, value in warm:  # the worker loads Django and the embedder here
+                    _, sample = runner.turn(user, thing, value, timeout_s=120.0)
+                    if sample.visible_ms is None:
+                        raise RuntimeError(
+                            "a warm-up write never became searchable; see "
+                            f"{LOG_DIR / 'celery-memory.log'} and {server.log_path}"
+                        )
+                runner.resolve_ms.clear()
+                runner.search_ms.clear()
+                log(f"write to searchable: {len(turns)} turns, one at a time …")
+                measured = []
+                for user, thing, value in turns:
+                    if worker.poll() is not None:
+                        raise RuntimeError(f"the Celery worker exited ({worker.returncode})")
+                    measured.append(runner.turn(user, thing, value, VISIBLE_TIMEOUT_S))
+        finally:
+            stop_server(server)
+        alive = worker.poll() is None
+    finally:
+        stop_worker(worker)
+        revoke_api_key(api_key=issued.api_key)
+        forget_queue(url, queue)
+    attach_written(measured)
+    return WriteResult(
+        samples=[sample for _, sample in measured],
+        warmup=len(warm),
+        redis=url,
+        queue=queue,
+        resolve_ms=runner.resolve_ms,
+        search_ms=runner.search_ms,
+        worker_alive=alive,
+    )
+
+
+# 3. Quality --------------------------------------------------------------------------------------
+
+
+def memory_source(min_similarity: float) -> Any:
+    from memory.source import MemorySettings, MemorySource
+    from sources.matching import MatchConfig, RecallConfig
+
+    match = (
+        None  # the source's own default match block
+        if min_similarity == DEFAULT_MIN_SIMILARITY
+        else MatchConfig(recall=RecallConfig(top_k=K, min_similarity=min_similarity))
+    )
+    return MemorySource(MemorySettings(type="memory", name="memories", match=match))
+
+
+def through_source(user: str, question: str, min_similarity: float) -> tuple[set[int], list[Any]]:
+    """The memory source's fetch, as the resolver runs it: (recalled ids, injected items)."""
+    from asgiref.sync import async_to_sync
+
+    from sources.base import ContextRequest
+
+    source = memory_source(min_similarity)
+    request = ContextRequest(
+        request_id=uuid.uuid4().hex,
+        tenant=FLOW_TENANT,
+        route=ROUTE,
+        user=user,
+        session=None,
+        query=question,
+    )
+    items = async_to_sync(source.fetch)(request)
+    recalled = {int(entry["memory_id"]) for entry in source.trace}
+    return recalled, items
+
+
+def write_conversation(
+    conversation: data.Conversation, embedder: Any
+) -> tuple[list[float], dict[str, str]]:
+    """Every turn through queue_turn + write_turn (local extractor), as the task runs it."""
+    from memory.models import MemoryTurn
+    from memory.writing import queue_turn, write_turn
+
+    timings, statuses = [], {}
+    for index, (user_text, assistant_text) in enumerate(conversation.turns):
+        resolve_id = f"{conversation.user}-t{index:02d}"
+        queue_turn(
+            resolve_id=resolve_id,
+            route=ROUTE,
+            user=conversation.user,
+            user_text=user_text,
+            extractor="local",
+        )
+        MemoryTurn.objects.filter(resolve_id=resolve_id).update(assistant_text=assistant_text)
+        started = time.perf_counter()
+        turn = write_turn(resolve_id, embedder)
+        timings.append((time.perf_counter() - started) * 1000)
+        statuses[resolve_id] = turn.status
+    return timings, statuses
+
+
+def fact_memories(conversation: data.Conversation, fact: data.PlantedFact) -> set[int]:
+    """The memories the fact's turn wrote that still hold its value."""
+    from memory.models import Memory
+
+    resolve_id = f"{conversation.user}-t{fact.turn:02d}"
+    return {
+        memory.pk
+        for memory in Memory.objects.filter(user_id=conversation.user, source_request_id=resolve_id)
+        if fact.value.lower() in memory.content.lower()
+    }
+
+
+def ask(
+    conversation: data.Conversation, fact: data.PlantedFact, style: str, embedder: Any
+) -> Question:
+    from compression.estimation import default_estimator
+    from memory.models import Memory
+    from memory.selectors import cosine, search_memories
+
+    estimator = default_estimator()
+    text = fact.template.question if style == "paraphrased" else fact.template.direct
+    targets = fact_memories(conversation, fact)
+    vector = embedder.embed_query(text)
+    hits = search_memories(
+        user_id=conversation.user, query=text, vector=vector, limit=K, min_similarity=-1
+    )
+    rank = next((i + 1 for i, hit in enumerate(hits) if hit.id in targets), None)
+    stored = Memory.objects.filter(user_id=conversation.user, pk__in=targets)
+    cosines = [cosine(memory.embedding, vector) for memory in stored]
+    question = Question(
+        conversation=conversation.user,
+        key=fact.template.key,
+        value=fact.value,
+        style=style,
+        question=text,
+        stored=bool(targets),
+        rank=rank,
+        cosine=max(cosines) if cosines else None,
+        recalled={},
+        injected={},
+        injected_tokens={},
+        injected_count={},
+        history_tokens=sum(estimator.count(part) for pair in conversation.turns for part in pair),
+        memories=Memory.objects.filter(user_id=conversation.user).count(),
+    )
+    for threshold in (DEFAULT_MIN_SIMILARITY, LOWER_MIN_SIMILARITY):
+        recalled, items = through_source(conversation.user, text, threshold)
+        injected = {int(item.metadata["memory_id"]) for item in items}
+        question.recalled[threshold] = bool(recalled & targets)
+        question.injected[threshold] = bool(injected & targets)
+        question.injected_tokens[threshold] = sum(estimator.count(item.content) for item in items)
+        question.injected_count[threshold] = len(items)
+    return question
+
+
+def quality_questions(questions: list[Question], style: str) -> list[Question]:
+    return [question for question in questions if question.style == style]
+
+
+def run_quality(sizes: MemorySizes) -> QualityResult:
+    from django_tenants.utils import schema_context
+
+    from memory.models import Memory
+    from sources.embedding import get_embedder
+
+    started = time.perf_counter()
+    embedder = get_embedder()
+    embedder.embed_query("warm-up: load the model before the clock starts")
+    conversations = data.conversations(sizes.conversations, sizes.turns, sizes.facts, QUALITY_SEED)
+    log(
+        f"memory quality: writing {len(conversations)} conversations of {sizes.turns} turns "
+        "(queue_turn + write_turn, local extractor) …"
+    )
+    write_ms: list[float] = []
+    statuses: dict[str, str] = {}
+    questions: list[Question] = []
+    with schema_context(FLOW_TENANT):
+        for conversation in conversations:
+            timings, turn_status = write_conversation(conversation, embedder)
+            write_ms += timings
+            statuses.update(turn_status)
+        planted = sum(len(c.facts) for c in conversations)
+        log(f"memory quality: {planted} planted facts, {len(STYLES)} questions each …")
+        for conversation in conversations:
+            questions += [
+                ask(conversation, fact, style, embedder)
+                for fact in conversation.facts
+                for style in STYLES
+            ]
+        written = Memory.objects.filter(user_id__startswith="conv").count()
+    extracted: dict[str, tuple[int, int]] = {}
+    for question in quality_questions(questions, STYLES[0]):
+        stored, planted = extracted.get(question.key, (0, 0))
+        extracted[question.key] = (stored + question.stored, planted + 1)
+    counts: dict[str, int] = {}
+    for status in statuses.values():
+        counts[status] = counts.get(status, 0) + 1
+    return QualityResult(
+        conversations=len(conversations),
+        turns=sizes.turns,
+        facts=sizes.facts,
+        questions=questions,
+        write_ms=write_ms,
+        memories_written=written,
+        turn_status=counts,
+        extracted_keys=extracted,
+        runtime_s=time.perf_counter() - started,
+    )
+
+
+# The section -------------------------------------------------------------------------------------
+
+
+def run_memory(quick: bool) -> MemoryResults:
+    started = time.perf_counter()
+    sizes = QUICK_SIZES if quick else FULL_SIZES
+    prepare_flow_tenant()
+    write = run_write(sizes)
+    quality = run_quality(sizes)
+    scale_tenant = f"{SCALE_TENANT}_quick" if quick else SCALE_TENANT
+    ensure_tenant(scale_tenant)
+    scale = run_scale(scale_tenant, quick)
+    results = MemoryResults(
+        date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        quick=quick,
+        write=write,
+        scale=scale,
+        quality=quality,
+        load_average=load_average(),
+    )
+    results.runtime_s = time.perf_counter() - started
+    return results
