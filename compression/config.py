@@ -34,16 +34,6 @@ class CompressTarget(Strict):
         )
 
 
-def default_targets() -> dict[str, CompressTarget]:
-    return {
-        "tool_outputs": CompressTarget(mode="extractive", min_tokens=2000, target_tokens=1000),
-        "history": CompressTarget(),
-        "rag": CompressTarget(),
-        "memory": CompressTarget(),
-        "current_user": CompressTarget(),
-    }
-
-
 class CompressTargets(Strict):
     tool_outputs: CompressTarget = Field(
         default_factory=lambda: CompressTarget(

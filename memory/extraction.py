@@ -39,10 +39,10 @@ from sources.judge import (
     MAX_RESPONSE_BYTES,
     JudgeError,
     LLMDeployment,
-    _configured,
-    _message_content,
-    _strip_fence,
-    deployment_from_settings,
+    configured_deployment,
+    known_deployments,
+    message_content,
+    strip_fence,
 )
 
 MemoryKind = Literal["fact", "preference", "event"]
@@ -682,7 +682,7 @@ def parse_decisions(body: bytes, existing: Sequence[ExistingMemory]) -> list[Mem
     except (ValueError, UnicodeDecodeError) as error:
         raise ExtractionError(f"response is not JSON: {error}") from None
     try:
-        content = _strip_fence(_message_content(payload))
+        content = strip_fence(message_content(payload))
     except JudgeError as error:
         raise ExtractionError(str(error)) from None
     try:
@@ -762,11 +762,11 @@ def _target(
 def deployment_for(name: str) -> LLMDeployment:
     """The ``settings.LLM_DEPLOYMENTS`` entry called ``name``, read as the judge reads it."""
     try:
-        deployments = _configured()
-        if name not in deployments:
-            known = ", ".join(sorted(deployments)) or "none"
+        deployment = configured_deployment(name)
+        if deployment is None:
+            known = ", ".join(name for name in known_deployments() if name != "local") or "none"
             raise ExtractionError(f"unknown extractor deployment {name!r} (known: {known})")
-        return deployment_from_settings(name, deployments[name])
+        return deployment
     except JudgeError as error:
         raise ExtractionError(str(error)) from None
 

@@ -257,9 +257,9 @@ def parse_scores(body: bytes, expected: int) -> list[float]:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError) as error:
         raise JudgeError(f"response is not JSON: {error}") from None
-    content = _message_content(payload)
+    content = message_content(payload)
     try:
-        answer = json.loads(_strip_fence(content))
+        answer = json.loads(strip_fence(content))
     except ValueError:
         raise JudgeError(f"answer is not JSON: {content[:200]!r}") from None
     if not isinstance(answer, dict) or not isinstance(answer.get("scores"), list):
@@ -270,7 +270,7 @@ def parse_scores(body: bytes, expected: int) -> list[float]:
     return [_score(value, index) for index, value in enumerate(scores)]
 
 
-def _message_content(payload: Any) -> str:
+def message_content(payload: Any) -> str:
     choices = payload.get("choices") if isinstance(payload, dict) else None
     if not isinstance(choices, list) or not choices:
         raise JudgeError("response has no choices")
@@ -281,7 +281,7 @@ def _message_content(payload: Any) -> str:
     return content
 
 
-def _strip_fence(content: str) -> str:
+def strip_fence(content: str) -> str:
     """Tolerate one Markdown code fence around the JSON, nothing else."""
     text = content.strip()
     match = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", text, flags=re.DOTALL)
@@ -423,12 +423,19 @@ def _positive_int(name: str, config: Mapping[str, Any], field: str, default: int
     return value
 
 
+def configured_deployment(name: str) -> LLMDeployment | None:
+    """The ``settings.LLM_DEPLOYMENTS`` entry called ``name`` (None when there is none); shared by
+    the judge and the memory extractor so both read deployments the same way."""
+    deployments = _configured()
+    return deployment_from_settings(name, deployments[name]) if name in deployments else None
+
+
 def judge_for(deployment: str | None) -> Judge:
     """``None`` or ``"local"`` → the calibrated local judge; otherwise a configured LLM deployment."""
     if deployment is None or deployment == LOCAL:
         return _LOCAL_JUDGE
-    deployments = _configured()
-    if deployment not in deployments:
+    configured = configured_deployment(deployment)
+    if configured is None:
         known = ", ".join(known_deployments())
         raise JudgeError(f"unknown judge deployment {deployment!r} (known: {known})")
-    return LLMJudge(deployment_from_settings(deployment, deployments[deployment]))
+    return LLMJudge(configured)

@@ -233,7 +233,7 @@ def resolve(
         body=rewritten,
         chat_format=chat.format,
         max_input_tokens=budget.max_input,
-        tokens=count_json(rewritten, estimator),
+        tokens=(injected_tokens := count_json(rewritten, estimator)),
         estimator=estimator,
         injected=injected,
         request_id=resolution_id,
@@ -244,8 +244,9 @@ def resolve(
         persist=record,
         numeric_budget=isinstance(budget_config.max_tokens, int),
     )
+    # Count the body once more only if compression actually replaced it.
+    tokens_after = injected_tokens if stage.body is rewritten else count_json(stage.body, estimator)
     rewritten = stage.body
-    tokens_after = count_json(rewritten, estimator)
     clock.lap("compress")
     resolution = Resolution(
         id=resolution_id,
