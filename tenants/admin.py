@@ -12,24 +12,41 @@ def on_public_schema(request: HttpRequest) -> bool:
     return connection.schema_name == "public"
 
 
-class TenantOnlyAdmin(admin.ModelAdmin):
+class SchemaScopedAdmin(admin.ModelAdmin):
+    """Shown and usable only on the hosts whose schema holds the model's rows: every permission,
+    not only viewing, so that no add or change form posts into the wrong schema."""
+
+    def served_here(self, request: HttpRequest) -> bool:
+        raise NotImplementedError
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self.served_here(request) and super().has_module_permission(request)
+
+    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
+        return self.served_here(request) and super().has_view_permission(request, obj)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return self.served_here(request) and super().has_add_permission(request)
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return self.served_here(request) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return self.served_here(request) and super().has_delete_permission(request, obj)
+
+
+class TenantOnlyAdmin(SchemaScopedAdmin):
     """Tenant data is managed on the tenant's own host, never on the platform host."""
 
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return not on_public_schema(request) and super().has_module_permission(request)
-
-    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
-        return not on_public_schema(request) and super().has_view_permission(request, obj)
+    def served_here(self, request: HttpRequest) -> bool:
+        return not on_public_schema(request)
 
 
-class PublicOnlyAdmin(admin.ModelAdmin):
+class PublicOnlyAdmin(SchemaScopedAdmin):
     """Platform models are managed on the platform host only, never from a tenant's admin."""
 
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return on_public_schema(request) and super().has_module_permission(request)
-
-    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
-        return on_public_schema(request) and super().has_view_permission(request, obj)
+    def served_here(self, request: HttpRequest) -> bool:
+        return on_public_schema(request)
 
 
 class DomainInline(admin.TabularInline):

@@ -1,0 +1,237 @@
+"""A replay record as readable tables for the auditors' detail page.                      [pure]
+
+Reads the shapes ``resolver.save_replay`` writes: ``sources`` (name, type, status, items, kept, ms,
+on_failure, error, optional notes and per-candidate ``candidates`` with recall/judge scores and the
+candidate's decision), ``items`` (source, priority, tokens, estimator, score, title, kept, reason),
+``budget``, ``tokens`` and ``compression`` (a report with optional ``blocks``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+EMPTY = "—"
+
+
+class ReplayLike(Protocol):
+    id: str
+    route: str
+    user_id: str
+    session_key: str
+    status: str
+    format: str
+    created_at: Any
+    duration_ms: float
+    sources: list[dict[str, Any]]
+    items: list[dict[str, Any]]
+    budget: dict[str, Any]
+    tokens: dict[str, Any]
+    compression: dict[str, Any]
+    error: Any
+    request_body: Any
+    rewritten_body: Any
+    response_received_at: Any
+    response_body: Any
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    row_classes: list[str] = field(default_factory=list)
+
+    @property
+    def styled_rows(self) -> list[tuple[str, list[str]]]:
+        classes = self.row_classes or [""] * len(self.rows)
+        return list(zip(classes, self.rows, strict=True))
+
+
+def cell(value: Any) -> str:
+    if value is None or value == "":
+        return EMPTY
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4f}".rstrip("0").rstrip(".") if value != int(value) else str(int(value))
+    if isinstance(value, dict):
+        return "; ".join(f"{key}: {cell(inner)}" for key, inner in value.items()) or EMPTY
+    if isinstance(value, list):
+        return ", ".join(cell(inner) for inner in value) or EMPTY
+    return str(value)
+
+
+def key_values(title: str, mapping: dict[str, Any] | None, skip: tuple[str, ...] = ()) -> Table:
+    rows = [[key, cell(value)] for key, value in (mapping or {}).items() if key not in skip]
+    return Table(title, ["", "value"], rows)
+
+
+def columns_of(rows: list[dict[str, Any]]) -> list[str]:
+    """Every key of the rows, in the order they first appear (candidates differ by source kind)."""
+    seen: dict[str, None] = {}
+    for row in rows:
+        seen.update(dict.fromkeys(row))
+    return list(seen)
+
+
+def decision(kept: Any) -> str:
+    return "kept" if kept else "dropped"
+
+
+def decision_class(row: dict[str, Any]) -> str:
+    return "replay-kept" if row.get("kept") else "replay-dropped"
+
+
+def sources_table(sources: list[dict[str, Any]]) -> Table:
+    columns = ["name", "type", "status", "items", "kept", "ms", "on failure", "error", "notes"]
+    rows = [
+        [
+            cell(s.get("name")),
+            cell(s.get("type")),
+            cell(s.get("status")),
+            cell(s.get("items")),
+            cell(s.get("kept")),
+            cell(s.get("ms")),
+            cell(s.get("on_failure")),
+            cell(s.get("error")),
+            cell(s.get("notes")),
+        ]
+        for s in sources
+    ]
+    classes = ["replay-failed" if s.get("status") != "ok" else "" for s in sources]
+    return Table("Sources", columns, rows, classes)
+
+
+def candidate_tables(sources: list[dict[str, Any]]) -> list[Table]:
+    """What each matching source (rag, memory) recalled, with its scores and its own decision."""
+    tables = []
+    for source in sources:
+        candidates = source.get("candidates") or []
+        if not candidates:
+            continue
+        columns = columns_of(candidates)
+        rows = [
+            [decision(c[key]) if key == "kept" else cell(c.get(key)) for key in columns]
+            for c in candidates
+        ]
+        title = f"Candidates of {source.get('name')} ({source.get('type')})"
+        tables.append(Table(title, columns, rows, [decision_class(c) for c in candidates]))
+    return tables
+
+
+def items_table(items: list[dict[str, Any]]) -> Table:
+    columns = ["source", "title", "priority", "tokens", "score", "decision", "reason"]
+    rows = [
+        [
+            cell(i.get("source")),
+            cell(i.get("title")),
+            cell(i.get("priority")),
+            f"{cell(i.get('tokens'))} ({cell(i.get('estimator'))})"
+            if i.get("estimator")
+            else cell(i.get("tokens")),
+            cell(i.get("score")),
+            decision(i.get("kept")),
+            cell(i.get("reason")),
+        ]
+        for i in items
+    ]
+    return Table("Items", columns, rows, [decision_class(i) for i in items])
+
+
+def compression_tables(compression: dict[str, Any] | None) -> list[Table]:
+    compression = compression or {}
+    tables = [key_values("Compression", compression, skip=("blocks",))]
+    blocks = compression.get("blocks") or []
+    if blocks:
+        columns = columns_of(blocks)
+        rows = [[cell(b.get(key)) for key in columns] for b in blocks]
+        tables.append(Table("Compressed blocks", columns, rows))
+    return tables
+
+
+def text_of(content: Any) -> str:
+    """A message's content as text: strings as they are, text parts joined, the rest as JSON."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            part.get("text") if isinstance(part, dict) and "text" in part else json.dumps(part)
+            for part in content
+        ]
+        return "\n".join(str(part) for part in parts)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def messages_table(title: str, body: Any) -> Table | None:
+    """A captured request or response body as role / content rows (None when not captured)."""
+    if body is None:
+        return None
+    if isinstance(body, dict) and isinstance(body.get("choices"), list):  # an OpenAI response
+        messages = [choice.get("message", {}) for choice in body["choices"]]
+    elif isinstance(body, dict) and isinstance(body.get("messages"), list):
+        system = body.get("system")  # Anthropic keeps the system prompt outside the messages
+        messages = ([{"role": "system", "content": system}] if system else []) + body["messages"]
+    elif isinstance(body, dict) and body.get("type") == "message":  # an Anthropic response
+        messages = [{"role": body.get("role", "assistant"), "content": body.get("content")}]
+    else:
+        return Table(title, ["body"], [[json.dumps(body, indent=2, ensure_ascii=False)]])
+    rows = [[cell(m.get("role")), text_of(m.get("content"))] for m in messages]
+    return Table(title, ["role", "content"], rows)
+
+
+def summary_table(record: ReplayLike) -> Table:
+    return key_values(
+        "Summary",
+        {
+            "id": record.id,
+            "route": record.route,
+            "status": record.status,
+            "format": record.format,
+            "user id": record.user_id,
+            "session": record.session_key,
+            "created at": record.created_at,
+            "duration ms": record.duration_ms,
+            "error": record.error,
+            "response received at": record.response_received_at,
+        },
+    )
+
+
+RAW_FIELDS = (
+    "sources",
+    "items",
+    "budget",
+    "tokens",
+    "compression",
+    "error",
+    "request_body",
+    "rewritten_body",
+    "response_body",
+)
+
+
+def replay_sections(record: ReplayLike) -> dict[str, Any]:
+    bodies = [
+        messages_table("Request (captured)", record.request_body),
+        messages_table("Rewritten request (captured)", record.rewritten_body),
+        messages_table("Response (captured)", record.response_body),
+    ]
+    return {
+        "tables": [
+            summary_table(record),
+            sources_table(record.sources or []),
+            *candidate_tables(record.sources or []),
+            items_table(record.items or []),
+            key_values("Budget", record.budget),
+            key_values("Tokens", record.tokens),
+            *compression_tables(record.compression),
+        ],
+        "bodies": [table for table in bodies if table is not None],
+        "raw": [
+            (name, json.dumps(getattr(record, name), indent=2, ensure_ascii=False, default=str))
+            for name in RAW_FIELDS
+            if getattr(record, name) not in (None, {}, [])
+        ],
+    }
