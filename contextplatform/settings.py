@@ -38,6 +38,7 @@ SHARED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "django_prometheus",
+    "contextplatform.dashboard",  # the tenant admin's live metrics page (no models)
 ]
 TENANT_APPS = [
     "django.contrib.contenttypes",

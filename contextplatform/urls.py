@@ -3,9 +3,15 @@
 from django.contrib import admin
 from django.urls import path
 
+from contextplatform.dashboard.views import live_dashboard_view
 from contextplatform.urls_common import urlpatterns as common
 
-urlpatterns = [*common, path("admin/", admin.site.urls)]
+urlpatterns = [
+    *common,
+    # Before the admin's catch-all; the platform host (urls_public.py) has no dashboard.
+    path("admin/live/", live_dashboard_view, name="live-dashboard"),
+    path("admin/", admin.site.urls),
+]
 
 handler400 = "contextplatform.api.handlers.bad_request"
 handler403 = "contextplatform.api.handlers.permission_denied"

@@ -1,0 +1,53 @@
+"""Who may open the tenant admin's live dashboard (tests/browser/test_live_dashboard.py watches it
+draw in Chromium, its script served by the ASGI application)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test import Client
+from django_tenants.utils import schema_context
+
+from tests.conftest import TenantFixture
+
+ACME = "acme.localhost"
+PLATFORM = "127.0.0.1"  # no tenant's domain: the platform host
+
+
+def logged_in(schema: str, *, staff: bool = True) -> Client:
+    with schema_context(schema):
+        user = get_user_model().objects.create_user(
+            username=f"dash-{uuid.uuid4().hex[:6]}", password="unused-pass", is_staff=staff
+        )
+        client = Client()
+        client.force_login(user)
+    connection.set_schema_to_public()
+    return client
+
+
+def test_a_staff_user_of_the_tenant_sees_the_dashboard_and_its_link(acme: TenantFixture) -> None:
+    client = logged_in(acme.schema)
+    page = client.get("/admin/live/", HTTP_HOST=ACME)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'data-socket-path="/ws/metrics/"' in html
+    assert "/static/dashboard/live.js" in html
+    assert 'href="/admin/live/"' in client.get("/admin/", HTTP_HOST=ACME).content.decode()
+
+
+def test_anonymous_and_non_staff_users_are_sent_to_the_login(acme: TenantFixture) -> None:
+    for client in (Client(), logged_in(acme.schema, staff=False)):
+        response = client.get("/admin/live/", HTTP_HOST=ACME)
+        assert response.status_code == 302
+        assert response["Location"] == "/admin/login/?next=/admin/live/"
+
+
+def test_the_platform_host_has_no_dashboard(db: Any) -> None:
+    client = logged_in("public")
+    assert client.get("/admin/live/", HTTP_HOST=PLATFORM).status_code == 404
+    index = client.get("/admin/", HTTP_HOST=PLATFORM)
+    assert index.status_code == 200
+    assert "/admin/live/" not in index.content.decode()
