@@ -7,6 +7,7 @@ from datetime import datetime, time, timedelta
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
@@ -48,7 +49,12 @@ class InputFilter(admin.ListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         value = self.value()
-        return self.filter(queryset, value) if value else queryset
+        if not value:
+            return queryset
+        try:
+            return self.filter(queryset, value)
+        except ValidationError as error:  # the changelist answers with its "?e=1" error page
+            raise IncorrectLookupParameters(error) from error
 
     def filter(self, queryset: QuerySet, value: str) -> QuerySet:
         raise NotImplementedError
@@ -65,12 +71,13 @@ class UserIdFilter(InputFilter):
 
 def parse_moment(value: str, *, end_of_day: bool) -> datetime:
     """``2026-01-31`` or an ISO date-time; a bare date ``to`` means the end of that day."""
-    moment = parse_datetime(value)
-    if moment is None:
-        day = parse_date(value)
-        if day is None:
-            raise ValidationError(f"{value!r} is not a date (YYYY-MM-DD) or an ISO date-time")
+    day = parse_date(value)
+    if day is not None:
         moment = datetime.combine(day + timedelta(days=1) if end_of_day else day, time.min)
+    else:
+        moment = parse_datetime(value)
+        if moment is None:
+            raise ValidationError(f"{value!r} is not a date (YYYY-MM-DD) or an ISO date-time")
     if timezone.is_naive(moment):
         moment = timezone.make_aware(moment)
     return moment
@@ -91,6 +98,6 @@ class CreatedToFilter(InputFilter):
     placeholder = "YYYY-MM-DD[ HH:MM]"
 
     def filter(self, queryset: QuerySet, value: str) -> QuerySet:
-        if parse_datetime(value) is None:
+        if parse_date(value) is not None:  # up to the end of that day
             return queryset.filter(created_at__lt=parse_moment(value, end_of_day=True))
         return queryset.filter(created_at__lte=parse_moment(value, end_of_day=False))

@@ -63,17 +63,80 @@ def cell(value: Any) -> str:
     return str(value)
 
 
-def key_values(title: str, mapping: dict[str, Any] | None, skip: tuple[str, ...] = ()) -> Table:
-    rows = [[key, cell(value)] for key, value in (mapping or {}).items() if key not in skip]
-    return Table(title, ["", "value"], rows)
+# PostgreSQL's jsonb does not keep key order: these put the keys back in a reading order (keys not
+# listed follow, in the order they come).
+BUDGET_ORDER = (
+    "context_window",
+    "reserved_output",
+    "max_input",
+    "request_tokens",
+    "context",
+    "used",
+)
+TOKENS_ORDER = ("before", "after", "estimator")
+COMPRESSION_ORDER = (
+    "applied",
+    "skip_reason",
+    "error",
+    "tokens_before",
+    "tokens_after",
+    "target_request_tokens",
+    "quality",
+    "trigger",
+    "omitted_chunks",
+    "recovery_keys",
+    "warnings",
+    "estimator",
+)
+BLOCK_ORDER = (
+    "message_index",
+    "block_index",
+    "kind",
+    "mode",
+    "original_tokens",
+    "target_tokens",
+    "final_tokens",
+    "score",
+    "omitted_chunks",
+    "format",
+)
+CANDIDATE_ORDER = (
+    "document_id",
+    "chunk_id",
+    "memory_id",
+    "title",
+    "recall_rank",
+    "recall_score",
+    "cosine",
+    "bm25",
+    "judge_score",
+    "adjusted_score",
+    "kept",
+    "reason",
+)
 
 
-def columns_of(rows: list[dict[str, Any]]) -> list[str]:
-    """Every key of the rows, in the order they first appear (candidates differ by source kind)."""
+def ordered(keys: list[str], preferred: tuple[str, ...]) -> list[str]:
+    return [key for key in preferred if key in keys] + [key for key in keys if key not in preferred]
+
+
+def key_values(
+    title: str,
+    mapping: dict[str, Any] | None,
+    preferred: tuple[str, ...] = (),
+    skip: tuple[str, ...] = (),
+) -> Table:
+    mapping = mapping or {}
+    keys = ordered([key for key in mapping if key not in skip], preferred)
+    return Table(title, ["", "value"], [[key, cell(mapping[key])] for key in keys])
+
+
+def columns_of(rows: list[dict[str, Any]], preferred: tuple[str, ...]) -> list[str]:
+    """Every key of the rows (candidates differ by source kind), in reading order."""
     seen: dict[str, None] = {}
     for row in rows:
         seen.update(dict.fromkeys(row))
-    return list(seen)
+    return ordered(list(seen), preferred)
 
 
 def decision(kept: Any) -> str:
@@ -111,7 +174,7 @@ def candidate_tables(sources: list[dict[str, Any]]) -> list[Table]:
         candidates = source.get("candidates") or []
         if not candidates:
             continue
-        columns = columns_of(candidates)
+        columns = columns_of(candidates, CANDIDATE_ORDER)
         rows = [
             [decision(c[key]) if key == "kept" else cell(c.get(key)) for key in columns]
             for c in candidates
@@ -142,10 +205,10 @@ def items_table(items: list[dict[str, Any]]) -> Table:
 
 def compression_tables(compression: dict[str, Any] | None) -> list[Table]:
     compression = compression or {}
-    tables = [key_values("Compression", compression, skip=("blocks",))]
+    tables = [key_values("Compression", compression, COMPRESSION_ORDER, skip=("blocks",))]
     blocks = compression.get("blocks") or []
     if blocks:
-        columns = columns_of(blocks)
+        columns = columns_of(blocks, BLOCK_ORDER)
         rows = [[cell(b.get(key)) for key in columns] for b in blocks]
         tables.append(Table("Compressed blocks", columns, rows))
     return tables
@@ -224,8 +287,8 @@ def replay_sections(record: ReplayLike) -> dict[str, Any]:
             sources_table(record.sources or []),
             *candidate_tables(record.sources or []),
             items_table(record.items or []),
-            key_values("Budget", record.budget),
-            key_values("Tokens", record.tokens),
+            key_values("Budget", record.budget, BUDGET_ORDER),
+            key_values("Tokens", record.tokens, TOKENS_ORDER),
             *compression_tables(record.compression),
         ],
         "bodies": [table for table in bodies if table is not None],
