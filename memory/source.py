@@ -150,9 +150,10 @@ class MemorySource(ContextSource):
             self.notes["judge_error"] = result.judge_error
         if not kept:
             return self.outcome("filtered", "every recalled memory was filtered", [])
-        from memory.services import touch_used
+        if not request.dry_run:
+            from memory.services import touch_used
 
-        await sync_to_async(touch_used)([g.memory.id for g in kept])
+            await sync_to_async(touch_used)([g.memory.id for g in kept])
         items = [
             self.item(
                 g.memory.content,

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from sources import knowledge_admin  # noqa: F401  (collections, documents, ingestion jobs)
 from sources.models import ChatMessage, ChatSession, UserProfile
 from tenants.admin import TenantOnlyAdmin
 

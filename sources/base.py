@@ -64,6 +64,8 @@ class ContextRequest:
         str, ...
     ] = ()  # outbound hosts/IPs/CIDRs the tenant allows besides public ones
     use_cache: bool = True
+    # A preview: sources read as usual but change nothing (no memory is reinforced by a recall).
+    dry_run: bool = False
 
 
 class ContextSource(ABC):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
-from sources.models import ChatMessage, Collection, Document, IngestionJob, UserProfile
+from sources.models import ChatMessage, Chunk, Collection, Document, IngestionJob, UserProfile
 
 
 def user_profile(user_id: str) -> UserProfile | None:
@@ -21,10 +22,27 @@ def collection_by_name(name: str) -> Collection | None:
     return Collection.objects.filter(name=name).first()
 
 
+def _count_per_collection(model: type[Document] | type[Chunk]) -> Coalesce:
+    """A correlated count (one subquery per table, not a join of documents with chunks)."""
+    rows = model.objects.filter(collection=OuterRef("pk")).order_by().values("collection")
+    return Coalesce(Subquery(rows.annotate(n=Count("pk")).values("n")), 0)
+
+
 def collections_with_counts() -> QuerySet[Collection]:
     return Collection.objects.annotate(
-        document_count=Count("documents", distinct=True), chunk_count=Count("chunks", distinct=True)
+        document_count=_count_per_collection(Document), chunk_count=_count_per_collection(Chunk)
     ).order_by("name")
+
+
+def collections_with_progress() -> QuerySet[Collection]:
+    """Collections with their counts and their latest ingestion job's status and progress."""
+    latest = IngestionJob.objects.filter(collection=OuterRef("pk")).order_by("-created_at", "-id")
+    return collections_with_counts().annotate(
+        **{
+            f"latest_job_{field}": Subquery(latest.values(field)[:1])
+            for field in ("id", "status", "processed", "total", "error")
+        }
+    )
 
 
 def documents_page(*, collection: Collection, after: str | None, limit: int) -> list[Document]:

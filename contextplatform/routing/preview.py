@@ -38,6 +38,7 @@ def preview_route(
         query=query,
         allowlist=tuple(allowlist),
         use_cache=False,
+        dry_run=True,
     )
     outcomes = async_to_sync(fetch_all)(sources, request) if sources else []
     return {

@@ -193,6 +193,7 @@ def resolve(
         query=signal_query(chat.query, compress, estimator),
         turns=chat.turns,
         allowlist=tuple(allowlist),
+        dry_run=not record,
     )
     clock = metrics.StageClock()
     outcomes = async_to_sync(fetch_all)(sources, context_request, estimator) if sources else []

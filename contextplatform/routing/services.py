@@ -174,6 +174,23 @@ def import_document(document: ConfigDocument) -> ImportResult:
         ) from None
 
 
+class _CheckedOnly(Exception):
+    """Raised to roll back a check's writes."""
+
+
+def check_document(document: ConfigDocument) -> None:
+    """Raise the ApiError ``import_document`` would raise, saving nothing (the admin validates a
+    recipe or the tenant defaults this way before saving them, with the routes layered on them)."""
+    try:
+        with transaction.atomic():
+            _import(document)
+            raise _CheckedOnly
+    except _CheckedOnly:
+        return
+    except IntegrityError:
+        return  # a concurrent write: the save itself reports the conflict
+
+
 def _import(document: ConfigDocument) -> ImportResult:
     result = ImportResult()
     defaults = _import_defaults(document.defaults, result)
