@@ -91,18 +91,6 @@ class CollectionAdmin(TenantOnlyAdmin):
         "updated_at",
     )
     search_fields = ("name", "description")
-    fields = (
-        "name",
-        "description",
-        "embedder",
-        "version",
-        "document_count",
-        "chunk_count",
-        "ingestion",
-        "recent_jobs",
-        "created_at",
-        "updated_at",
-    )
     readonly_fields = (
         "embedder",
         "version",
@@ -113,6 +101,7 @@ class CollectionAdmin(TenantOnlyAdmin):
         "created_at",
         "updated_at",
     )
+    fields = ("name", "description", *readonly_fields)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Collection]:
         return collections_with_progress()
