@@ -155,10 +155,13 @@ class AdminUsers:
         self.in_database = in_database
         self.created: list[AdminUser] = []
 
-    def create(self, schema: str, *, permissions: tuple[str, ...] = ()) -> AdminUser:
-        """``permissions`` as ``"app_label.codename"``, e.g. ``"routing.view_route"``."""
+    def create(
+        self, schema: str, *, role: str | None = None, permissions: tuple[str, ...] = ()
+    ) -> AdminUser:
+        """A user of one role (``tenants.roles``: operator, auditor, memory_manager), or a bare
+        staff user with ``permissions`` as ``"app_label.codename"``."""
         user = AdminUser(schema, f"browser-{uuid.uuid4().hex[:8]}", PASSWORD)
-        self.in_database(lambda: save_staff_user(user, permissions))
+        self.in_database(lambda: save_staff_user(user, role, permissions))
         self.created.append(user)
         return user
 
@@ -167,11 +170,18 @@ class AdminUsers:
             self.in_database(lambda user=user: delete_user(user))
 
 
-def save_staff_user(user: AdminUser, permissions: tuple[str, ...]) -> None:
+def save_staff_user(user: AdminUser, role: str | None, permissions: tuple[str, ...]) -> None:
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Permission
     from django_tenants.utils import schema_context
 
+    from tenants.admin_users import create_admin_user
+    from tenants.models import Tenant
+
+    if role is not None:
+        tenant = Tenant.objects.get(schema_name=user.schema)
+        create_admin_user(tenant=tenant, username=user.username, password=user.password, role=role)
+        return
     with schema_context(user.schema):
         saved = get_user_model().objects.create_user(
             username=user.username, password=user.password, is_staff=True
@@ -210,8 +220,15 @@ class TenantApi:
         )
         self.routes: list[str] = []
 
-    def create_route(self, name: str, sources: list[dict[str, Any]], **fields: Any) -> None:
-        body = {"name": name, "context": {"sources": sources}, **fields}
+    def create_route(
+        self,
+        name: str,
+        sources: list[dict[str, Any]],
+        context: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> None:
+        """``context`` adds to the sources (``budget``, ``injection``...); ``fields`` to the route."""
+        body = {"name": name, "context": {"sources": sources, **(context or {})}, **fields}
         response = self.client.post("/api/v1/routes", json=body)
         assert response.status_code == 201, response.text
         self.routes.append(name)

@@ -1,0 +1,56 @@
+"""An operator raises a source's priority in the route's change page, previews, and sees the
+source that was dropped for lack of budget kept in the report."""
+
+from __future__ import annotations
+
+from playwright.sync_api import Locator, Page, expect
+
+from tests.browser.conftest import AdminUsers, TenantApi, log_in, tenant_url, unique
+
+# Two guardrail texts of about 60 tokens each under a 100-token context budget: one fits.
+TEXT = "Answer politely and stay on the topic of the customer's order. " * 6
+
+
+def guardrails(name: str, priority: int) -> dict[str, object]:
+    return {"type": "skill_guardrails", "name": name, "priority": priority, "texts": [TEXT]}
+
+
+def preview(page: Page, message: str) -> Locator:
+    """Runs the Preview page's form; the rows of the report's items table."""
+    page.fill("#id_message", message)
+    page.click(".preview-form input[type=submit]")
+    expect(page.locator(".preview-report")).to_be_visible()
+    return page.locator("#preview-items tbody tr")
+
+
+def test_an_operator_raises_a_priority_and_the_preview_shows_the_change(
+    server: str, page: Page, admin_users: AdminUsers, acme_http: TenantApi
+) -> None:
+    route, first, second = unique("priorities"), unique("policy"), unique("tone")
+    sources = [guardrails(first, 100), guardrails(second, 50)]
+    acme_http.create_route(route, sources, context={"budget": {"context_tokens": 100}})
+    operator = admin_users.create("acme", role="operator")
+    tenant = tenant_url(server, "acme")
+    log_in(page, tenant, operator)
+
+    page.goto(f"{tenant}/admin/routing/route/")
+    page.get_by_role("link", name=route, exact=True).click()
+    change_url = page.url
+    page.get_by_role("link", name="Preview").click()
+    items = preview(page, "Where is my order?")
+    expect(items.filter(has_text=first)).to_contain_text("kept")
+    expect(items.filter(has_text=second)).to_contain_text("dropped")
+
+    page.goto(change_url)
+    row = page.locator("tr.form-row").filter(has=page.locator(f'input[value="{second}"]'))
+    row.locator("input[name$='-priority']").fill("200")
+    page.click("input[name=_continue]")
+    expect(page.locator(".messagelist .success")).to_be_visible()
+    page.get_by_role("link", name="Preview").click()
+    items = preview(page, "Where is my order?")
+    expect(items.filter(has_text=second)).to_contain_text("kept")
+    expect(items.filter(has_text=second)).to_contain_text("200")
+    expect(items.filter(has_text=first)).to_contain_text("dropped")
+
+    sources = {s["name"]: s["priority"] for s in acme_http.route(route)["context"]["sources"]}
+    assert sources == {first: 100, second: 200}
