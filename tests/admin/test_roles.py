@@ -187,8 +187,11 @@ def row_count(model: str) -> int:
         return REGISTRY[model][0]._default_manager.count()
 
 
-def client_as(role: str, admin_client_for: Callable[[str], Client]) -> Client:
-    return admin_client_for(role)
+def case(
+    role: str, model: str, admin_client_for: Callable[[str], Client]
+) -> tuple[str, Client, models.Model]:
+    """The role's rights on the model, a client signed in with the role, and a sample object."""
+    return allowed(model, role), admin_client_for(role), sample(model)
 
 
 # --- every page is classified ------------------------------------------------------------------
@@ -216,9 +219,7 @@ VIEW_NEEDS = {"changelist": "v", "add": "a", "change": "v", "history": "v", "del
 def test_standard_pages_open_only_with_the_right(
     role: str, model: str, admin_client_for: Callable[[str], Client]
 ) -> None:
-    may = allowed(model, role)
-    client = client_as(role, admin_client_for)
-    obj = sample(model)
+    may, client, obj = case(role, model, admin_client_for)
     for view, needs in VIEW_NEEDS.items():
         url = admin_url(model, view, None if view in ("changelist", "add") else obj)
         status = client.get(url).status_code
@@ -230,7 +231,7 @@ def test_standard_pages_open_only_with_the_right(
 def test_the_index_lists_exactly_the_pages_a_role_may_open(
     role: str, admin_client_for: Callable[[str], Client]
 ) -> None:
-    response = client_as(role, admin_client_for).get("/admin/")
+    response = admin_client_for(role).get("/admin/")
     assert response.status_code == 200
     listed = {
         f"{app['app_label']}.{entry['object_name'].lower()}"
@@ -281,10 +282,8 @@ def errors_of(response: Any) -> str:
 def test_writes_store_only_with_the_right(
     role: str, model: str, admin_client_for: Callable[[str], Client]
 ) -> None:
-    may = allowed(model, role)
-    client = client_as(role, admin_client_for)
-    reader = client if role == "superuser" else client_as("superuser", admin_client_for)
-    obj = sample(model)
+    may, client, obj = case(role, model, admin_client_for)
+    reader = client if role == "superuser" else admin_client_for("superuser")
     change_data = change_form(reader, model, obj)
     add_data = add_form(reader, model, obj, change_data)
 
@@ -337,9 +336,7 @@ def action_rights(model: str) -> dict[str, str]:
 def test_actions_are_offered_and_run_only_with_the_right(
     role: str, model: str, admin_client_for: Callable[[str], Client]
 ) -> None:
-    may = allowed(model, role)
-    client = client_as(role, admin_client_for)
-    obj = sample(model)
+    may, client, obj = case(role, model, admin_client_for)
     needs = action_rights(model)
     page = client.get(admin_url(model, "changelist"))
     offered = set()
@@ -396,7 +393,7 @@ def test_custom_views_open_only_with_the_right(
 ) -> None:
     assert name in CUSTOM_VIEWS, f"classify {name} in CUSTOM_VIEWS"
     args = [quote(sample(model).pk)] if takes_object else []
-    status = client_as(role, admin_client_for).get(reverse(f"admin:{name}", args=args)).status_code
+    status = admin_client_for(role).get(reverse(f"admin:{name}", args=args)).status_code
     want = 200 if CUSTOM_VIEWS[name] in allowed(model, role) else 403
     assert status == want, f"{role} GET {name}: {status}, expected {want}"
 
@@ -430,7 +427,7 @@ def test_every_site_view_is_classified() -> None:
 def test_site_views(role: str, name: str, admin_client_for: Callable[[str], Client]) -> None:
     assert SITE_VIEWS[name] == "staff"
     url = reverse(name)
-    assert client_as(role, admin_client_for).get(url).status_code == 200
+    assert admin_client_for(role).get(url).status_code == 200
     anonymous = Client(HTTP_HOST=ACME_HOST).get(url)
     assert anonymous.status_code == 302 and "/admin/login/" in anonymous["Location"]
 
