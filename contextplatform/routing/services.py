@@ -59,6 +59,7 @@ def prepare_route(
     context_param = context_prefix or _join(prefix, "context")
     if not isinstance(layer, dict):
         raise invalid_request(f"{context_param}: expected a JSON object", context_param)
+    refuse_route_signals(layer, context_param)
     recipe = _recipe_named(data.get("recipe"), _join(prefix, "recipe"))
     inherited = selectors.tenant_defaults() if defaults is None else defaults
     context = effective_context(inherited, recipe.context if recipe else None, layer)
@@ -66,6 +67,19 @@ def prepare_route(
         {**data, "context": context}, prefix=prefix, context_prefix=context_prefix
     )
     return PreparedRoute(spec=spec, layer=layer, recipe=recipe)
+
+
+def refuse_route_signals(layer: dict[str, Any], context_param: str) -> None:
+    """The seed: signals are read before a route is chosen, so only the tenant defaults and a
+    recipe set ``compress.signals``; a route's own context refuses it (it still inherits them)."""
+    compress = layer.get("compress")
+    if isinstance(compress, dict) and "signals" in compress:
+        param = f"{context_param}.compress.signals"
+        raise invalid_request(
+            f"{param}: the routing signals read the request before a route is chosen, so "
+            "compress.signals belongs in the tenant defaults or a recipe, not in a route",
+            param,
+        )
 
 
 def own_layer(spec: RouteSpec) -> dict[str, Any]:

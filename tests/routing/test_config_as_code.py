@@ -729,6 +729,44 @@ def test_a_recipe_sits_between_the_defaults_and_the_route(acme_api: ApiClient) -
     assert resolved(acme_api, "strict-route")["request"]["messages"][0]["role"] != "system"
 
 
+def test_signals_come_from_the_defaults_or_a_recipe_never_a_route(acme_api: ApiClient) -> None:
+    signals = {"enabled": True, "profile": "coding", "max_tokens": 256}
+    refused = error_of(
+        import_yaml(
+            acme_api,
+            {
+                "routes": [
+                    {"name": "talky", "plugins": context_plugin(compress={"signals": signals})}
+                ]
+            },
+        )
+    )
+    assert refused["param"] == "routes[0].plugins[0].configuration.compress.signals"
+    assert "tenant defaults or a recipe" in refused["message"]
+    assert acme_api.get("/api/v1/routes/talky").status_code == 404
+
+    imported(
+        acme_api,
+        {
+            "defaults": {"plugins": context_plugin(compress={"signals": signals})},
+            "recipes": [
+                {
+                    "name": "quiet",
+                    "plugins": context_plugin(compress={"signals": {"enabled": False}}),
+                }
+            ],
+            "routes": [
+                {"name": "talky", "plugins": context_plugin(compress={"mode": "auto"})},
+                {"name": "hushed", "recipe": "quiet"},
+            ],
+        },
+    )
+    talky = acme_api.get("/api/v1/routes/talky").json()["context"]["compress"]
+    assert talky["signals"]["profile"] == "coding" and talky["mode"] == "auto"
+    hushed = acme_api.get("/api/v1/routes/hushed").json()["context"]["compress"]
+    assert hushed["signals"]["enabled"] is False and hushed["signals"]["profile"] == "coding"
+
+
 def test_the_crud_api_writes_the_routes_own_layer(acme_api: ApiClient) -> None:
     imported(
         acme_api,
