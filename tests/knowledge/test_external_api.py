@@ -16,7 +16,7 @@ from django_tenants.utils import get_public_schema_name, schema_context
 from tenants.models import Tenant
 from tests.conftest import ApiClient, TenantFixture
 from tests.knowledge.conftest import resolve
-from tests.knowledge.loopback import (
+from tests.loopback import (
     Reply,
     Seen,
     Service,

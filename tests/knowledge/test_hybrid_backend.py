@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import ApiClient, TenantFixture
 from tests.knowledge.conftest import make_collection, resolve
-from tests.knowledge.loopback import (
+from tests.loopback import (
     Reply,
     Service,
     json_reply,

@@ -15,7 +15,7 @@ from django.test import override_settings
 
 from tests.conftest import ApiClient
 from tests.knowledge.conftest import SUPPORT_DOCS, make_collection, rag_route, resolve
-from tests.knowledge.loopback import Reply, Seen, Service, json_reply, running_service
+from tests.loopback import Reply, Seen, Service, json_reply, running_service
 
 QUESTION = "my headphones make a crackling sound, is that covered?"
 DOCUMENTS = [

@@ -5,11 +5,8 @@ server that plays an OpenAI-compatible model."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -27,6 +24,7 @@ from memory.extraction import (
     plan_writes,
 )
 from sources.judge import LLMDeployment
+from tests.loopback import ModelReply, PlayedModel, Seen, chat_reply, played_model
 
 # --------------------------------------------------------------------------------------------
 # The local extractor: what it extracts.
@@ -342,72 +340,17 @@ def test_extract_then_plan_updates_a_restated_preference() -> None:
 # A loopback server that plays the model.
 
 
-@dataclass
-class Seen:
-    path: str
-    headers: dict[str, str]
-    body: dict[str, Any]
-
-
-Reply = tuple[int, bytes]
-
-
-@dataclass
-class FakeModel:
-    reply: Callable[[dict[str, Any]], Reply] = lambda body: (200, b"{}")
-    hang: bool = False
-    seen: list[Seen] = field(default_factory=list)
-    release: threading.Event = field(default_factory=threading.Event)
-    url: str = ""
-
-
 @pytest.fixture
-def model() -> Iterator[FakeModel]:
-    fake = FakeModel()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length", "0"))
-            body = json.loads(self.rfile.read(length) or b"{}")
-            fake.seen.append(Seen(self.path, dict(self.headers.items()), body))
-            if fake.hang:
-                fake.release.wait(10)
-                return
-            status, payload = fake.reply(body)
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.block_on_close = False
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
-        yield fake
-    finally:
-        fake.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+def model() -> Iterator[PlayedModel]:
+    with played_model() as played:
+        yield played
 
 
-def chat_reply(content: Any) -> Reply:
-    payload = {"choices": [{"message": {"role": "assistant", "content": content}}]}
-    return 200, json.dumps(payload).encode()
-
-
-def decisions_reply(decisions: Any) -> Callable[[dict[str, Any]], Reply]:
+def decisions_reply(decisions: Any) -> Callable[[dict[str, Any]], ModelReply]:
     return lambda body: chat_reply(json.dumps({"decisions": decisions}))
 
 
-def extractor(model: FakeModel, **fields: Any) -> LLMExtractor:
+def extractor(model: PlayedModel, **fields: Any) -> LLMExtractor:
     config: dict[str, Any] = {"name": "extractor-llm", "url": model.url, "model": "mem-1"}
     config.update(api_key="sk-test", timeout_ms=2000)
     config.update(fields)
@@ -430,7 +373,7 @@ def prompt_of(seen: Seen) -> str:
 # LLMExtractor
 
 
-def test_llm_good_answer_is_parsed_from_one_request_per_turn(model: FakeModel) -> None:
+def test_llm_good_answer_is_parsed_from_one_request_per_turn(model: PlayedModel) -> None:
     model.reply = decisions_reply(
         [
             {"action": "update", "content": "User lives in Lyon", "kind": "fact", "id": 7},
@@ -450,7 +393,7 @@ def test_llm_good_answer_is_parsed_from_one_request_per_turn(model: FakeModel) -
     assert len(model.seen) == 1
     request = model.seen[0]
     assert request.path == "/v1/chat/completions"
-    assert request.headers["Authorization"] == "Bearer sk-test"
+    assert request.headers["authorization"] == "Bearer sk-test"
     assert request.body["model"] == "mem-1"
     assert request.body["temperature"] == 0
     assert request.body["response_format"] == {"type": "json_object"}
@@ -464,7 +407,7 @@ def test_llm_good_answer_is_parsed_from_one_request_per_turn(model: FakeModel) -
     assert '"decisions"' in request.body["messages"][0]["content"]
 
 
-def test_llm_tolerates_a_code_fence_extra_keys_and_no_decisions(model: FakeModel) -> None:
+def test_llm_tolerates_a_code_fence_extra_keys_and_no_decisions(model: PlayedModel) -> None:
     content = '```json\n{"decisions": [{"action": "add", "content": "User is vegan", "kind": "fact", "reason": "stated"}]}\n```'
     model.reply = lambda body: chat_reply(content)
     assert extractor(model).decide("I'm vegan.", "", []) == [
@@ -475,7 +418,7 @@ def test_llm_tolerates_a_code_fence_extra_keys_and_no_decisions(model: FakeModel
     assert len(model.seen) == 2
 
 
-def test_llm_identical_adds_collapse_and_update_may_keep_the_kind(model: FakeModel) -> None:
+def test_llm_identical_adds_collapse_and_update_may_keep_the_kind(model: PlayedModel) -> None:
     model.reply = decisions_reply(
         [
             {"action": "add", "content": "User loves jazz", "kind": "preference"},
@@ -489,7 +432,7 @@ def test_llm_identical_adds_collapse_and_update_may_keep_the_kind(model: FakeMod
     ]
 
 
-def test_llm_without_api_key_or_json_mode(model: FakeModel) -> None:
+def test_llm_without_api_key_or_json_mode(model: PlayedModel) -> None:
     model.reply = decisions_reply([])
     extractor(model, api_key=None, json_mode=False, max_tokens=300).decide(USER)
     request = model.seen[0]
@@ -498,12 +441,12 @@ def test_llm_without_api_key_or_json_mode(model: FakeModel) -> None:
     assert request.body["max_tokens"] == 300
 
 
-def test_llm_empty_turn_makes_no_call(model: FakeModel) -> None:
+def test_llm_empty_turn_makes_no_call(model: PlayedModel) -> None:
     assert extractor(model).decide("  ", ASSISTANT, EXISTING) == []
     assert model.seen == []
 
 
-def test_llm_only_shown_memories_can_be_targeted(model: FakeModel) -> None:
+def test_llm_only_shown_memories_can_be_targeted(model: PlayedModel) -> None:
     many = [ExistingMemory(i, f"memory {i}") for i in range(60)]
     model.reply = decisions_reply([{"action": "delete", "id": 55}])
     with pytest.raises(ExtractionError, match="not among the existing memories"):
@@ -512,7 +455,7 @@ def test_llm_only_shown_memories_can_be_targeted(model: FakeModel) -> None:
     assert len(data["existing_memories"]) == 50
 
 
-MALFORMED: dict[str, Callable[[dict[str, Any]], Reply]] = {
+MALFORMED: dict[str, Callable[[dict[str, Any]], ModelReply]] = {
     "body not JSON": lambda body: (200, b"<html>gateway</html>"),
     "missing choices": lambda body: (200, b'{"id": "x"}'),
     "null content": lambda body: chat_reply(None),
@@ -554,14 +497,14 @@ MALFORMED: dict[str, Callable[[dict[str, Any]], Reply]] = {
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
-def test_llm_malformed_answers_raise(model: FakeModel, case: str) -> None:
+def test_llm_malformed_answers_raise(model: PlayedModel, case: str) -> None:
     model.reply = MALFORMED[case]
     with pytest.raises(ExtractionError):
         extractor(model).decide(USER, ASSISTANT, EXISTING)
     assert len(model.seen) == 1
 
 
-def test_llm_error_messages_say_what_went_wrong(model: FakeModel) -> None:
+def test_llm_error_messages_say_what_went_wrong(model: PlayedModel) -> None:
     cases = {
         "unknown action": "decision 0: unknown action 'upsert'",
         "update of an unknown id": "update of id 8, which is not among the existing memories",
@@ -576,7 +519,7 @@ def test_llm_error_messages_say_what_went_wrong(model: FakeModel) -> None:
             extractor(model).decide(USER, ASSISTANT, EXISTING)
 
 
-def test_llm_hang_beyond_the_timeout_raises(model: FakeModel) -> None:
+def test_llm_hang_beyond_the_timeout_raises(model: PlayedModel) -> None:
     model.hang = True
     started = time.perf_counter()
     with pytest.raises(ExtractionError, match="timed out after 300 ms"):
@@ -591,7 +534,7 @@ def test_llm_unreachable_raises() -> None:
         gone.decide(USER)
 
 
-def test_llm_deployment_from_settings(model: FakeModel, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_llm_deployment_from_settings(model: PlayedModel, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EXTRACTOR_TEST_KEY", "sk-from-env")
     model.reply = decisions_reply(
         [{"action": "add", "content": "User loves jazz", "kind": "preference"}]
@@ -611,7 +554,7 @@ def test_llm_deployment_from_settings(model: FakeModel, monkeypatch: pytest.Monk
         MemoryDecision("add", "User loves jazz", "preference")
     ]
     assert model.seen[0].path == "/v1/chat/completions"
-    assert model.seen[0].headers["Authorization"] == "Bearer sk-from-env"
+    assert model.seen[0].headers["authorization"] == "Bearer sk-from-env"
     assert model.seen[0].body["model"] == "small-extractor"
 
 

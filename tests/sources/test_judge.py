@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -28,6 +25,7 @@ from sources.judge import (
     known_deployments,
     min_max,
 )
+from tests.loopback import ModelReply, PlayedModel, chat_reply, played_model
 
 QUERY = "how do I get a refund for a damaged order"
 
@@ -135,75 +133,17 @@ def test_bm25_and_min_max() -> None:
 # A loopback server that plays the model.
 
 
-@dataclass
-class Seen:
-    path: str
-    headers: dict[str, str]
-    body: dict[str, Any]
-
-
-Reply = tuple[int, bytes]
-
-
-@dataclass
-class FakeModel:
-    """Answers each POST with ``reply(request_body)``; records what it saw."""
-
-    reply: Callable[[dict[str, Any]], Reply] = lambda body: (200, b"{}")
-    hang: bool = False
-    seen: list[Seen] = field(default_factory=list)
-    release: threading.Event = field(default_factory=threading.Event)
-    url: str = ""
-
-
-def chat_reply(content: Any) -> Reply:
-    return 200, json.dumps(
-        {"choices": [{"message": {"role": "assistant", "content": content}}]}
-    ).encode()
-
-
-def scores_reply(scores: list[Any]) -> Callable[[dict[str, Any]], Reply]:
+def scores_reply(scores: list[Any]) -> Callable[[dict[str, Any]], ModelReply]:
     return lambda body: chat_reply(json.dumps({"scores": scores}))
 
 
 @pytest.fixture
-def model() -> Iterator[FakeModel]:
-    fake = FakeModel()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length", "0"))
-            body = json.loads(self.rfile.read(length) or b"{}")
-            fake.seen.append(Seen(self.path, dict(self.headers.items()), body))
-            if fake.hang:
-                fake.release.wait(10)
-                return
-            status, payload = fake.reply(body)
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.block_on_close = False
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
-        yield fake
-    finally:
-        fake.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+def model() -> Iterator[PlayedModel]:
+    with played_model() as played:
+        yield played
 
 
-def llm(model: FakeModel, **fields: Any) -> LLMJudge:
+def llm(model: PlayedModel, **fields: Any) -> LLMJudge:
     config: dict[str, Any] = {"name": "judge-llm", "url": model.url, "model": "judge-1"}
     config.update(api_key="sk-test", timeout_ms=2000)
     config.update(fields)
@@ -221,14 +161,14 @@ DOCUMENTS = [
 # LLMJudge
 
 
-def test_llm_scores_parsed_in_order_from_one_batched_request(model: FakeModel) -> None:
+def test_llm_scores_parsed_in_order_from_one_batched_request(model: PlayedModel) -> None:
     model.reply = scores_reply([0.9, 0.05, 0.6])
     assert run(llm(model).score(QUERY, DOCUMENTS)) == [0.9, 0.05, 0.6]
 
     assert len(model.seen) == 1
     request = model.seen[0]
     assert request.path == "/v1/chat/completions"
-    assert request.headers["Authorization"] == "Bearer sk-test"
+    assert request.headers["authorization"] == "Bearer sk-test"
     assert request.body["model"] == "judge-1"
     assert request.body["response_format"] == {"type": "json_object"}
     prompt = "\n".join(message["content"] for message in request.body["messages"])
@@ -240,7 +180,7 @@ def test_llm_scores_parsed_in_order_from_one_batched_request(model: FakeModel) -
     assert 'title="Refunds"' in prompt
 
 
-def test_llm_truncates_documents_and_omits_optional_fields(model: FakeModel) -> None:
+def test_llm_truncates_documents_and_omits_optional_fields(model: PlayedModel) -> None:
     model.reply = scores_reply([1, 0])
     long = JudgeCandidate(text="a" * 50 + "TAIL-MARKER")
     judge = llm(model, api_key=None, json_mode=False, max_document_chars=50)
@@ -252,17 +192,17 @@ def test_llm_truncates_documents_and_omits_optional_fields(model: FakeModel) -> 
     assert "response_format" not in request.body
 
 
-def test_llm_accepts_one_code_fence(model: FakeModel) -> None:
+def test_llm_accepts_one_code_fence(model: PlayedModel) -> None:
     model.reply = lambda body: chat_reply('```json\n{"scores": [0.2, 0.4, 0.8]}\n```')
     assert run(llm(model).score(QUERY, DOCUMENTS)) == [0.2, 0.4, 0.8]
 
 
-def test_llm_with_no_candidates_makes_no_call(model: FakeModel) -> None:
+def test_llm_with_no_candidates_makes_no_call(model: PlayedModel) -> None:
     assert run(llm(model).score(QUERY, [])) == []
     assert model.seen == []
 
 
-MALFORMED: dict[str, Callable[[dict[str, Any]], Reply]] = {
+MALFORMED: dict[str, Callable[[dict[str, Any]], ModelReply]] = {
     "too few scores": scores_reply([0.9, 0.1]),
     "too many scores": scores_reply([0.9, 0.1, 0.3, 0.4]),
     "out of range": scores_reply([0.9, 1.7, 0.3]),
@@ -284,14 +224,14 @@ MALFORMED: dict[str, Callable[[dict[str, Any]], Reply]] = {
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
-def test_llm_malformed_answers_raise(model: FakeModel, case: str) -> None:
+def test_llm_malformed_answers_raise(model: PlayedModel, case: str) -> None:
     model.reply = MALFORMED[case]
     with pytest.raises(JudgeError):
         run(llm(model).score(QUERY, DOCUMENTS))
     assert len(model.seen) == 1
 
 
-def test_llm_error_messages_say_what_went_wrong(model: FakeModel) -> None:
+def test_llm_error_messages_say_what_went_wrong(model: PlayedModel) -> None:
     model.reply = scores_reply([0.9, 0.1])
     with pytest.raises(JudgeError, match="2 scores for 3 documents"):
         run(llm(model).score(QUERY, DOCUMENTS))
@@ -303,7 +243,7 @@ def test_llm_error_messages_say_what_went_wrong(model: FakeModel) -> None:
         run(llm(model).score(QUERY, DOCUMENTS))
 
 
-def test_llm_hang_beyond_timeout_raises(model: FakeModel) -> None:
+def test_llm_hang_beyond_timeout_raises(model: PlayedModel) -> None:
     model.hang = True
     started = time.perf_counter()
     with pytest.raises(JudgeError, match="timed out after 300 ms"):
@@ -339,7 +279,7 @@ def test_judge_for_unknown_deployment() -> None:
 
 
 def test_judge_for_routes_to_a_configured_deployment(
-    model: FakeModel, monkeypatch: pytest.MonkeyPatch
+    model: PlayedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("JUDGE_TEST_KEY", "sk-from-env")
     model.reply = scores_reply([0.3, 0.2, 0.1])
@@ -358,7 +298,7 @@ def test_judge_for_routes_to_a_configured_deployment(
     assert judge.deployment.timeout_ms == 1500 and judge.deployment.max_document_chars == 500
     assert run(judge.score(QUERY, DOCUMENTS)) == [0.3, 0.2, 0.1]
     assert model.seen[0].path == "/v1/chat/completions"
-    assert model.seen[0].headers["Authorization"] == "Bearer sk-from-env"
+    assert model.seen[0].headers["authorization"] == "Bearer sk-from-env"
     assert model.seen[0].body["model"] == "small-judge"
 
 

@@ -1,4 +1,4 @@
-"""Real HTTP services for knowledge tests, on 127.0.0.1 only, and the tenant allow-list switch.
+"""Real HTTP services for tests, on 127.0.0.1 only, and the tenant allow-list switch.
 
 ``running_service()`` starts a threaded ``http.server`` on a free loopback port. Each request is
 recorded (method, path, headers, JSON body) and answered by the service's ``responder``, which a
@@ -35,6 +35,11 @@ class Seen:
     @property
     def json(self) -> Any:
         return json.loads(self.raw) if self.raw else None
+
+    @property
+    def body(self) -> Any:
+        """The JSON body, ``{}`` when there is none."""
+        return self.json or {}
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,49 @@ def running_service() -> Iterator[Service]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+# --- an OpenAI-compatible chat model -------------------------------------------------------------
+
+ModelReply = tuple[int, bytes]  # status, body
+
+
+def chat_reply(content: Any) -> ModelReply:
+    """A chat completion whose assistant message is ``content``."""
+    payload = {"choices": [{"message": {"role": "assistant", "content": content}}]}
+    return 200, json.dumps(payload).encode()
+
+
+class PlayedModel:
+    """A loopback service that plays a chat model: ``reply(body)`` answers each request; with
+    ``hang`` set it never answers (until the service stops), for timeouts."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.reply: Callable[[dict[str, Any]], ModelReply] = lambda body: (200, b"{}")
+        self.hang = False
+        service.responder = self._respond
+
+    def _respond(self, seen: Seen) -> Reply:
+        if self.hang:
+            return Reply(delay_s=30)
+        status, payload = self.reply(seen.body)
+        return Reply(status=status, body=payload)
+
+    @property
+    def url(self) -> str:
+        return self.service.base
+
+    @property
+    def seen(self) -> list[Seen]:
+        with self.service.lock:
+            return list(self.service.requests)
+
+
+@contextmanager
+def played_model() -> Iterator[PlayedModel]:
+    with running_service() as service:
+        yield PlayedModel(service)
 
 
 @contextmanager
