@@ -27,6 +27,12 @@ SUPPORT_ROUTE: dict[str, Any] = {
                 "priority": 30,
                 "backend": "vectorstore",
                 "backend_config": {"collection": "support-kb"},
+                # The local judge's 0.5 is calibrated on Cranfield's sparse relevance; a small
+                # support collection reads better at 0.15 (docs/configuration.md, Judge).
+                "match": {
+                    "recall": {"method": "embedding", "top_k": 20, "min_similarity": 0.3},
+                    "judge": {"preset": "relevance", "top_k": 3, "min_score": 0.15},
+                },
                 "cache_results": True,
             },
         ],

@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import connection
 from django_tenants.utils import schema_context
@@ -20,11 +22,28 @@ from sources.ingestion import DocumentInput, create_collection, submit_documents
 from sources.models import ChatSession, Collection, IngestionJob
 from sources.services import append_session_messages, put_user_profile
 from sources.tasks import enqueue_ingestion
+from tenants.admin_users import create_admin_user
 from tenants.models import ApiKey, Tenant
+from tenants.roles import ROLES
 from tenants.services import create_tenant, issue_api_key, revoke_api_key
 
 DEMO_TENANT = "demo"
 DEMO_KEY_NAME = "make-run"
+
+
+def refresh_demo_admins(tenant: Tenant) -> str:
+    """One admin user per role, named after it, all with a new password (printed, like the key)."""
+    password = secrets.token_urlsafe(12)
+    users = get_user_model().objects
+    for role in ROLES:
+        with schema_context(tenant.schema_name):
+            existing = users.filter(username=role).first()
+            if existing is not None:
+                existing.set_password(password)
+                existing.save(update_fields=["password"])
+                continue
+        create_admin_user(tenant=tenant, username=role, password=password, role=role)
+    return password
 
 
 class Command(BaseCommand):
@@ -57,6 +76,7 @@ class Command(BaseCommand):
         ):
             revoke_api_key(api_key=old)
         issued = issue_api_key(tenant=tenant, name=DEMO_KEY_NAME)
+        password = refresh_demo_admins(tenant)
         with schema_context(tenant.schema_name):
             job = self.ingest_demo_documents()
             upsert_route(spec=validate_route_spec(SUPPORT_ROUTE))
@@ -103,5 +123,10 @@ class Command(BaseCommand):
         )
         self.stdout.write(
             f"API docs: http://127.0.0.1:{port}/api/docs/   metrics: http://127.0.0.1:{port}/metrics"
+        )
+        admin = f"http://{tenant.get_primary_domain().domain}:{port}/admin/"
+        self.stdout.write(
+            f"Tenant admin: {admin}  live dashboard: {admin}live/  users: {', '.join(ROLES)}, "
+            f"password (replaced at every start): {password}"
         )
         self.stdout.write("")
