@@ -5,10 +5,13 @@ fetch; (3) ``POST /api/v1/resolve`` over loopback HTTP with uvicorn, 1 and 2 wor
 quality on Cranfield and recall speed over 100,000 chunks (``scripts/bench_retrieval.py``); (5)
 compression: speed and a planted fact through 10x compression, in process
 (``scripts/bench_compression.py``); (6) memory: write to searchable through a real Celery worker,
-search over 1,000,000 memories, recall of planted facts (``scripts/bench_memory.py``).
+search over 1,000,000 memories, recall of planted facts (``scripts/bench_memory.py``); (7)
+observability: metrics, replay and the live stream on vs off per resolve, in process, and live
+fan-out to 50 WebSocket dashboards of a real uvicorn (``scripts/bench_observability.py``).
 ``BENCH_QUICK=1`` shrinks every run (for trying the script; the page then says so).
-``BENCH_ONLY=retrieval``, ``BENCH_ONLY=compression`` or ``BENCH_ONLY=memory`` runs section 4, 5 or 6
-alone and replaces it in the existing page (section 5 needs no database).
+``BENCH_ONLY=retrieval``, ``BENCH_ONLY=compression``, ``BENCH_ONLY=memory`` or
+``BENCH_ONLY=observability`` runs section 4, 5, 6 or 7 alone and replaces it in the existing page
+(section 5 needs no database).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from scripts.bench_compression import run_compression
 from scripts.bench_env import environment, git_revision
 from scripts.bench_http import measure_http, server_config
 from scripts.bench_memory import run_memory
+from scripts.bench_observability import run_observability
 from scripts.bench_resolver import (
     PARALLEL_FACTOR,
     PARALLEL_SLEEP_MS,
@@ -48,10 +52,17 @@ from scripts.bench_stats import Summary, summarize
 from scripts.report import BenchResults, Check, HttpRun, worker_split, write_report
 from scripts.report_compression import print_compression, write_compression
 from scripts.report_memory import print_memory, write_memory
+from scripts.report_observability import print_observability, write_observability
 from scripts.report_retrieval import print_retrieval, write_retrieval
 
 DEMO_TENANT = "demo"
-PARTS = {"", "retrieval", "compression", "memory"}  # BENCH_ONLY: "" runs every section
+PARTS = {
+    "",
+    "retrieval",
+    "compression",
+    "memory",
+    "observability",
+}  # BENCH_ONLY: "" runs every section
 
 
 @dataclass(frozen=True)
@@ -232,6 +243,17 @@ def main_memory_only(quick: bool) -> None:
         print(f"  wrote {path.relative_to(ROOT)}")
 
 
+def main_observability_only(quick: bool) -> None:
+    log("migrate_schemas …")
+    manage("migrate_schemas", "--noinput", "-v", "0")
+    setup_django()
+    observability = run_observability(quick)
+    written = write_observability(observability, ROOT / "docs", git_revision())
+    print_observability(observability)
+    for path in written:
+        print(f"  wrote {path.relative_to(ROOT)}")
+
+
 def main_compression_only(quick: bool) -> None:
     compression = run_compression(quick)
     written = write_compression(compression, ROOT / "docs", git_revision())
@@ -255,6 +277,9 @@ def main() -> None:
     if only == "memory":
         main_memory_only(quick)
         return
+    if only == "observability":
+        main_observability_only(quick)
+        return
     sizes = QUICK if quick else RunSizes()
     log("migrate_schemas and bootstrap_demo …")
     key = prepare_database()
@@ -264,6 +289,7 @@ def main() -> None:
     retrieval = retrieval_part(quick)
     compression = run_compression(quick)
     memory = run_memory(quick)
+    observability = run_observability(quick)
     results = BenchResults(
         environment=environment(),
         overhead=overhead,
@@ -279,10 +305,12 @@ def main() -> None:
     written += write_retrieval(retrieval, ROOT / "docs", results.environment["commit"])
     written += write_compression(compression, ROOT / "docs", results.environment["commit"])
     written += write_memory(memory, ROOT / "docs", results.environment["commit"])
+    written += write_observability(observability, ROOT / "docs", results.environment["commit"])
     print_summary(results)
     print_retrieval(retrieval)
     print_compression(compression)
     print_memory(memory)
+    print_observability(observability)
     for path in dict.fromkeys(written):
         print(f"  wrote {path.relative_to(ROOT)}")
 

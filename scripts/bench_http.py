@@ -184,13 +184,16 @@ def server_config(workers: int) -> dict[str, str]:
     }
 
 
-def start_server(workers: int) -> Server:
+def start_server(
+    workers: int, env: dict[str, str] | None = None, log_name: str | None = None
+) -> Server:
+    """uvicorn on a free port, with this process's environment or ``env``."""
     LOG_DIR.mkdir(parents=True, exist_ok=True)
-    log_path = LOG_DIR / f"uvicorn-workers{workers}.log"
+    log_path = LOG_DIR / (log_name or f"uvicorn-workers{workers}.log")
     port = free_port()
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            server_command(port, workers), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+            server_command(port, workers), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
         )
     server = Server(process=process, port=port, workers=workers, log_path=log_path)
     try:
@@ -233,8 +236,10 @@ def stop_server(server: Server) -> int:
 
 
 @contextmanager
-def running_server(workers: int) -> Iterator[Server]:
-    server = start_server(workers)
+def running_server(
+    workers: int, env: dict[str, str] | None = None, log_name: str | None = None
+) -> Iterator[Server]:
+    server = start_server(workers, env, log_name)
     try:
         yield server
     finally:

@@ -148,9 +148,11 @@ def header_section(results: BenchResults) -> str:
             "Run it again to refresh this page; numbers from another machine will differ.",
             "## Results against the targets",
             "Sections 1-3 (resolver and HTTP); the retrieval targets are checked in section 4, "
-            "the compression targets in section 5 and the memory figures reported in section 6, "
-            "which `BENCH_ONLY=retrieval make bench`, `BENCH_ONLY=compression make bench` and "
-            "`BENCH_ONLY=memory make bench` can refresh alone (each then carries its own date).",
+            "the compression targets in section 5, the memory figures reported in section 6 and "
+            "the observability target checked in section 7, which `BENCH_ONLY=retrieval make "
+            "bench`, `BENCH_ONLY=compression make bench`, `BENCH_ONLY=memory make bench` and "
+            "`BENCH_ONLY=observability make bench` can refresh alone (each then carries its own "
+            "date).",
             table(["check", "target", "measured", "result"], check_rows(results.checks)),
             "## Environment",
             table(["", ""], env_rows),
