@@ -29,7 +29,6 @@ from scripts.bench_retrieval import (
 )
 from scripts.bench_stats import summarize
 from scripts.report import Check, check_rows, ecdf, splice_section, summary_table, table
-from sources.matching import JudgeConfig
 
 START = "<!-- retrieval:start -->"
 END = "<!-- retrieval:end -->"
@@ -204,6 +203,8 @@ def verdict_text(results: RetrievalResults) -> str:
             "average: the local judge's calibrated score rarely reaches 0.5 on Cranfield, so most "
             "queries keep few or no documents, and each query that keeps none scores 0."
         )
+        from sources.matching import JudgeConfig  # Django is set up by the time reports run
+
         default_top_k = JudgeConfig().top_k
         seed_top_k = [p for p in results.sweep if p.judge_top_k == default_top_k]
         if seed_top_k:

@@ -68,6 +68,7 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        connection.set_schema_to_public()  # tenants are created from the public schema only
         tenant = Tenant.objects.filter(schema_name=DEMO_TENANT).first()
         if tenant is None:
             tenant, _ = create_tenant(name=DEMO_TENANT)
