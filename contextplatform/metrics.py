@@ -82,6 +82,10 @@ LIVE_EVENTS = Counter(
     "Live-stream publications of a resolve's source events (status: sent, dropped, failed).",
     ["status"],
 )
+REPLAY_WRITE_FAILURES = Counter(
+    "context_replay_write_failures_total",
+    "Replay records the background writer could not write (each is logged with its id).",
+)
 LIVE_CONNECTIONS = Gauge(
     "context_live_stream_connections",
     "Open /ws/metrics/ connections.",

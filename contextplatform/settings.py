@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from contextplatform.database import database_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -132,6 +134,12 @@ SPECTACULAR_SETTINGS = {
 }
 
 REDIS_URL = os.environ.get("REDIS_URL", "").strip()
+
+# Replay records: "background" (a writer thread per process, off the resolve path; readers flush
+# it) or "inline" (each resolve writes its own record before it returns).
+REPLAY_WRITES = os.environ.get("REPLAY_WRITES", "background").strip() or "background"
+if REPLAY_WRITES not in ("background", "inline"):
+    raise ImproperlyConfigured("REPLAY_WRITES must be 'background' or 'inline'")
 
 # Celery: eager in the embedded default, a real broker with REDIS_URL.
 if REDIS_URL:

@@ -253,6 +253,7 @@ async def run_rounds(layer_name: str, settings: Sequence[Setting], sizes: Sizes)
     from channels.layers import get_channel_layer
 
     from contextplatform.live import metrics_group
+    from contextplatform.routing.replay_writer import REPLAY_WRITER
 
     layer = get_channel_layer()
     listener = Listener()
@@ -267,6 +268,8 @@ async def run_rounds(layer_name: str, settings: Sequence[Setting], sizes: Sizes)
         for setting in order.sample(list(settings), len(settings)):
             cpu_started = time.process_time()
             wall_ms = await resolve_in_thread(setting)
+            if "replay" in setting.on:  # written off the resolve path: drained, CPU counted
+                await asyncio.to_thread(REPLAY_WRITER.flush)
             if "live" in setting.on:
                 run.events_expected += len(SOURCE_SLEEPS_MS)
                 await listener.caught_up(run.events_expected, DRAIN_TIMEOUT_S)

@@ -112,6 +112,7 @@ def prepare_routes() -> None:
 
 
 def resolve_once(route: str, *, record: bool) -> Sample:
+    from contextplatform.routing.replay_writer import REPLAY_WRITER
     from contextplatform.routing.resolver import resolve
 
     started = time.perf_counter()
@@ -126,6 +127,7 @@ def resolve_once(route: str, *, record: bool) -> Sample:
         record=record,
     )
     wall_ms = (time.perf_counter() - started) * 1000
+    REPLAY_WRITER.flush()  # the record is written off the resolve path; not into the next one
     if any(o.status != "ok" for o in resolution.outcomes):
         raise RuntimeError(f"a bench source did not succeed: {resolution.source_reports()}")
     return Sample(

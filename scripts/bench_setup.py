@@ -117,7 +117,9 @@ def clear_bench_replay() -> int:
     from django_tenants.utils import schema_context
 
     from contextplatform.routing.models import ReplayRecord
+    from contextplatform.routing.replay_writer import REPLAY_WRITER
 
+    REPLAY_WRITER.flush()
     with schema_context(BENCH_TENANT):
         deleted, _ = ReplayRecord.objects.all().delete()
     return deleted
@@ -127,7 +129,9 @@ def delete_replay(schema: str, ids: list[str]) -> int:
     from django_tenants.utils import schema_context
 
     from contextplatform.routing.models import ReplayRecord
+    from contextplatform.routing.replay_writer import REPLAY_WRITER
 
+    REPLAY_WRITER.flush()
     deleted = 0
     with schema_context(schema):
         for start in range(0, len(ids), 500):

@@ -9,12 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from contextplatform.routing.models import ReplayRecord
 from contextplatform.routing.replay_filters import CreatedFromFilter, CreatedToFilter, UserIdFilter
 from contextplatform.routing.replay_presentation import replay_sections
+from contextplatform.routing.replay_writer import REPLAY_WRITER
 from tenants.admin import TenantOnlyAdmin
 
 
@@ -38,6 +40,10 @@ class ReplayRecordAdmin(TenantOnlyAdmin):
     list_per_page = 50
     show_full_result_count = False  # an exact count over a large trail costs a full scan
     fields = ("id", "route", "status", "created_at")  # the page itself draws the tables
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ReplayRecord]:
+        REPLAY_WRITER.flush()  # the records this process has accepted but not yet written
+        return super().get_queryset(request)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

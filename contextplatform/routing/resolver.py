@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,7 @@ from contextplatform.routing.config import RouteSpec
 from contextplatform.routing.injection import SourceBlock, inject, injected_call_ids
 from contextplatform.routing.models import ReplayRecord
 from contextplatform.routing.packing import PackDecision, pack
+from contextplatform.routing.replay_writer import REPLAY_WRITER
 from contextplatform.routing.selectors import route_by_name
 from sources.base import ContextRequest, ContextSource, source_kind
 from sources.fetch import SourceOutcome, fetch_all
@@ -36,6 +38,9 @@ def signal_query(query: str, compress: CompressConfig | None, estimator: TokenEs
     from compression.signals import compress_signal_text
 
     return compress_signal_text(query, signals, estimator)
+
+
+RESOLVE_ID = re.compile(r"rsv_[0-9a-f]{24}")
 
 
 def new_resolve_id() -> str:
@@ -266,14 +271,27 @@ def resolve(
     )
     resolution.duration_ms = round((time.perf_counter() - started) * 1000, 3)
     if record:
-        save_replay(resolution, user=user, session=session, capture_content=capture_content)
+        save_replay(
+            resolution,
+            tenant_schema=tenant_schema,
+            user=user,
+            session=session,
+            capture_content=capture_content,
+        )
         clock.lap("replay")
     return resolution
 
 
 def save_replay(
-    resolution: Resolution, *, user: str | None, session: str | None, capture_content: bool
+    resolution: Resolution,
+    *,
+    tenant_schema: str,
+    user: str | None,
+    session: str | None,
+    capture_content: bool,
 ) -> ReplayRecord:
+    """Build the resolve's replay record and hand it to the writer (written off the resolve path;
+    see ``replay_writer``)."""
     blocked = resolution.blocked
     error = None
     if blocked:
@@ -281,7 +299,7 @@ def save_replay(
             "code": "source_failed",
             "message": f"source {blocked[0].name!r} failed ({blocked[0].status}) and has on_failure: block",
         }
-    return ReplayRecord.objects.create(
+    record = ReplayRecord(
         id=resolution.id,
         route=resolution.route,
         user_id=user or "",
@@ -303,3 +321,5 @@ def save_replay(
         request_body=resolution.chat.body if capture_content else None,
         rewritten_body=resolution.rewritten if capture_content and not blocked else None,
     )
+    REPLAY_WRITER.submit(tenant_schema, record)
+    return record

@@ -13,6 +13,7 @@ from django.db.models import Q, QuerySet
 
 from contextplatform.api.errors import invalid_request
 from contextplatform.routing.models import Recipe, ReplayRecord, Route, TenantDefaults
+from contextplatform.routing.replay_writer import REPLAY_WRITER
 
 
 def route_by_name(name: str) -> Route | None:
@@ -43,6 +44,7 @@ def routes_layered_on(*, defaults_changed: bool, recipes: set[str]) -> QuerySet[
 
 
 def replay_record(record_id: str) -> ReplayRecord | None:
+    REPLAY_WRITER.flush()
     return ReplayRecord.objects.filter(pk=record_id).first()
 
 
@@ -77,6 +79,7 @@ def replay_page(
     limit: int = 50,
 ) -> ReplayPage:
     """Newest first, keyset-paginated on (created_at, id)."""
+    REPLAY_WRITER.flush()
     records = ReplayRecord.objects.all()
     if route:
         records = records.filter(route=route)

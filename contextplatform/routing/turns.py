@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django.db import transaction
@@ -9,10 +10,15 @@ from django.utils import timezone
 
 from contextplatform.api.errors import ApiError
 from contextplatform.routing.models import ReplayRecord
+from contextplatform.routing.replay_writer import REPLAY_WRITER
+from contextplatform.routing.resolver import RESOLVE_ID
 from memory.writing import hand_back
 from sources.messages import content_text
 from sources.selectors import session_messages
 from sources.services import append_session_messages
+
+REPLAY_ARRIVAL_S = 2.0
+REPLAY_POLL_S = 0.05
 
 
 def begin_turn(
@@ -91,8 +97,27 @@ def assistant_message(response: Any) -> dict[str, Any]:
     )
 
 
-@transaction.atomic
+def await_replay(record_id: str, wait_s: float = REPLAY_ARRIVAL_S) -> bool:
+    """Whether the record exists, waiting for it if it may still be on its way: this process's
+    writer is flushed, and a record another worker process accepted lands within milliseconds, so
+    an id of the resolve-id form is looked for again for up to ``wait_s`` seconds."""
+    REPLAY_WRITER.flush()
+    deadline = time.monotonic() + (wait_s if RESOLVE_ID.fullmatch(record_id) else 0.0)
+    while not ReplayRecord.objects.filter(pk=record_id).exists():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(REPLAY_POLL_S)
+    return True
+
+
 def complete_turn(*, record_id: str, response: Any, capture_content: bool) -> dict[str, Any]:
+    if not await_replay(record_id):
+        raise ApiError("not_found", f"no resolve with id {record_id!r}", status=404)
+    return _complete_turn(record_id=record_id, response=response, capture_content=capture_content)
+
+
+@transaction.atomic
+def _complete_turn(*, record_id: str, response: Any, capture_content: bool) -> dict[str, Any]:
     record = ReplayRecord.objects.select_for_update().filter(pk=record_id).first()
     if record is None:
         raise ApiError("not_found", f"no resolve with id {record_id!r}", status=404)

@@ -1,0 +1,140 @@
+"""Replay records are written off the resolve path.
+
+A resolve hands its record to this process's writer and returns; a daemon thread inserts the
+records in batches, each in its tenant's schema. Readers in this process (the replay API, the
+admin pages, completing a turn) call ``flush()`` first, so they never miss a record this process
+has accepted; a record accepted by another worker process lands within milliseconds, and
+``complete_turn`` waits for it briefly. Nothing is dropped: when the queue is full the resolve
+writes its own record, a failed batch is retried record by record, and the queue is drained when
+the process exits normally. Only a killed process can lose the records it had not yet written.
+
+``REPLAY_WRITES = "inline"`` (a setting) writes each record in the resolve itself.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import queue
+import threading
+import time
+from collections import defaultdict
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django_tenants.utils import schema_context
+
+from contextplatform import metrics
+from contextplatform.routing.models import ReplayRecord
+
+logger = logging.getLogger("contextplatform.replay")
+
+BATCH_SIZE = 64
+QUEUE_SIZE = 10_000
+RETRY_PAUSE_S = 0.2
+
+
+def writes_inline() -> bool:
+    return getattr(settings, "REPLAY_WRITES", "background") == "inline"
+
+
+class ReplayWriter:
+    def __init__(self) -> None:
+        self._queue: queue.Queue[tuple[str, ReplayRecord]] = queue.Queue(maxsize=QUEUE_SIZE)
+        self._unfinished = 0
+        self._idle = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    def submit(self, schema: str, record: ReplayRecord) -> None:
+        """Accept ``record`` for ``schema``; it is written in the background unless writes are
+        inline or the queue is full, in which case it is written now."""
+        if writes_inline():
+            write_now(schema, record)
+            return
+        self._ensure_thread()
+        with self._idle:
+            self._unfinished += 1
+        try:
+            self._queue.put_nowait((schema, record))
+        except queue.Full:
+            self._done(1)
+            write_now(schema, record)
+
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Wait until every record accepted so far is written (or failed and logged)."""
+        deadline = time.monotonic() + timeout_s
+        with self._idle:
+            while self._unfinished:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._idle.wait(remaining)
+        return True
+
+    def _ensure_thread(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        with self._start_lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="replay-writer", daemon=True)
+                self._thread.start()
+
+    def _done(self, count: int) -> None:
+        with self._idle:
+            self._unfinished -= count
+            if not self._unfinished:
+                self._idle.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while len(batch) < BATCH_SIZE:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                write_batch(batch)
+            finally:
+                self._done(len(batch))
+
+
+def write_now(schema: str, record: ReplayRecord) -> None:
+    with schema_context(schema):
+        record.save(force_insert=True)
+
+
+def write_batch(batch: list[tuple[str, ReplayRecord]]) -> None:
+    by_schema: dict[str, list[ReplayRecord]] = defaultdict(list)
+    for schema, record in batch:
+        by_schema[schema].append(record)
+    close_old_connections()
+    for schema, records in by_schema.items():
+        try:
+            with schema_context(schema):
+                ReplayRecord.objects.bulk_create(records)
+        except Exception:
+            logger.warning("replay batch failed; writing its records one by one", exc_info=True)
+            connection.close()  # a broken connection is replaced on next use
+            time.sleep(RETRY_PAUSE_S)
+            for record in records:
+                write_one(schema, record)
+
+
+def write_one(schema: str, record: ReplayRecord) -> None:
+    try:
+        write_now(schema, record)
+    except Exception:
+        metrics.REPLAY_WRITE_FAILURES.inc()
+        logger.error(
+            "replay record %s of tenant %s could not be written",
+            record.id,
+            schema,
+            exc_info=True,
+        )
+        connection.close()
+
+
+REPLAY_WRITER = ReplayWriter()
+atexit.register(REPLAY_WRITER.flush)

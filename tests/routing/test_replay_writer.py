@@ -1,0 +1,174 @@
+"""The background replay writer: records are written off the resolve path, readers flush it, a
+record still on its way from another process is waited for, and a record that cannot be written is
+counted and logged without stopping the others.
+
+The writer thread commits on its own connection, past the test's transaction, so each test removes
+the records it wrote on a connection of its own (``delete_committed``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from django.db import connection
+from django.utils import timezone
+from django_tenants.utils import schema_context
+
+from contextplatform import metrics
+from contextplatform.routing.models import ReplayRecord
+from contextplatform.routing.replay_writer import ReplayWriter
+from contextplatform.routing.resolver import new_resolve_id
+from contextplatform.routing.turns import await_replay
+from sources.models import ChatSession
+from tests.conftest import TENANT_KEYS
+from tests.live import live_server
+
+pytestmark = pytest.mark.django_db
+
+
+def delete_committed(ids: list[str], session: str | None = None) -> None:
+    """Delete in a thread of its own: its connection commits (the test's would roll back)."""
+
+    def delete() -> None:
+        try:
+            for schema in ("acme", "globex"):
+                with schema_context(schema):
+                    ReplayRecord.objects.filter(id__in=ids).delete()
+                    ChatSession.objects.filter(key=session).delete()
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=delete)
+    worker.start()
+    worker.join()
+
+
+@pytest.fixture
+def committed(settings: Any) -> Iterator[list[str]]:
+    """Background writes on; the ids a test adds to the list are deleted afterwards."""
+    settings.REPLAY_WRITES = "background"
+    ids: list[str] = []
+    yield ids
+    delete_committed(ids)
+
+
+def record(record_id: str, route: str = "r") -> ReplayRecord:
+    return ReplayRecord(
+        id=record_id,
+        route=route,
+        status="ok",
+        format="openai",
+        created_at=timezone.now(),
+        duration_ms=1.0,
+    )
+
+
+def ids_in(schema: str, ids: list[str]) -> set[str]:
+    with schema_context(schema):
+        return set(ReplayRecord.objects.filter(id__in=ids).values_list("id", flat=True))
+
+
+def test_records_land_in_their_own_tenant_after_a_flush(committed: list[str]) -> None:
+    writer = ReplayWriter()
+    acme_ids = [new_resolve_id() for _ in range(150)]  # more than one batch
+    globex_ids = [new_resolve_id() for _ in range(20)]
+    committed += acme_ids + globex_ids
+    for acme_id, globex_id in zip(acme_ids, globex_ids + [None] * 130, strict=True):
+        writer.submit("acme", record(acme_id))
+        if globex_id:
+            writer.submit("globex", record(globex_id))
+    assert writer.flush(timeout_s=30)
+    assert ids_in("acme", committed) == set(acme_ids)
+    assert ids_in("globex", committed) == set(globex_ids)
+
+
+def test_a_record_that_cannot_be_written_is_counted_and_the_rest_are_written(
+    committed: list[str],
+) -> None:
+    writer = ReplayWriter()
+    taken = new_resolve_id()
+    committed.append(taken)
+    writer.submit("acme", record(taken))
+    assert writer.flush(timeout_s=10)
+    failures = metrics.REPLAY_WRITE_FAILURES._value.get()
+
+    good = [new_resolve_id(), new_resolve_id()]
+    committed += good
+    writer.submit("acme", record(good[0]))
+    writer.submit("acme", record(taken))  # a duplicate id fails its batch, then alone
+    writer.submit("acme", record(good[1]))
+    assert writer.flush(timeout_s=10)
+    assert ids_in("acme", committed) == {taken, *good}
+    assert metrics.REPLAY_WRITE_FAILURES._value.get() == failures + 1
+
+
+def test_a_turn_waits_for_a_record_another_process_is_still_writing(
+    committed: list[str],
+) -> None:
+    late = new_resolve_id()
+    committed.append(late)
+
+    def write_later() -> None:
+        time.sleep(0.3)
+        try:
+            with schema_context("acme"):
+                record(late).save(force_insert=True)
+        finally:
+            connection.close()
+
+    writer = threading.Thread(target=write_later)
+    with schema_context("acme"):
+        writer.start()
+        started = time.monotonic()
+        assert await_replay(late)
+        assert time.monotonic() - started >= 0.25
+        writer.join()
+        assert not await_replay("rsv_" + "0" * 24, wait_s=0.2)
+        started = time.monotonic()
+        assert not await_replay("not-a-resolve-id")  # another form of id is not waited for
+        assert time.monotonic() - started < 0.2
+
+
+def test_a_live_server_answers_with_the_replay_and_completes_the_turn_at_once() -> None:
+    """uvicorn runs the production default (background writes): the record a resolve accepted is
+    there for the very next request."""
+    headers = {"Authorization": f"Bearer {TENANT_KEYS['acme']}"}
+    route = {
+        "name": "replay-writer",
+        "context": {"sources": [{"type": "skill_guardrails", "texts": ["Be brief."]}]},
+    }
+    body = {
+        "route": "replay-writer",
+        "user": "u1",
+        "session": "s-replay-writer",
+        "request": {"messages": [{"role": "user", "content": "hi"}]},
+    }
+    answer = {"choices": [{"message": {"role": "assistant", "content": "Hello."}}]}
+    resolved: list[str] = []
+    with (
+        live_server({"REPLAY_WRITES": "background"}) as base,
+        httpx.Client(base_url=base, headers=headers, timeout=30) as client,
+    ):
+        created = client.post("/api/v1/routes", json=route)
+        assert created.status_code == 201, created.text
+        try:
+            for _ in range(5):
+                resolve = client.post("/api/v1/resolve", json=body)
+                assert resolve.status_code == 200, resolve.text
+                resolve_id = resolve.json()["id"]
+                resolved.append(resolve_id)
+                replay = client.get(f"/api/v1/replay/{resolve_id}")
+                assert replay.status_code == 200, replay.text
+                assert replay.json()["route"] == "replay-writer"
+                turn = client.post(
+                    f"/api/v1/resolve/{resolve_id}/response", json={"response": answer}
+                )
+                assert turn.status_code == 202, turn.text
+                assert turn.json()["messages_written"] == 1
+        finally:
+            client.delete("/api/v1/routes/replay-writer")
+            delete_committed(resolved, session=body["session"])
