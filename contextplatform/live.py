@@ -137,6 +137,37 @@ class BackgroundSender:
 SENDER = BackgroundSender()
 
 
+class ListenerLoop:
+    """The event loop this process's dashboards listen on (the in-memory layer's queues belong to
+    it): a resolve schedules its message there and returns, as with Redis it only enqueues."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def remember(self) -> None:
+        """Called on the listeners' loop when one joins a group."""
+        self._loop = asyncio.get_running_loop()
+
+    def send(self, layer: InMemoryChannelLayer, group: str, message: dict[str, Any]) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed() or not loop.is_running():
+            async_to_sync(layer.group_send)(group, message)  # no known loop: wait for the send
+            LIVE_EVENTS.labels("sent").inc()
+            return
+        future = asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop)
+        future.add_done_callback(count_sent)
+
+
+def count_sent(future: Any) -> None:
+    if future.cancelled() or future.exception() is not None:
+        LIVE_EVENTS.labels("failed").inc()
+    else:
+        LIVE_EVENTS.labels("sent").inc()
+
+
+LISTENER_LOOP = ListenerLoop()
+
+
 def publish(group: str, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
@@ -144,8 +175,7 @@ def publish(group: str, message: dict[str, Any]) -> None:
     if isinstance(layer, InMemoryChannelLayer):
         # One process: listeners live in this process's event loop; with none, nothing to do.
         if group in layer.groups:
-            async_to_sync(layer.group_send)(group, message)
-            LIVE_EVENTS.labels("sent").inc()
+            LISTENER_LOOP.send(layer, group, message)
         return
     SENDER.submit(layer, group, message)
 
@@ -286,6 +316,7 @@ class MetricsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=1011)
             return
         self.group = metrics_group(tenant.schema_name)
+        LISTENER_LOOP.remember()
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         LIVE_CONNECTIONS.inc()

@@ -197,6 +197,9 @@ class Listener:
         self._arrived = asyncio.Event()
 
     async def listen(self, layer: Any, group: str) -> None:
+        from contextplatform.live import LISTENER_LOOP
+
+        LISTENER_LOOP.remember()  # as the dashboards' consumer does when it joins
         channel = await layer.new_channel()
         await layer.group_add(group, channel)
         self.ready.set()
