@@ -97,6 +97,8 @@ class ReplayWriter:
             try:
                 write_batch(batch)
             finally:
+                if self._queue.empty():
+                    connection.close()  # idle: back to the pool (or closed), not held open
                 self._done(len(batch))
 
 
