@@ -52,6 +52,14 @@ def isolated_task_and_cache_settings() -> None:
 def django_db_setup(django_db_setup: Any, django_db_blocker: Any) -> None:
     from tenants.services import create_tenant, issue_api_key
 
+    if not connection.settings_dict["NAME"].startswith("test_"):
+        # pytest-django creates the test database only for tests that ask for it (``db``, a
+        # ``django_db`` mark): a selection of live-server tests alone would run on the real one.
+        pytest.fail(
+            "no test database: these tests ask for none, so pytest-django set none up; run them "
+            "with a test that uses the database (e.g. add tests/test_smoke.py) or the whole suite",
+            pytrace=False,
+        )
     with django_db_blocker.unblock():
         for name in ("acme", "globex"):
             existing = Tenant.objects.filter(
