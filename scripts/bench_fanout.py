@@ -22,12 +22,12 @@ import httpx
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
+from scripts.bench_env import busy_fraction
 from scripts.bench_http import (
     CONNECT_STAGGER_S,
     HOST,
     RESOLVE_PATH,
     Server,
-    busy_fraction,
     running_server,
     server_config,
 )

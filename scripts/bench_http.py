@@ -17,12 +17,12 @@ from contextlib import AsyncExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psutil
 
 from contextplatform.demo import DEMO_RESOLVE_BODY
+from scripts.bench_env import busy_fraction
 from scripts.bench_setup import ROOT
 
 HOST = "127.0.0.1"
@@ -309,13 +309,6 @@ async def load(server: Server, key: str, *, clients: int, total: int, cap_s: flo
     if database_before is not None and database_after is not None:
         result.database_cpu_s = database_after - database_before
     return result
-
-
-def busy_fraction(before: Any, after: Any) -> float:
-    """Share of all cores that was busy between two ``psutil.cpu_times()`` readings."""
-    total = sum(after) - sum(before)
-    idle = (after.idle - before.idle) + (getattr(after, "iowait", 0) - getattr(before, "iowait", 0))
-    return 1 - idle / total if total > 0 else 0.0
 
 
 def measure_http(

@@ -24,17 +24,16 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import numpy as np
 
 from scripts import bench_memory_data as data
+from scripts.bench_env import load_average, utc_now
 from scripts.bench_http import Server, server_command, stop_server, wait_ready
 from scripts.bench_memory_scale import ScaleResult, run_scale
-from scripts.bench_retrieval import ensure_tenant, load_average
-from scripts.bench_setup import ROOT
+from scripts.bench_setup import ROOT, ensure_tenant, log
 
 FLOW_TENANT = "bench_memory_flow"
 SCALE_TENANT = "bench_memory"
@@ -64,10 +63,6 @@ THINGS: dict[str, tuple[str, ...]] = {
     "flower": ("peony", "freesia", "anemone", "foxglove", "hellebore"),
     "dessert": ("tiramisu", "baklava", "pavlova", "churros", "mochi"),
 }
-
-
-def log(message: str) -> None:
-    print(f"[bench] {message}", flush=True)
 
 
 @dataclass(frozen=True)
@@ -627,7 +622,7 @@ def run_memory(quick: bool) -> MemoryResults:
     ensure_tenant(scale_tenant)
     scale = run_scale(scale_tenant, quick)
     results = MemoryResults(
-        date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        date=utc_now(),
         quick=quick,
         write=write,
         scale=scale,

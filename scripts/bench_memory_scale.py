@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from scripts.bench_env import utc_now
 from scripts.bench_retrieval import CpuMeter, CpuUse
+from scripts.bench_setup import log
 
 DIMENSIONS = 384
 TOPICS = 2_000  # topic centres shared by all users
@@ -35,10 +37,6 @@ HNSW_INDEX = "memory_embedding_hnsw"
 PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 SPAN_DAYS = 365  # created_at spread over the year before the load
 MARKER_VERSION = "make bench memory scale v1"
-
-
-def log(message: str) -> None:
-    print(f"[bench] {message}", flush=True)
 
 
 @dataclass(frozen=True)
@@ -423,7 +421,7 @@ def ensure_table(schema: str, size: ScaleSize, hnsw: bool) -> tuple[np.ndarray, 
                 f"COPY into tenant {schema!r} (found {count:,} rows, marker "
                 f"{'matches' if matches else 'differs'}) …"
             )
-            info.loaded_at = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+            info.loaded_at = utc_now()
             vectors, info.copy_s, info.index_s, info.hnsw_s = load_table(
                 schema, size, sorted(known.items()), hnsw, marker
             )

@@ -20,21 +20,21 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 from unittest import mock
 
 import numpy as np
 
+from scripts.bench_env import load_average, utc_now
 from scripts.bench_fanout import FanoutResult, measure_fanout
 from scripts.bench_memory import redis_answers, redis_url
 from scripts.bench_resolver import CHAT_BODY
-from scripts.bench_retrieval import load_average
 from scripts.bench_setup import (
     BENCH_TENANT,
     bench_route,
     clear_bench_replay,
-    ensure_bench_tenant,
+    ensure_tenant,
+    log,
     save_routes,
 )
 from scripts.bench_stats import Summary, summarize
@@ -306,18 +306,12 @@ def measure_layer(
         return asyncio.run(run_rounds(layer_name, settings, sizes))
 
 
-def log(message: str) -> None:
-    print(f"[bench] {message}", flush=True)
-
-
 def run_observability(quick: bool) -> ObservabilityResults:
     started = time.perf_counter()
     sizes = QUICK_SIZES if quick else FULL_SIZES
     url = redis_url()
-    results = ObservabilityResults(
-        date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), quick=quick, sizes=sizes, redis=url
-    )
-    ensure_bench_tenant()
+    results = ObservabilityResults(date=utc_now(), quick=quick, sizes=sizes, redis=url)
+    ensure_tenant(BENCH_TENANT)
     save_routes([bench_route(ROUTE, list(SOURCE_SLEEPS_MS))])
     clear_bench_replay()
     problem = redis_answers(url)

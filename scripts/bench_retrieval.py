@@ -30,7 +30,8 @@ import numpy as np
 import psutil
 
 from scripts import cranfield
-from scripts.bench_setup import BENCH_TENANT
+from scripts.bench_env import busy_fraction, load_average, utc_now
+from scripts.bench_setup import BENCH_TENANT, ensure_tenant, log
 
 # The Cranfield collection lives in a tenant of its own: it is deleted and ingested again on every
 # run, and that churn must not reach the HNSW graph of the 100k collection in BENCH_TENANT.
@@ -66,10 +67,6 @@ HNSW_FALLBACK = (
 )
 SWEEP_MIN_SCORES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
 SWEEP_TOP_KS = (6, 10)
-
-
-def log(message: str) -> None:
-    print(f"[bench] {message}", flush=True)
 
 
 # Metrics -----------------------------------------------------------------------------------------
@@ -172,15 +169,10 @@ class CpuMeter:
         self.machine = psutil.cpu_times()
 
     def stop(self) -> CpuUse:
-        now = psutil.cpu_times()
-        total = sum(now) - sum(self.machine)
-        idle = (now.idle + getattr(now, "iowait", 0.0)) - (
-            self.machine.idle + getattr(self.machine, "iowait", 0.0)
-        )
         return CpuUse(
             wall_s=time.perf_counter() - self.wall,
             process_cpu_s=time.process_time() - self.process,
-            machine_busy=1.0 - idle / total if total > 0 else 0.0,
+            machine_busy=busy_fraction(self.machine, psutil.cpu_times()),
         )
 
 
@@ -1040,13 +1032,6 @@ def quality_plan(collection: Any, vector: np.ndarray) -> str:
 # The section -------------------------------------------------------------------------------------
 
 
-def load_average() -> str:
-    try:
-        return " / ".join(f"{value:.2f}" for value in os.getloadavg())
-    except OSError:
-        return "n/a"
-
-
 def run_quality(
     data: cranfield.Cranfield, collection: Any, vectors: np.ndarray
 ) -> tuple[list[Quality], Quality, Quality, list[SweepPoint]]:
@@ -1064,18 +1049,6 @@ def run_quality(
         runner.close()
     baseline = evaluate(bm25s_baseline(data), data.qrels)
     return configs, baseline, default, sweep
-
-
-def ensure_tenant(name: str) -> None:
-    import contextlib
-    import io
-
-    from tenants.models import Tenant
-    from tenants.services import create_tenant
-
-    if not Tenant.objects.filter(schema_name=name).exists():
-        with contextlib.redirect_stdout(io.StringIO()):
-            create_tenant(name=name)
 
 
 def retire_shared_quality_collection() -> None:
@@ -1117,7 +1090,7 @@ def run_retrieval(quick: bool) -> RetrievalResults:
     configs, baseline, default, sweep = run_quality(data, collection, vectors)
     searches = measure_scale(scale_collection, scale_vectors, vectors, rounds=1 if quick else 4)
     results = RetrievalResults(
-        date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        date=utc_now(),
         queries=len(data.queries),
         judged_pairs=sum(len(judged) for judged in data.qrels.values()),
         chunks=ingest.chunks,

@@ -57,14 +57,18 @@ def silence_console_logs() -> None:
             handler.setStream(sink)
 
 
-def ensure_bench_tenant() -> None:
+def log(message: str) -> None:
+    print(f"[bench] {message}", flush=True)
+
+
+def ensure_tenant(name: str) -> None:
     from tenants.models import Tenant
     from tenants.services import create_tenant
 
-    if Tenant.objects.filter(schema_name=BENCH_TENANT).exists():
+    if Tenant.objects.filter(schema_name=name).exists():
         return
     with contextlib.redirect_stdout(io.StringIO()):
-        create_tenant(name=BENCH_TENANT)
+        create_tenant(name=name)
 
 
 def split_items(total: int, parts: int) -> list[int]:
