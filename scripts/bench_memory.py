@@ -31,7 +31,7 @@ import numpy as np
 
 from scripts import bench_memory_data as data
 from scripts.bench_env import load_average, utc_now
-from scripts.bench_http import Server, server_command, stop_server, wait_ready
+from scripts.bench_http import running_server
 from scripts.bench_memory_scale import ScaleResult, run_scale
 from scripts.bench_setup import ROOT, ensure_tenant, log
 
@@ -271,25 +271,6 @@ def stop_worker(worker: subprocess.Popen[bytes]) -> None:
         worker.wait()
 
 
-def start_uvicorn(env: dict[str, str]) -> Server:
-    from scripts.bench_http import free_port
-
-    LOG_DIR.mkdir(parents=True, exist_ok=True)
-    log_path = LOG_DIR / "uvicorn-memory.log"
-    port = free_port()
-    with log_path.open("wb") as output:
-        process = subprocess.Popen(
-            server_command(port, 1), cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT
-        )
-    server = Server(process=process, port=port, workers=1, log_path=log_path)
-    try:
-        wait_ready(server)
-    except BaseException:
-        stop_server(server)
-        raise
-    return server
-
-
 def write_turns(users: int) -> list[tuple[str, str, str]]:
     """(user, thing, value): every user states one value of every thing, no value twice."""
     return [
@@ -401,27 +382,26 @@ def run_write(sizes: MemorySizes) -> WriteResult:
     log(f"write to searchable: uvicorn + Celery worker (solo, Redis {url}, queue {queue}) …")
     worker = start_worker({**env, "DB_POOL_MAX_SIZE": "0"}, queue)
     try:
-        server = start_uvicorn(env)
-        try:
-            with httpx.Client(base_url=server.base_url, headers=headers, timeout=30) as client:
-                runner = WriteRunner(client)
-                for user, thing, value in warm:  # the worker loads Django and the embedder here
-                    _, sample = runner.turn(user, thing, value, timeout_s=120.0)
-                    if sample.visible_ms is None:
-                        raise RuntimeError(
-                            "a warm-up write never became searchable; see "
-                            f"{LOG_DIR / 'celery-memory.log'} and {server.log_path}"
-                        )
-                runner.resolve_ms.clear()
-                runner.search_ms.clear()
-                log(f"write to searchable: {len(turns)} turns, one at a time …")
-                measured = []
-                for user, thing, value in turns:
-                    if worker.poll() is not None:
-                        raise RuntimeError(f"the Celery worker exited ({worker.returncode})")
-                    measured.append(runner.turn(user, thing, value, VISIBLE_TIMEOUT_S))
-        finally:
-            stop_server(server)
+        with (
+            running_server(1, env, "uvicorn-memory.log") as server,
+            httpx.Client(base_url=server.base_url, headers=headers, timeout=30) as client,
+        ):
+            runner = WriteRunner(client)
+            for user, thing, value in warm:  # the worker loads Django and the embedder here
+                _, sample = runner.turn(user, thing, value, timeout_s=120.0)
+                if sample.visible_ms is None:
+                    raise RuntimeError(
+                        "a warm-up write never became searchable; see "
+                        f"{LOG_DIR / 'celery-memory.log'} and {server.log_path}"
+                    )
+            runner.resolve_ms.clear()
+            runner.search_ms.clear()
+            log(f"write to searchable: {len(turns)} turns, one at a time …")
+            measured = []
+            for user, thing, value in turns:
+                if worker.poll() is not None:
+                    raise RuntimeError(f"the Celery worker exited ({worker.returncode})")
+                measured.append(runner.turn(user, thing, value, VISIBLE_TIMEOUT_S))
         alive = worker.poll() is None
     finally:
         stop_worker(worker)
