@@ -28,7 +28,7 @@ import numpy as np
 from scripts.bench_env import load_average, utc_now
 from scripts.bench_fanout import FanoutResult, measure_fanout
 from scripts.bench_memory import redis_answers, redis_url
-from scripts.bench_resolver import CHAT_BODY
+from scripts.bench_resolver import resolve_bench
 from scripts.bench_setup import (
     BENCH_TENANT,
     bench_route,
@@ -228,23 +228,8 @@ def timed_resolve(setting: Setting) -> float:
     """Wall ms of one recorded ``resolve()`` of the bench route with ``setting``'s parts on."""
     from django_tenants.utils import schema_context
 
-    from contextplatform.routing.resolver import resolve
-
     with switched_off(setting.off), schema_context(BENCH_TENANT):
-        started = time.perf_counter()
-        resolution = resolve(
-            tenant_schema=BENCH_TENANT,
-            capture_content=False,
-            route_name=ROUTE,
-            user=None,
-            session=None,
-            request_body=CHAT_BODY,
-            chat_format=None,
-        )
-        wall_ms = (time.perf_counter() - started) * 1000
-    if any(o.status != "ok" for o in resolution.outcomes):
-        raise RuntimeError(f"a bench source did not succeed: {resolution.source_reports()}")
-    return wall_ms
+        return resolve_bench(ROUTE)[1]
 
 
 async def run_rounds(layer_name: str, settings: Sequence[Setting], sizes: Sizes) -> LayerRun:

@@ -111,8 +111,9 @@ def prepare_routes() -> None:
     )
 
 
-def resolve_once(route: str, *, record: bool) -> Sample:
-    from contextplatform.routing.replay_writer import REPLAY_WRITER
+def resolve_bench(route: str, *, record: bool = True) -> tuple[Any, float]:
+    """``resolve()`` of a bench route with ``CHAT_BODY``, in the current schema: the resolution
+    and the call's wall ms. Raises when a source did not succeed."""
     from contextplatform.routing.resolver import resolve
 
     started = time.perf_counter()
@@ -127,9 +128,16 @@ def resolve_once(route: str, *, record: bool) -> Sample:
         record=record,
     )
     wall_ms = (time.perf_counter() - started) * 1000
-    REPLAY_WRITER.flush()  # the record is written off the resolve path; not into the next one
     if any(o.status != "ok" for o in resolution.outcomes):
         raise RuntimeError(f"a bench source did not succeed: {resolution.source_reports()}")
+    return resolution, wall_ms
+
+
+def resolve_once(route: str, *, record: bool) -> Sample:
+    from contextplatform.routing.replay_writer import REPLAY_WRITER
+
+    resolution, wall_ms = resolve_bench(route, record=record)
+    REPLAY_WRITER.flush()  # the record is written off the resolve path; not into the next one
     return Sample(
         wall_ms=wall_ms,
         duration_ms=resolution.duration_ms,
@@ -198,20 +206,10 @@ def measure_estimation(repeats: int = 50) -> dict[str, Summary]:
     from django_tenants.utils import schema_context
 
     from compression.estimation import count_json, default_estimator
-    from contextplatform.routing.resolver import resolve
 
     estimator = default_estimator()
     with schema_context(BENCH_TENANT):
-        resolution = resolve(
-            tenant_schema=BENCH_TENANT,
-            capture_content=False,
-            route_name=OVERHEAD_ROUTE,
-            user=None,
-            session=None,
-            request_body=CHAT_BODY,
-            chat_format=None,
-            record=False,
-        )
+        resolution, _ = resolve_bench(OVERHEAD_ROUTE, record=False)
     texts = [d.item.content for d in resolution.decisions]
     rewritten = resolution.rewritten
     return {
