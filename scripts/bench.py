@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from scripts import bench_sources  # noqa: F401  (registers the bench-only source kind)
 from scripts.bench_compression import run_compression
@@ -58,13 +61,6 @@ from scripts.report_observability import print_observability, write_observabilit
 from scripts.report_retrieval import print_retrieval, write_retrieval
 
 DEMO_TENANT = "demo"
-PARTS = {
-    "",
-    "retrieval",
-    "compression",
-    "memory",
-    "observability",
-}  # BENCH_ONLY: "" runs every section
 
 
 @dataclass(frozen=True)
@@ -219,43 +215,33 @@ def retrieval_part(quick: bool) -> RetrievalResults:
     return run_retrieval(quick)
 
 
-def main_retrieval_only(quick: bool) -> None:
-    log("migrate_schemas …")
-    manage("migrate_schemas", "--noinput", "-v", "0")
-    setup_django()
-    retrieval = retrieval_part(quick)
-    written = write_retrieval(retrieval, ROOT / "docs", git_revision())
-    print_retrieval(retrieval)
-    for path in written:
-        print(f"  wrote {path.relative_to(ROOT)}")
+@dataclass(frozen=True)
+class Section:
+    """One of sections 4-7: run it, write it into the page, print its summary."""
+
+    run: Callable[[bool], Any]
+    write: Callable[[Any, Path, str], list[Path]]
+    show: Callable[[Any], None]
+    database: bool = True
 
 
-def main_memory_only(quick: bool) -> None:
-    log("migrate_schemas …")
-    manage("migrate_schemas", "--noinput", "-v", "0")
-    setup_django()
-    memory = run_memory(quick)
-    written = write_memory(memory, ROOT / "docs", git_revision())
-    print_memory(memory)
-    for path in written:
-        print(f"  wrote {path.relative_to(ROOT)}")
+# In page order; BENCH_ONLY=<name> runs one alone and replaces it in the existing page.
+SECTIONS = {
+    "retrieval": Section(retrieval_part, write_retrieval, print_retrieval),
+    "compression": Section(run_compression, write_compression, print_compression, database=False),
+    "memory": Section(run_memory, write_memory, print_memory),
+    "observability": Section(run_observability, write_observability, print_observability),
+}
 
 
-def main_observability_only(quick: bool) -> None:
-    log("migrate_schemas …")
-    manage("migrate_schemas", "--noinput", "-v", "0")
-    setup_django()
-    observability = run_observability(quick)
-    written = write_observability(observability, ROOT / "docs", git_revision())
-    print_observability(observability)
-    for path in written:
-        print(f"  wrote {path.relative_to(ROOT)}")
-
-
-def main_compression_only(quick: bool) -> None:
-    compression = run_compression(quick)
-    written = write_compression(compression, ROOT / "docs", git_revision())
-    print_compression(compression)
+def main_only(section: Section, quick: bool) -> None:
+    if section.database:
+        log("migrate_schemas …")
+        manage("migrate_schemas", "--noinput", "-v", "0")
+        setup_django()
+    results = section.run(quick)
+    written = section.write(results, ROOT / "docs", git_revision())
+    section.show(results)
     for path in written:
         print(f"  wrote {path.relative_to(ROOT)}")
 
@@ -264,19 +250,10 @@ def main() -> None:
     started = time.perf_counter()
     quick = os.environ.get("BENCH_QUICK", "") not in {"", "0"}
     only = os.environ.get("BENCH_ONLY", "").strip()
-    if only not in PARTS:
-        raise SystemExit(f"BENCH_ONLY={only!r}: expected one of {sorted(PARTS - {''})} or unset")
-    if only == "retrieval":
-        main_retrieval_only(quick)
-        return
-    if only == "compression":
-        main_compression_only(quick)
-        return
-    if only == "memory":
-        main_memory_only(quick)
-        return
-    if only == "observability":
-        main_observability_only(quick)
+    if only:
+        if only not in SECTIONS:
+            raise SystemExit(f"BENCH_ONLY={only!r}: expected one of {sorted(SECTIONS)} or unset")
+        main_only(SECTIONS[only], quick)
         return
     sizes = QUICK if quick else RunSizes()
     log("migrate_schemas and bootstrap_demo …")
@@ -284,10 +261,7 @@ def main() -> None:
     setup_django()
     overhead, parallel, estimation = run_resolver(sizes)
     http = run_http(sizes, key)
-    retrieval = retrieval_part(quick)
-    compression = run_compression(quick)
-    memory = run_memory(quick)
-    observability = run_observability(quick)
+    measured = [(section, section.run(quick)) for section in SECTIONS.values()]
     results = BenchResults(
         environment=environment(),
         overhead=overhead,
@@ -300,15 +274,11 @@ def main() -> None:
     )
     results.runtime_s = time.perf_counter() - started
     written = write_report(results, ROOT / "docs")
-    written += write_retrieval(retrieval, ROOT / "docs", results.environment["commit"])
-    written += write_compression(compression, ROOT / "docs", results.environment["commit"])
-    written += write_memory(memory, ROOT / "docs", results.environment["commit"])
-    written += write_observability(observability, ROOT / "docs", results.environment["commit"])
+    for section, measurement in measured:
+        written += section.write(measurement, ROOT / "docs", results.environment["commit"])
     print_summary(results)
-    print_retrieval(retrieval)
-    print_compression(compression)
-    print_memory(memory)
-    print_observability(observability)
+    for section, measurement in measured:
+        section.show(measurement)
     for path in dict.fromkeys(written):
         print(f"  wrote {path.relative_to(ROOT)}")
 
