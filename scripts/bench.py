@@ -54,7 +54,14 @@ from scripts.bench_setup import (
     setup_django,
 )
 from scripts.bench_stats import Summary, summarize
-from scripts.report import BenchResults, Check, HttpRun, worker_split, write_report
+from scripts.report import (
+    BenchResults,
+    Check,
+    HttpRun,
+    print_checks,
+    worker_split,
+    write_report,
+)
 from scripts.report_compression import print_compression, write_compression
 from scripts.report_memory import print_memory, write_memory
 from scripts.report_observability import print_observability, write_observability
@@ -205,8 +212,7 @@ def print_summary(results: BenchResults) -> None:
             f"errors {sum(result.errors.values())} ({result.completed} requests), "
             f"CPU split across workers {worker_split(result)}"
         )
-    for check in results.checks:
-        print(f"  [{check.verdict}] {check.name}: {check.measured} (target {check.target})")
+    print_checks(results.checks)
     print(f"  runtime {results.runtime_s:.0f} s")
 
 

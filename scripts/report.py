@@ -60,6 +60,19 @@ class BenchResults:
 # Plots -------------------------------------------------------------------------------------------
 
 
+def save_figure(fig: plt.Figure, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def image_path(docs_dir: Path, name: str) -> Path:
+    """Where a section's plot goes (docs/bench/), the folder made if need be."""
+    images = docs_dir / "bench"
+    images.mkdir(parents=True, exist_ok=True)
+    return images / name
+
+
 def ecdf(ax: plt.Axes, samples: Sequence[float], label: str) -> None:
     data = np.sort(np.asarray(samples, dtype=float))
     ax.step(data, np.arange(1, len(data) + 1) / len(data), where="post", label=label)
@@ -81,9 +94,7 @@ def plot_overhead(overhead: OverheadResult, path: Path) -> None:
     ax.set_title(f"Resolver overhead, {SOURCE_COUNT} sources, {TOTAL_ITEMS} candidate items")
     ax.legend(loc="lower right")
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def plot_parallelism(parallel: ParallelResult, target_ms: float, path: Path) -> None:
@@ -97,9 +108,7 @@ def plot_parallelism(parallel: ParallelResult, target_ms: float, path: Path) -> 
     ax.set_title(f"{SOURCE_COUNT} sources of {PARALLEL_SLEEP_MS:g} ms each")
     ax.legend(loc="lower right")
     ax.grid(alpha=0.3, axis="x")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def plot_http(runs: list[HttpRun], path: Path) -> None:
@@ -118,9 +127,7 @@ def plot_http(runs: list[HttpRun], path: Path) -> None:
     right.bar_label(bars, fmt="%.0f")
     right.set_ylabel("requests/s")
     right.set_title("throughput")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 # Markdown ----------------------------------------------------------------------------------------
@@ -168,6 +175,24 @@ def splice_section(page: str, text: str, start: str, end: str) -> str:
     if start in page and end in page:
         return page[: page.index(start)] + text + page[page.index(end) + len(end) :]
     return page.rstrip("\n") + "\n\n" + text + "\n"
+
+
+def write_section(docs_dir: Path, text: str, start: str, end: str) -> Path:
+    """Put ``text`` (a section between markers ``start`` and ``end``) into docs/benchmarks.md,
+    in place of that section of an earlier run, or at the end; return the page's path."""
+    path = docs_dir / "benchmarks.md"
+    page = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
+    path.write_text(splice_section(page, text, start, end), encoding="utf-8")
+    return path
+
+
+def quick_note(quick: bool) -> str:
+    return " QUICK mode (BENCH_QUICK=1): reduced sizes, not for comparison." if quick else ""
+
+
+def print_checks(checks: Sequence[Check]) -> None:
+    for check in checks:
+        print(f"  [{check.verdict}] {check.name}: {check.measured} (target {check.target})")
 
 
 def check_rows(checks: Sequence[Check]) -> list[list[str]]:
@@ -357,12 +382,10 @@ def http_section(results: BenchResults) -> str:
 
 
 def write_report(results: BenchResults, docs_dir: Path) -> list[Path]:
-    images = docs_dir / "bench"
-    images.mkdir(parents=True, exist_ok=True)
     written = [
-        images / "resolver_overhead.png",
-        images / "parallelism.png",
-        images / "http.png",
+        image_path(docs_dir, "resolver_overhead.png"),
+        image_path(docs_dir, "parallelism.png"),
+        image_path(docs_dir, "http.png"),
         docs_dir / "benchmarks.md",
     ]
     plot_overhead(results.overhead, written[0])

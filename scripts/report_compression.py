@@ -39,7 +39,17 @@ from scripts.bench_compression import (
     stage_config,
 )
 from scripts.bench_stats import Summary, summarize
-from scripts.report import Check, check_rows, splice_section, summary_table, table
+from scripts.report import (
+    Check,
+    check_rows,
+    image_path,
+    print_checks,
+    quick_note,
+    save_figure,
+    summary_table,
+    table,
+    write_section,
+)
 
 START = "<!-- compression:start -->"
 END = "<!-- compression:end -->"
@@ -191,9 +201,7 @@ def plot(results: CompressionResults, path: Path) -> None:
     plot_latency(axes[2], results)
     if results.haystack.synthetic:
         fig.suptitle("SYNTHETIC haystack (the essay wheel could not be fetched)", color="tab:red")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 # Markdown ----------------------------------------------------------------------------------------
@@ -376,9 +384,6 @@ def failures_text(results: CompressionResults) -> str:
 def section(results: CompressionResults, commit: str) -> str:
     stage = results.stage
     extractive = results.extractive
-    mode = (
-        " QUICK mode (BENCH_QUICK=1): reduced sizes, not for comparison." if results.quick else ""
-    )
     parts = [
         START,
         "## 5. Compression: speed, and a planted fact through 10x compression (in process)",
@@ -387,7 +392,7 @@ def section(results: CompressionResults, commit: str) -> str:
         "`compression.text` and `compression.engine` are pure); `BENCH_ONLY=compression make "
         f"bench` refreshes this section alone. {results.cpu}, Python {results.python}. Load "
         f"average at the end of the run: {results.load_average} (other processes on the "
-        f"machine lengthen the wall times; the CPU times do not wait for a core).{mode}",
+        f"machine lengthen the wall times; the CPU times do not wait for a core).{quick_note(results.quick)}",
         table(["check", "target", "measured", "result"], check_rows(compression_checks(results))),
         haystack_text(results),
         "### Speed",
@@ -435,14 +440,9 @@ def trial_ms(results: CompressionResults) -> list[float]:
 
 
 def write_compression(results: CompressionResults, docs_dir: Path, commit: str) -> list[Path]:
-    images = docs_dir / "bench"
-    images.mkdir(parents=True, exist_ok=True)
-    written = [images / PLOT, docs_dir / "benchmarks.md"]
-    plot(results, written[0])
-    page = written[1].read_text(encoding="utf-8") if written[1].exists() else "# Benchmarks\n"
-    text = splice_section(page, section(results, commit), START, END)
-    written[1].write_text(text, encoding="utf-8")
-    return written
+    path = image_path(docs_dir, PLOT)
+    plot(results, path)
+    return [path, write_section(docs_dir, section(results, commit), START, END)]
 
 
 def print_compression(results: CompressionResults) -> None:
@@ -484,6 +484,5 @@ def print_compression(results: CompressionResults) -> None:
         f"  achieved ratio: min {ratio.minimum:.2f}x, median {ratio.p50:.2f}x, "
         f"max {ratio.maximum:.2f}x; trial compress_request {ms(summarize(trial_ms(results)))}"
     )
-    for check in compression_checks(results):
-        print(f"  [{check.verdict}] {check.name}: {check.measured} (target {check.target})")
+    print_checks(compression_checks(results))
     print(f"  compression runtime {results.runtime_s:.0f} s, load average {results.load_average}")

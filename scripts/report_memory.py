@@ -37,7 +37,15 @@ from scripts.bench_memory_scale import (
     ScaleResult,
 )
 from scripts.bench_stats import Summary, summarize
-from scripts.report import ecdf, splice_section, summary_table, table
+from scripts.report import (
+    ecdf,
+    image_path,
+    quick_note,
+    save_figure,
+    summary_table,
+    table,
+    write_section,
+)
 
 START = "<!-- memory:start -->"
 END = "<!-- memory:end -->"
@@ -191,9 +199,7 @@ def plot(results: MemoryResults, path: Path) -> None:
     plot_search(axes[0][1], results.scale)
     plot_recall(axes[1][0], results.quality)
     plot_tokens(axes[1][1], results.quality)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 # Markdown ----------------------------------------------------------------------------------------
@@ -450,9 +456,6 @@ def verdict_text(quality: QualityResult) -> str:
 
 def section(results: MemoryResults, commit: str) -> str:
     write, scale, quality = results.write, results.scale, results.quality
-    mode = (
-        " QUICK mode (BENCH_QUICK=1): reduced sizes, not for comparison." if results.quick else ""
-    )
     parts = [
         START,
         f"## 6. Memory: write to searchable, search over {scale.size.rows:,} memories, "
@@ -462,7 +465,7 @@ def section(results: MemoryResults, commit: str) -> str:
         "`scripts/bench_memory_data.py`); `BENCH_ONLY=memory make bench` refreshes this "
         f"section alone. Load average at the end of the run: {results.load_average} (2 cores, "
         "shared with whatever else runs on the machine: every latency here moves with it)."
-        f"{mode}",
+        f"{quick_note(results.quick)}",
         "Issue 5 sets no numeric target for these; each figure is reported as measured.",
         table(["measure", "target", "measured", "result"], headline_rows(results)),
         "### Write to searchable (HTTP, real worker)",
@@ -515,15 +518,9 @@ def section(results: MemoryResults, commit: str) -> str:
 
 
 def write_memory(results: MemoryResults, docs_dir: Path, commit: str) -> list[Path]:
-    images = docs_dir / "bench"
-    images.mkdir(parents=True, exist_ok=True)
-    written = [images / PLOT, docs_dir / "benchmarks.md"]
-    plot(results, written[0])
-    page = written[1].read_text(encoding="utf-8") if written[1].exists() else "# Benchmarks\n"
-    written[1].write_text(
-        splice_section(page, section(results, commit), START, END), encoding="utf-8"
-    )
-    return written
+    path = image_path(docs_dir, PLOT)
+    plot(results, path)
+    return [path, write_section(docs_dir, section(results, commit), START, END)]
 
 
 def summary_line(label: str, samples: Sequence[float]) -> str:

@@ -27,7 +27,17 @@ from scripts.bench_observability import (
 )
 from scripts.bench_setup import TOTAL_ITEMS
 from scripts.bench_stats import summarize
-from scripts.report import Check, check_rows, ecdf, splice_section, table
+from scripts.report import (
+    Check,
+    check_rows,
+    ecdf,
+    image_path,
+    print_checks,
+    quick_note,
+    save_figure,
+    table,
+    write_section,
+)
 
 START = "<!-- observability:start -->"
 END = "<!-- observability:end -->"
@@ -150,9 +160,7 @@ def plot(results: ObservabilityResults, path: Path) -> None:
     plot_differences(axes[0], results)
     plot_cpu(axes[1], results)
     plot_delivery(axes[2], results.fanout)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 # Markdown ----------------------------------------------------------------------------------------
@@ -362,9 +370,6 @@ def fanout_text(fanout: FanoutResult) -> str:
 
 
 def section(results: ObservabilityResults, commit: str) -> str:
-    mode = (
-        " QUICK mode (BENCH_QUICK=1): reduced sizes, not for comparison." if results.quick else ""
-    )
     parts = [
         START,
         "## 7. Observability: the cost on the resolve path, and live fan-out",
@@ -372,7 +377,7 @@ def section(results: ObservabilityResults, commit: str) -> str:
         "`scripts/bench_observability.py` (fan-out: `scripts/bench_fanout.py`); "
         "`BENCH_ONLY=observability make bench` refreshes this section alone. Load average at "
         f"the end of the run: {results.load_average} (2 cores, shared with whatever else runs "
-        f"on the machine: every wall time here moves with it).{mode}",
+        f"on the machine: every wall time here moves with it).{quick_note(results.quick)}",
         table(["check", "target", "measured", "result"], check_rows(observability_checks(results))),
         f"**Skipped:** {results.skipped}." if results.skipped else "",
         "### Overhead per request, metrics + replay + live on versus off (in process)",
@@ -398,15 +403,9 @@ def section(results: ObservabilityResults, commit: str) -> str:
 
 
 def write_observability(results: ObservabilityResults, docs_dir: Path, commit: str) -> list[Path]:
-    images = docs_dir / "bench"
-    images.mkdir(parents=True, exist_ok=True)
-    written = [images / PLOT, docs_dir / "benchmarks.md"]
-    plot(results, written[0])
-    page = written[1].read_text(encoding="utf-8") if written[1].exists() else "# Benchmarks\n"
-    written[1].write_text(
-        splice_section(page, section(results, commit), START, END), encoding="utf-8"
-    )
-    return written
+    path = image_path(docs_dir, PLOT)
+    plot(results, path)
+    return [path, write_section(docs_dir, section(results, commit), START, END)]
 
 
 def print_observability(results: ObservabilityResults) -> None:
@@ -431,6 +430,5 @@ def print_observability(results: ObservabilityResults) -> None:
     if fanout is not None:
         for label, value in fanout_rows(fanout):
             print(f"  fan-out, {label}: {value}")
-    for check in observability_checks(results):
-        print(f"  [{check.verdict}] {check.name}: {check.measured} (target {check.target})")
+    print_checks(observability_checks(results))
     print(f"  observability runtime {results.runtime_s:.0f} s, load average {results.load_average}")

@@ -28,7 +28,18 @@ from scripts.bench_retrieval import (
     SearchResult,
 )
 from scripts.bench_stats import summarize
-from scripts.report import Check, check_rows, ecdf, splice_section, summary_table, table
+from scripts.report import (
+    Check,
+    check_rows,
+    ecdf,
+    image_path,
+    print_checks,
+    quick_note,
+    save_figure,
+    summary_table,
+    table,
+    write_section,
+)
 
 START = "<!-- retrieval:start -->"
 END = "<!-- retrieval:end -->"
@@ -102,9 +113,7 @@ def plot_quality(results: RetrievalResults, path: Path) -> None:
     right.set_title("Default recall, judge settings varied")
     right.legend(loc="lower left")
     right.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def plot_latency(results: RetrievalResults, path: Path) -> None:
@@ -122,9 +131,7 @@ def plot_latency(results: RetrievalResults, path: Path) -> None:
     ax.set_title(f"Embedding recall (HNSW) over {results.scale.rows:,} chunks, k = {CUTOFF}")
     ax.legend(loc="lower right")
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 # Markdown ----------------------------------------------------------------------------------------
@@ -295,9 +302,6 @@ def ef_rows(searches: Sequence[SearchResult]) -> list[list[str]]:
 def section(results: RetrievalResults, commit: str) -> str:
     ingest = results.ingest
     embed = summarize(results.query_embed_ms)
-    mode = (
-        " QUICK mode (BENCH_QUICK=1): reduced sizes, not for comparison." if results.quick else ""
-    )
     quality_header = [
         "configuration",
         "what runs",
@@ -328,7 +332,7 @@ def section(results: RetrievalResults, commit: str) -> str:
         f"Measured {results.date} (commit {commit}) in {results.runtime_s:.0f} s by "
         "`scripts/bench_retrieval.py`; `BENCH_ONLY=retrieval make bench` refreshes this section "
         f"alone. Load average at the end of the run: {results.load_average} (2 cores; other "
-        f"processes on the machine slow every figure here).{mode}",
+        f"processes on the machine slow every figure here).{quick_note(results.quick)}",
         table(["check", "target", "measured", "result"], check_rows(retrieval_checks(results))),
         "### Quality",
         f"Cranfield 1400 (`../shared/data/cranfield/`, loaded by `scripts/cranfield.py`): "
@@ -404,20 +408,18 @@ def section(results: RetrievalResults, commit: str) -> str:
     return "\n\n".join(parts)
 
 
-def splice(page: str, text: str) -> str:
-    """Replace the retrieval section of ``page``, or append it."""
-    return splice_section(page, text, START, END)
-
-
 def write_retrieval(results: RetrievalResults, docs_dir: Path, commit: str) -> list[Path]:
-    images = docs_dir / "bench"
-    images.mkdir(parents=True, exist_ok=True)
-    written = [images / QUALITY_PLOT, images / LATENCY_PLOT, docs_dir / "benchmarks.md"]
-    plot_quality(results, written[0])
-    plot_latency(results, written[1])
-    page = written[2].read_text(encoding="utf-8") if written[2].exists() else "# Benchmarks\n"
-    written[2].write_text(splice(page, section(results, commit)), encoding="utf-8")
-    return written
+    quality_plot, latency_plot = (
+        image_path(docs_dir, QUALITY_PLOT),
+        image_path(docs_dir, LATENCY_PLOT),
+    )
+    plot_quality(results, quality_plot)
+    plot_latency(results, latency_plot)
+    return [
+        quality_plot,
+        latency_plot,
+        write_section(docs_dir, section(results, commit), START, END),
+    ]
 
 
 def print_retrieval(results: RetrievalResults) -> None:
@@ -452,8 +454,7 @@ def print_retrieval(results: RetrievalResults) -> None:
                 f"    ef_search {point.ef_search}: recall@10 {point.recall_at_10:.4f}, "
                 f"p50 {point.p50_ms:.2f} ms, p99 {point.p99_ms:.2f} ms; {point.plan}"
             )
-    for check in retrieval_checks(results):
-        print(f"  [{check.verdict}] {check.name}: {check.measured} (target {check.target})")
+    print_checks(retrieval_checks(results))
     print(
         f"  retrieval runtime {results.runtime_s:.0f} s (100k collection reused: {results.scale.reused})"
     )
