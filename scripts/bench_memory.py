@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -534,10 +535,6 @@ def ask(
     return question
 
 
-def quality_questions(questions: list[Question], style: str) -> list[Question]:
-    return [question for question in questions if question.style == style]
-
-
 def run_quality(sizes: MemorySizes) -> QualityResult:
     from django_tenants.utils import schema_context
 
@@ -570,12 +567,10 @@ def run_quality(sizes: MemorySizes) -> QualityResult:
             ]
         written = Memory.objects.filter(user_id__startswith="conv").count()
     extracted: dict[str, tuple[int, int]] = {}
-    for question in quality_questions(questions, STYLES[0]):
-        stored, planted = extracted.get(question.key, (0, 0))
-        extracted[question.key] = (stored + question.stored, planted + 1)
-    counts: dict[str, int] = {}
-    for status in statuses.values():
-        counts[status] = counts.get(status, 0) + 1
+    for question in questions:
+        if question.style == STYLES[0]:
+            stored, planted = extracted.get(question.key, (0, 0))
+            extracted[question.key] = (stored + question.stored, planted + 1)
     return QualityResult(
         conversations=len(conversations),
         turns=sizes.turns,
@@ -583,7 +578,7 @@ def run_quality(sizes: MemorySizes) -> QualityResult:
         questions=questions,
         write_ms=write_ms,
         memories_written=written,
-        turn_status=counts,
+        turn_status=dict(Counter(statuses.values())),
         extracted_keys=extracted,
         runtime_s=time.perf_counter() - started,
     )

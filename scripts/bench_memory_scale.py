@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from scripts.bench_env import utc_now
-from scripts.bench_retrieval import CpuMeter, CpuUse
+from scripts.bench_retrieval import CpuMeter, CpuUse, plan_nodes
 from scripts.bench_setup import log
 
 DIMENSIONS = 384
@@ -495,13 +495,7 @@ def production_queryset(user: str, vector: list[float]) -> Any:
 
 def plan_summary(plan: str) -> str:
     """The plan's nodes, outermost first, e.g. ``Limit → Sort → Index Scan using ...``."""
-    nodes = []
-    for position, line in enumerate(plan.splitlines()):
-        text = line.strip()
-        if position and not text.startswith("->"):
-            continue
-        nodes.append(text.removeprefix("->").strip().split("  (")[0])
-    return " → ".join(nodes)
+    return " → ".join(plan_nodes(plan))
 
 
 def measure_search(schema: str, size: ScaleSize, vectors: np.ndarray) -> ScaleResult:

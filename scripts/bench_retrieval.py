@@ -919,16 +919,24 @@ def plan_of(
     return chunk_access(plan)
 
 
-def chunk_access(plan: str) -> str:
-    """The plan's steps over the chunk table (scans, sorts), e.g. the HNSW index scan."""
-    steps = []
+def plan_nodes(plan: str) -> list[str]:
+    """The nodes of an ``EXPLAIN`` text, outermost first, without their costs."""
+    nodes = []
     for position, line in enumerate(plan.splitlines()):
         text = line.strip()
         if position and not text.startswith("->"):
             continue  # a node's details (keys, conditions), not a node
-        node = text.removeprefix("->").strip().split("  (")[0]
-        if "sources_chunk" in node or node.startswith(("Sort", "Incremental Sort")):
-            steps.append(node)
+        nodes.append(text.removeprefix("->").strip().split("  (")[0])
+    return nodes
+
+
+def chunk_access(plan: str) -> str:
+    """The plan's steps over the chunk table (scans, sorts), e.g. the HNSW index scan."""
+    steps = [
+        node
+        for node in plan_nodes(plan)
+        if "sources_chunk" in node or node.startswith(("Sort", "Incremental Sort"))
+    ]
     return " → ".join(steps) or plan.splitlines()[0]
 
 

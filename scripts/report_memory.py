@@ -7,6 +7,7 @@ page of an earlier run and leave the other sections as they were.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -211,9 +212,7 @@ def write_text(write: WriteResult) -> str:
             f"**Not measured in this run**: {write.note}. Set `REDIS_URL` (or `BENCH_REDIS_URL`)."
         )
     values = ", ".join(f"`{thing}`" for thing in THINGS)
-    statuses: dict[str, int] = {}
-    for sample in write.samples:
-        statuses[sample.status] = statuses.get(sample.status, 0) + 1
+    statuses = Counter(sample.status for sample in write.samples)
     polls = summarize([float(s.polls) for s in write.samples])
     count = len({sample.user for sample in write.samples})
     users = f"{count} users" if count != 1 else "1 user"
