@@ -62,10 +62,17 @@ class LexicalIndex:
         return np.array([contains(meta, wanted) for meta in self.metadata], dtype=bool)
 
     def top(
-        self, query: str, k: int, wanted: dict[str, Any] | None = None
+        self,
+        query: str,
+        k: int,
+        wanted: dict[str, Any] | None = None,
+        *,
+        scores: np.ndarray | None = None,
     ) -> list[tuple[int, float]]:
-        """(chunk id, BM25 score) of the best ``k`` chunks with a positive score."""
-        scores = self.scores(query)
+        """(chunk id, BM25 score) of the best ``k`` chunks with a positive score; ``scores``, when
+        the caller already has ``self.scores(query)``, spares scoring the corpus a second time."""
+        if scores is None:
+            scores = self.scores(query)
         mask = self.mask(wanted)
         if mask is not None:
             scores = np.where(mask, scores, 0.0)

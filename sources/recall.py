@@ -67,15 +67,20 @@ def nearest_chunks(
     return [(row, 1.0 - float(row["distance"])) for row in rows]
 
 
-def cosines_of(chunk_ids: list[int], vector: list[float]) -> dict[int, float]:
+def rows_with_cosines(
+    chunk_ids: list[int], vector: list[float]
+) -> tuple[dict[int, dict[str, Any]], dict[int, float]]:
+    """The rows of chunks found by BM25 alone and their cosine to the query, in one query."""
+    rows: dict[int, dict[str, Any]] = {}
+    cosines: dict[int, float] = {}
     if not chunk_ids:
-        return {}
-    rows = Chunk.objects.filter(id__in=chunk_ids).values_list("id", "embedding")
+        return rows, cosines
     query = np.asarray(vector, dtype=np.float32)
-    return {
-        chunk_id: float(np.dot(np.asarray(embedding, dtype=np.float32), query))
-        for chunk_id, embedding in rows
-    }
+    for row in Chunk.objects.filter(id__in=chunk_ids).values(*CHUNK_FIELDS, "embedding"):
+        embedding = row.pop("embedding")
+        rows[row["id"]] = row
+        cosines[row["id"]] = float(np.dot(np.asarray(embedding, dtype=np.float32), query))
+    return rows, cosines
 
 
 def rows_by_id(chunk_ids: list[int]) -> dict[int, dict[str, Any]]:
@@ -158,12 +163,13 @@ def hybrid_recall(
     dense = nearest_chunks([c.pk for c in collections], vector, pool, wanted)
     rows = {row["id"]: row for row, _ in dense}
     cosine = {row["id"]: value for row, value in dense}
-    for chunk_id, _ in lexical.top(query, pool, wanted):
+    for chunk_id, _ in lexical.top(query, pool, wanted, scores=scores):
         if chunk_id not in rows:
             rows[chunk_id] = {}
     missing = [chunk_id for chunk_id, row in rows.items() if not row]
-    cosine.update(cosines_of(missing, vector))
-    rows.update(rows_by_id(missing))
+    found, found_cosines = rows_with_cosines(missing, vector)
+    rows.update(found)
+    cosine.update(found_cosines)
     ids = [
         chunk_id
         for chunk_id in rows

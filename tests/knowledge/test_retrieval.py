@@ -9,8 +9,9 @@ from django.db import connection, transaction
 from django_tenants.utils import schema_context
 
 from sources.embedding import get_embedder
+from sources.lexical import lexical_index
 from sources.models import Collection
-from sources.recall import nearest_chunks
+from sources.recall import nearest_chunks, rows_by_id, rows_with_cosines
 from tests.conftest import ApiClient
 from tests.knowledge.conftest import make_collection, rag_route, resolve
 
@@ -138,6 +139,31 @@ def test_filtered_top_k_returns_k_rows_through_the_hnsw_index(
     assert len(rows) == 5  # 20 of 200 rows match: an index scan without iterative scans finds fewer
     assert all(row["metadata"]["team"] == "rare" for row, _ in rows)
     assert [c for _, c in rows] == sorted((c for _, c in rows), reverse=True)
+
+
+def test_bm25_only_candidates_get_their_rows_and_cosines_in_one_read(
+    acme_api: ApiClient, acme: Any, support_docs: list
+) -> None:
+    """Hybrid recall reads the chunks BM25 found beyond the embedding's pool once: the same rows as
+    ``rows_by_id`` and the cosine the HNSW scan reports; it reuses the query's BM25 scores."""
+    make_collection(acme_api, "kb", support_docs)
+    query = "express shipping inside the EU"
+    vector = get_embedder().embed_query(query)
+    with schema_context(acme.schema):
+        collection = Collection.objects.get(name="kb")
+        dense = nearest_chunks([collection.pk], vector, 10, None)
+        ids = [row["id"] for row, _ in dense]
+        rows, cosines = rows_with_cosines(ids, vector)
+        assert rows == rows_by_id(ids)
+        for row, cosine in dense:
+            assert cosines[row["id"]] == pytest.approx(cosine, abs=1e-5)
+        assert rows_with_cosines([], vector) == ({}, {})
+        lexical = lexical_index(acme.schema, [collection])
+    scores = lexical.scores(query)
+    assert lexical.top(query, 3, scores=scores) == lexical.top(query, 3)
+    assert lexical.top(query, 3, {"topic": "billing"}, scores=scores) == lexical.top(
+        query, 3, {"topic": "billing"}
+    )
 
 
 def test_search_never_crosses_tenants(
