@@ -52,14 +52,18 @@ class VectorstoreBackend(RagBackend):
 
     def __init__(self, config: VectorstoreConfig):
         self.config = config
+        self._collections: list[Collection] | None = None
 
     def collections(self) -> list[Collection]:
-        names = self.config.names
-        found = list(Collection.objects.filter(name__in=names))
-        missing = sorted(set(names) - {c.name for c in found})
-        if missing:
-            raise BackendError(f"unknown collection(s): {', '.join(missing)}")
-        return found
+        """Read once per backend (one fetch): the cache token and the recall see the same versions."""
+        if self._collections is None:
+            names = self.config.names
+            found = list(Collection.objects.filter(name__in=names))
+            missing = sorted(set(names) - {c.name for c in found})
+            if missing:
+                raise BackendError(f"unknown collection(s): {', '.join(missing)}")
+            self._collections = found
+        return self._collections
 
     async def cache_token(self, request: RetrievalRequest) -> str | None:
         collections = await sync_to_async(self.collections)()
