@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.conftest import ApiClient
+from tests.conftest import ApiClient, TenantFixture
+from tests.loopback import Service, outbound_allowlist, running_service
 
 
 def make_collection(api: ApiClient, name: str, documents: list[dict[str, Any]]) -> dict[str, Any]:
@@ -71,3 +73,17 @@ SUPPORT_DOCS = [
 @pytest.fixture
 def support_docs() -> list[dict[str, Any]]:
     return [dict(doc) for doc in SUPPORT_DOCS]
+
+
+@pytest.fixture
+def service() -> Iterator[Service]:
+    """A search service (or chat model) on loopback."""
+    with running_service() as running:
+        yield running
+
+
+@pytest.fixture
+def allow_acme(acme: TenantFixture) -> Iterator[None]:
+    """acme's outbound allow-list names loopback, where the test services run."""
+    with outbound_allowlist(acme.schema, ["127.0.0.1"]):
+        yield

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -22,7 +21,6 @@ from tests.loopback import (
     Service,
     json_reply,
     outbound_allowlist,
-    running_service,
 )
 
 QUESTION = "can I return my headphones for a refund?"
@@ -55,18 +53,6 @@ PINECONE_MAPPING = {
     "id_path": "id",
     "score": "pinecone",
 }
-
-
-@pytest.fixture
-def service() -> Iterator[Service]:
-    with running_service() as running:
-        yield running
-
-
-@pytest.fixture
-def allow_acme(acme: TenantFixture) -> Iterator[None]:
-    with outbound_allowlist(acme.schema, ["127.0.0.1"]):
-        yield
 
 
 def external_route(

@@ -11,13 +11,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ApiClient, TenantFixture
+from tests.conftest import ApiClient
 from tests.knowledge.conftest import make_collection, resolve
 from tests.loopback import (
     Reply,
     Service,
     json_reply,
-    outbound_allowlist,
     running_service,
 )
 
@@ -35,21 +34,9 @@ EXTERNAL_IDS = ["ext-returns", "ext-cards"]
 
 
 @pytest.fixture
-def service() -> Iterator[Service]:
-    with running_service() as running:
-        yield running
-
-
-@pytest.fixture
 def second_service() -> Iterator[Service]:
     with running_service() as running:
         yield running
-
-
-@pytest.fixture
-def allow_acme(acme: TenantFixture) -> Iterator[None]:
-    with outbound_allowlist(acme.schema, ["127.0.0.1"]):
-        yield
 
 
 @pytest.fixture
