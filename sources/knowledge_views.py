@@ -11,7 +11,7 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from contextplatform.api.errors import ApiError, invalid_request, not_found
+from contextplatform.api.errors import invalid_request, not_found
 from contextplatform.api.views import ApiView
 from sources.embedding import get_embedder
 from sources.ingestion import (
@@ -24,6 +24,7 @@ from sources.ingestion import (
 from sources.models import Collection, Document, IngestionJob
 from sources.selectors import (
     collection_by_name,
+    collection_document,
     collections_with_counts,
     documents_page,
     ingestion_job,
@@ -198,7 +199,7 @@ class DocumentDetailView(ApiView):
     @extend_schema(responses={200: dict}, summary="One document")
     def get(self, request: Request, name: str, document_id: str) -> Response:
         collection = existing_collection(name)
-        document = Document.objects.filter(collection=collection, external_id=document_id).first()
+        document = collection_document(collection=collection, external_id=document_id)
         if document is None:
             raise not_found(f"document {document_id!r} does not exist in {name!r}")
         return Response(document_representation(document))
@@ -218,5 +219,5 @@ class JobView(ApiView):
     def get(self, request: Request, job_id: str) -> Response:
         job = ingestion_job(job_id)
         if job is None:
-            raise ApiError("not_found", f"no job {job_id!r}", status=404)
+            raise not_found(f"no job {job_id!r}")
         return Response(job_representation(job))

@@ -161,8 +161,6 @@ class IngestionJob(models.Model):
 
     @property
     def progress(self) -> float:
-        return (
-            1.0
-            if self.total == 0 and self.status == "done"
-            else (self.processed / self.total if self.total else 0.0)
-        )
+        if self.total:
+            return self.processed / self.total
+        return 1.0 if self.status == "done" else 0.0  # a job with nothing to do

@@ -52,5 +52,9 @@ def documents_page(*, collection: Collection, after: str | None, limit: int) -> 
     return list(documents[: limit + 1])
 
 
+def collection_document(*, collection: Collection, external_id: str) -> Document | None:
+    return Document.objects.filter(collection=collection, external_id=external_id).first()
+
+
 def ingestion_job(job_id: str) -> IngestionJob | None:
     return IngestionJob.objects.select_related("collection").filter(pk=job_id).first()
