@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db.models import F, Q, QuerySet
+from django.db.models import Case, Expression, F, FloatField, Q, QuerySet, Value, When
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
@@ -78,7 +78,7 @@ def hit_from_row(row: dict[str, Any]) -> MemoryHit:
         updated_at=row["updated_at"],
         last_used_at=row["last_used_at"],
         strength=row["strength"],
-        embedding=[] if embedding is None else [float(x) for x in embedding],
+        embedding=[] if embedding is None else np.asarray(embedding, dtype=np.float64).tolist(),
     )
 
 
@@ -101,20 +101,36 @@ def text_query(query: str) -> SearchQuery:
 # --- search --------------------------------------------------------------------------------------
 
 
-def nearest(user_id: str, vector: Sequence[float], k: int) -> list[MemoryHit]:
-    """The user's ``k`` live memories closest to ``vector`` by cosine, exactly."""
-    rows = (
-        live_memories(user_id)
-        .annotate(distance=CosineDistance("embedding", list(vector)))
-        .order_by("distance", "id")
-        .values(*HIT_FIELDS, "distance")[:k]
-    )
+def nearest(
+    user_id: str, vector: Sequence[float], k: int, text: str | None = None
+) -> list[MemoryHit]:
+    """The user's ``k`` live memories closest to ``vector`` by cosine, exactly. With ``text``,
+    each hit also carries its full-text rank for it (0.0 when its text does not match)."""
+    rows = live_memories(user_id).annotate(distance=CosineDistance("embedding", list(vector)))
+    fields: tuple[str, ...] = (*HIT_FIELDS, "distance")
+    if text is not None:
+        rows = rows.annotate(rank=text_rank(text))
+        fields = (*fields, "rank")
     hits = []
-    for row in rows:
+    for row in rows.order_by("distance", "id").values(*fields)[:k]:
         hit = hit_from_row(row)
         hit.cosine = 1.0 - float(row["distance"])
+        if text is not None:
+            hit.lexical = float(row["rank"])
         hits.append(hit)
     return hits
+
+
+def text_rank(text: str) -> Expression:
+    """ts_rank_cd of the memory's text for ``text``, and 0.0 where the text does not match."""
+    if not text.strip():
+        return Value(0.0, output_field=FloatField())
+    search = text_query(text)
+    return Case(
+        When(search_vector=search, then=SearchRank(F("search_vector"), search, cover_density=True)),
+        default=Value(0.0),
+        output_field=FloatField(),
+    )
 
 
 def lexical_matches(user_id: str, query: str, k: int) -> list[MemoryHit]:
@@ -137,20 +153,6 @@ def lexical_matches(user_id: str, query: str, k: int) -> list[MemoryHit]:
     return hits
 
 
-def lexical_scores(user_id: str, query: str, ids: Sequence[int]) -> dict[int, float]:
-    """ts_rank_cd of the given memories of the user that match ``query`` (others are absent)."""
-    if not ids or not query.strip():
-        return {}
-    search = text_query(query)
-    rows = (
-        user_memories(user_id)
-        .filter(id__in=list(ids), search_vector=search)
-        .annotate(rank=SearchRank(F("search_vector"), search, cover_density=True))
-        .values_list("id", "rank")
-    )
-    return {memory_id: float(rank) for memory_id, rank in rows}
-
-
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     """Both are unit vectors (the embedders guarantee it), so the dot product is the cosine."""
     return float(np.dot(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)))
@@ -171,16 +173,11 @@ def candidate_pool(
     """The union of the embedding and the full-text candidates, each with its cosine and its
     lexical score (0.0 for a memory whose text does not match)."""
     pool = max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit)
-    by_id = {hit.id: hit for hit in nearest(user_id, vector, pool)}
+    by_id = {hit.id: hit for hit in nearest(user_id, vector, pool, text=query)}
     for hit in lexical_matches(user_id, query, pool):
-        known = by_id.setdefault(hit.id, hit)
-        known.lexical = hit.lexical
-        if known.cosine is None:
-            known.cosine = cosine(known.embedding, vector)
-    ranks = lexical_scores(user_id, query, [i for i, hit in by_id.items() if hit.lexical is None])
-    for memory_id, hit in by_id.items():
-        if hit.lexical is None:
-            hit.lexical = ranks.get(memory_id, 0.0)
+        if hit.id not in by_id:
+            hit.cosine = cosine(hit.embedding, vector)
+            by_id[hit.id] = hit
     return list(by_id.values())
 
 

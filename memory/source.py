@@ -7,7 +7,7 @@ outcome (``used``, ``missing``, ``filtered``, ``unavailable``, ...) lands in the
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from asgiref.sync import sync_to_async
 from django.utils import timezone
@@ -26,6 +26,9 @@ from sources.deadline import within_deadline
 from sources.embedding import get_embedder
 from sources.matching import MatchConfig, RecallConfig, judge_and_keep
 from sources.recall import RecallHit
+
+if TYPE_CHECKING:
+    from memory.selectors import MemoryHit
 
 BACKEND = "postgres"
 
@@ -184,7 +187,7 @@ class MemorySource(ContextSource):
             memories = await sync_to_async(within_deadline)(
                 self.timeout_seconds, lambda: newest_memories(request.user, limit)
             )
-            return [memory_hit(m, score=1.0) for m in memories]
+            return [recall_hit(m, score=1.0) for m in memories]
         vector = await asyncio.to_thread(get_embedder().embed_query, request.query)
         found = await sync_to_async(within_deadline)(
             self.timeout_seconds,
@@ -198,37 +201,19 @@ class MemorySource(ContextSource):
                 hybrid_mode=self.memory.hybrid_mode,
             ),
         )
-        return [
-            RecallHit(
-                chunk_id=None,
-                document_id=str(hit.id),
-                title="",
-                text=hit.content,
-                collection="memory",
-                metadata={
-                    "kind": hit.kind,
-                    "updated_at": hit.updated_at,
-                    "embedding": hit.embedding,
-                },
-                cosine=hit.cosine,
-                bm25=getattr(hit, "lexical", None),
-                score=hit.score,
-            )
-            for hit in found
-        ]
+        return [recall_hit(hit, score=hit.score) for hit in found]
 
 
-def memory_hit(memory: Any, score: float) -> RecallHit:
+def recall_hit(hit: MemoryHit, score: float) -> RecallHit:
+    """A recalled memory in the match block's shape (the embedding rides along for dedup)."""
     return RecallHit(
         chunk_id=None,
-        document_id=str(memory.id),
+        document_id=str(hit.id),
         title="",
-        text=memory.content,
+        text=hit.content,
         collection="memory",
-        metadata={
-            "kind": memory.kind,
-            "updated_at": memory.updated_at,
-            "embedding": list(memory.embedding),
-        },
+        metadata={"kind": hit.kind, "updated_at": hit.updated_at, "embedding": hit.embedding},
+        cosine=hit.cosine,
+        bm25=hit.lexical,
         score=score,
     )

@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_tenants.utils import schema_context
 
@@ -260,6 +261,26 @@ def test_hybrid_adds_text_candidates_beyond_the_embedding_pool(acme: TenantFixtu
         assert rrf[0].score == pytest.approx(1 / 61 + 1 / 81)  # ranks 1 and 21 of 21
         assert [h.content for h in top("rrf", 0.6)] == ["hiking trip number 0"]
         assert [h.content for h in top("weighted", 0.5)] == ["hiking trip number 0"]
+
+
+def test_hybrid_search_reads_each_retriever_once(acme: TenantFixture) -> None:
+    """Two statements: the embedding candidates (with their text rank) and the text candidates."""
+    remember(acme.schema, "u1", "green tea every morning", axis(0))
+    remember(acme.schema, "u1", "tea ceremony in Kyoto", blend(0, 2, 0.2))
+    remember(acme.schema, "u1", "runs marathons", blend(0, 3, 0.8))  # near, no text match
+    with schema_context(acme.schema), CaptureQueriesContext(connection) as captured:
+        hits = search_memories(
+            user_id="u1",
+            query="tea",
+            vector=axis(0),
+            limit=5,
+            min_similarity=-1.0,
+            hybrid=True,
+        )
+    lexical = {h.content: h.lexical for h in hits}
+    assert lexical["runs marathons"] == 0.0
+    assert lexical["green tea every morning"] > 0 and lexical["tea ceremony in Kyoto"] > 0
+    assert len([q for q in captured.captured_queries if "memory_memory" in q["sql"]]) == 2
 
 
 # --- export and erase ----------------------------------------------------------------------------
