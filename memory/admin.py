@@ -10,9 +10,8 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from contextplatform.api.errors import ApiError
 from memory.models import Memory
-from memory.services import check_content, create_memory, update_memory
+from memory.services import content_problem, create_memory, update_memory
 from sources.embedding import get_embedder
 from tenants.admin import TenantOnlyAdmin
 
@@ -24,10 +23,10 @@ class MemoryForm(forms.ModelForm):
 
     def clean_content(self) -> str:
         content = self.cleaned_data["content"]
-        try:
-            return check_content(content)
-        except ApiError as error:
-            raise forms.ValidationError(error.message.removeprefix("content: ")) from None
+        problem = content_problem(content)
+        if problem:
+            raise forms.ValidationError(problem)
+        return content
 
 
 @admin.register(Memory)
@@ -48,20 +47,6 @@ class MemoryAdmin(TenantOnlyAdmin):
     list_filter = ("kind",)
     ordering = ("-created_at", "-id")
     list_per_page = 50
-    fields = (
-        "user_id",
-        "kind",
-        "content",
-        "metadata",
-        "expires_at",
-        "strength",
-        "embedder",
-        "source_request_id",
-        "source_turn",
-        "created_at",
-        "updated_at",
-        "last_used_at",
-    )
     readonly_fields = (
         "strength",
         "embedder",
@@ -71,6 +56,7 @@ class MemoryAdmin(TenantOnlyAdmin):
         "updated_at",
         "last_used_at",
     )
+    fields = (*MemoryForm.Meta.fields, *readonly_fields)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Memory | None = None) -> Any:
         """A memory stays with the user it belongs to."""

@@ -20,14 +20,13 @@ from django.utils import timezone
 
 from contextplatform.api.errors import invalid_request
 from memory.models import KINDS, Memory
-from memory.selectors import MAX_ID, require_user
+from memory.selectors import MAX_ID, TEXT_CONFIG, require_user
 from sources.embedding import Embedder
 
 logger = logging.getLogger("contextplatform.memory")
 
 MAX_CONTENT_CHARS = 10_000
 KIND_NAMES: tuple[str, ...] = tuple(name for name, _ in KINDS)
-TEXT_CONFIG = "english"
 
 
 class _Unset:
@@ -38,13 +37,19 @@ class _Unset:
 UNSET: Final = _Unset()
 
 
-def check_content(content: str) -> str:
+def content_problem(content: object) -> str | None:
+    """What is wrong with a memory's content, in the words every entry point reports, or None."""
     if not isinstance(content, str) or not content.strip():
-        raise invalid_request("content: must contain text", "content")
+        return "must contain text"
     if len(content) > MAX_CONTENT_CHARS:
-        raise invalid_request(
-            f"content: has {len(content)} characters; the limit is {MAX_CONTENT_CHARS}", "content"
-        )
+        return f"has {len(content)} characters; the limit is {MAX_CONTENT_CHARS}"
+    return None
+
+
+def check_content(content: str) -> str:
+    problem = content_problem(content)
+    if problem:
+        raise invalid_request(f"content: {problem}", "content")
     return content
 
 
@@ -70,8 +75,9 @@ def refresh_search_vector(memory_id: int) -> None:
     )
 
 
-def embed(content: str, embedder: Embedder) -> list[float]:
-    return embedder.embed([content])[0]
+def embed(content: str, embedder: Embedder, vector: Sequence[float] | None = None) -> list[float]:
+    """``content``'s embedding: ``vector`` when the caller already has it from ``embedder``."""
+    return list(vector) if vector is not None else embedder.embed([content])[0]
 
 
 def create_memory(
@@ -85,11 +91,13 @@ def create_memory(
     embedder: Embedder,
     expires_at: datetime | None = None,
     strength: float = 1.0,
+    vector: Sequence[float] | None = None,
 ) -> Memory:
-    """Embed and store one memory of the user (with its full-text vector and embedder identity)."""
+    """Embed and store one memory of the user (with its full-text vector and embedder identity).
+    ``vector``: the content's embedding by ``embedder``, when the caller has it already."""
     require_user(user_id)
     ensure_tenant_schema()
-    vector = embed(check_content(content), embedder)
+    vector = embed(check_content(content), embedder, vector)
     with transaction.atomic():
         memory = Memory.objects.create(
             user_id=user_id,
@@ -116,14 +124,16 @@ def update_memory(
     kind: str | None = None,
     embedder: Embedder,
     expires_at: datetime | _Unset | None = UNSET,
+    vector: Sequence[float] | None = None,
 ) -> Memory:
     """Change what is given (``metadata`` replaces the whole object); a new content is embedded
-    again and its full-text vector rebuilt. ``expires_at=None`` clears the expiry."""
+    again (or given its ``vector``, see ``create_memory``) and its full-text vector rebuilt.
+    ``expires_at=None`` clears the expiry."""
     ensure_tenant_schema()
     changes: dict[str, Any] = {}
     if content is not None and content != memory.content:
         changes["content"] = check_content(content)
-        changes["embedding"] = embed(content, embedder)
+        changes["embedding"] = embed(content, embedder, vector)
         changes["embedder"] = embedder.identity
     if metadata is not None:
         changes["metadata"] = metadata

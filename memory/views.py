@@ -33,6 +33,7 @@ from memory.selectors import (
 from memory.services import (
     MAX_CONTENT_CHARS,
     UNSET,
+    content_problem,
     create_memory,
     delete_memory,
     erase_user,
@@ -48,10 +49,9 @@ EXPORT_PAGE = 500
 
 
 def check_text(content: str) -> str:
-    if not content.strip():
-        raise ValueError("must contain text")
-    if len(content) > MAX_CONTENT_CHARS:
-        raise ValueError(f"has {len(content)} characters; the limit is {MAX_CONTENT_CHARS}")
+    problem = content_problem(content)
+    if problem:
+        raise ValueError(problem)
     return content
 
 

@@ -9,6 +9,7 @@ turn is written once, however often it is handed back or the task is retried.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from celery import shared_task
 from django.db import transaction
@@ -26,9 +27,14 @@ from memory.metrics import MEMORY_EXTRACTION, MEMORY_STORE_OPERATIONS
 from memory.models import Memory, MemoryTurn
 from sources.embedding import Embedder, get_embedder
 
+if TYPE_CHECKING:
+    from memory.selectors import MemoryHit
+
 logger = logging.getLogger("contextplatform.memory")
 DEDUP_THRESHOLD = 0.9
 EXISTING_FOR_DEDUP = 20
+RELATED_FOR_LLM = 20
+RELATED_MIN_SIMILARITY = 0.3
 
 
 def queue_turn(
@@ -55,6 +61,10 @@ def hand_back(*, resolve_id: str, assistant_text: str) -> bool:
     return True
 
 
+def existing_memory(hit: MemoryHit) -> ExistingMemory:
+    return ExistingMemory(id=hit.id, content=hit.content, embedding=hit.embedding)
+
+
 def existing_memories(user_id: str, vectors: list[list[float]]) -> list[ExistingMemory]:
     from memory.selectors import search_memories
 
@@ -67,8 +77,24 @@ def existing_memories(user_id: str, vectors: list[list[float]]) -> list[Existing
             limit=EXISTING_FOR_DEDUP,
             min_similarity=DEDUP_THRESHOLD,
         ):
-            seen[hit.id] = ExistingMemory(id=hit.id, content=hit.content, embedding=hit.embedding)
+            seen[hit.id] = existing_memory(hit)
     return list(seen.values())
+
+
+def related_memories(user_id: str, user_text: str, embedder: Embedder) -> list[ExistingMemory]:
+    """The user's memories related to the turn, shown to the LLM extractor."""
+    from memory.selectors import search_memories
+
+    if not user_text.strip():
+        return []
+    hits = search_memories(
+        user_id=user_id,
+        query=user_text,
+        vector=embedder.embed_query(user_text),
+        limit=RELATED_FOR_LLM,
+        min_similarity=RELATED_MIN_SIMILARITY,
+    )
+    return [existing_memory(hit) for hit in hits]
 
 
 def write_turn(resolve_id: str, embedder: Embedder) -> MemoryTurn:
@@ -76,42 +102,25 @@ def write_turn(resolve_id: str, embedder: Embedder) -> MemoryTurn:
         turn = MemoryTurn.objects.select_for_update().filter(resolve_id=resolve_id).first()
         if turn is None or turn.status != "pending":
             return turn  # already written (or never queued): idempotent
+        extractor = "local" if turn.extractor == "local" else "llm"
+        # The local extractor's statements are embedded once, for dedup and for storing them.
+        known_vectors: dict[str, list[float]] = {}
         try:
-            if turn.extractor == "local":
+            if extractor == "local":
                 extracted = extract_local(turn.user_text, turn.assistant_text)
                 vectors = embedder.embed([e.content for e in extracted]) if extracted else []
+                known_vectors = {e.content: v for e, v in zip(extracted, vectors, strict=True)}
                 decisions = plan_writes(
                     extracted, existing_memories(turn.user_id, vectors), vectors, DEDUP_THRESHOLD
                 )
             else:
-                from memory.selectors import search_memories
-
-                query_vector = (
-                    embedder.embed_query(turn.user_text) if turn.user_text.strip() else None
-                )
-                related = (
-                    search_memories(
-                        user_id=turn.user_id,
-                        query=turn.user_text,
-                        vector=query_vector,
-                        limit=20,
-                        min_similarity=0.3,
-                    )
-                    if query_vector
-                    else []
-                )
                 decisions = LLMExtractor(turn.extractor).decide(
                     turn.user_text,
                     turn.assistant_text,
-                    [
-                        ExistingMemory(id=h.id, content=h.content, embedding=h.embedding)
-                        for h in related
-                    ],
+                    related_memories(turn.user_id, turn.user_text, embedder),
                 )
         except Exception as error:
-            MEMORY_EXTRACTION.labels(
-                extractor="local" if turn.extractor == "local" else "llm", status="error"
-            ).inc()
+            MEMORY_EXTRACTION.labels(extractor=extractor, status="error").inc()
             turn.status, turn.error = "failed", f"{type(error).__name__}: {error}"[:2000]
             turn.save(update_fields=["status", "error"])
             logger.warning(
@@ -121,7 +130,9 @@ def write_turn(resolve_id: str, embedder: Embedder) -> MemoryTurn:
         counts = {"add": 0, "update": 0, "delete": 0}
         for decision in decisions:
             try:
-                applied = apply_decision(turn, decision, embedder)
+                applied = apply_decision(
+                    turn, decision, embedder, known_vectors.get(decision.content)
+                )
             except ApiError as error:  # e.g. an extracted statement over the content limit
                 logger.info(
                     "memory_decision_skipped",
@@ -131,9 +142,7 @@ def write_turn(resolve_id: str, embedder: Embedder) -> MemoryTurn:
             if applied:
                 counts[decision.action] += 1
                 MEMORY_STORE_OPERATIONS.labels(operation=decision.action).inc()
-        MEMORY_EXTRACTION.labels(
-            extractor="local" if turn.extractor == "local" else "llm", status="ok"
-        ).inc()
+        MEMORY_EXTRACTION.labels(extractor=extractor, status="ok").inc()
         turn.status = "written" if any(counts.values()) else "skipped"
         turn.added, turn.updated, turn.deleted = counts["add"], counts["update"], counts["delete"]
         turn.user_text = turn.assistant_text = ""  # nothing of the turn is kept beyond its memories
@@ -142,7 +151,13 @@ def write_turn(resolve_id: str, embedder: Embedder) -> MemoryTurn:
     return turn
 
 
-def apply_decision(turn: MemoryTurn, decision: MemoryDecision, embedder: Embedder) -> bool:
+def apply_decision(
+    turn: MemoryTurn,
+    decision: MemoryDecision,
+    embedder: Embedder,
+    vector: list[float] | None = None,
+) -> bool:
+    """Apply one decision; ``vector`` is the decision's content embedded by ``embedder``, if known."""
     from memory.services import create_memory, delete_memory, update_memory
 
     if decision.action == "add":
@@ -153,6 +168,7 @@ def apply_decision(turn: MemoryTurn, decision: MemoryDecision, embedder: Embedde
             source_request_id=turn.resolve_id,
             source_turn=f"{turn.resolve_id}#0",
             embedder=embedder,
+            vector=vector,
         )
         return True
     if decision.action == "update":
@@ -160,7 +176,11 @@ def apply_decision(turn: MemoryTurn, decision: MemoryDecision, embedder: Embedde
         if memory is None:
             return False
         update_memory(
-            memory=memory, content=decision.content, kind=decision.kind, embedder=embedder
+            memory=memory,
+            content=decision.content,
+            kind=decision.kind,
+            embedder=embedder,
+            vector=vector,
         )
         return True
     return delete_memory(user_id=turn.user_id, memory_id=decision.target_id)

@@ -158,3 +158,44 @@ def test_a_failed_memory_store_leaves_the_request_answered(acme_api: ApiClient, 
     assert response.json()["request"]["messages"] == [
         {"role": "user", "content": "What do you remember about my seats?"}
     ]
+
+
+def test_a_turn_embeds_each_extracted_statement_once(acme: Any) -> None:
+    """The local extractor's statements are embedded for dedup, and those vectors are stored: no
+    second embedding per added or updated memory."""
+    from memory.writing import queue_turn, write_turn
+    from tests.memory.test_memory_isolation import FakeEmbedder, axis, blend
+
+    class CountingEmbedder(FakeEmbedder):
+        def __init__(self, vectors: dict[str, list[float]]):
+            super().__init__(vectors)
+            self.seen: list[str] = []
+
+        def embed(self, texts: Any) -> list[list[float]]:
+            self.seen.extend(texts)
+            return super().embed(texts)
+
+    embedder = CountingEmbedder(
+        {
+            "User's name is Ada": axis(0),
+            "User prefers window seats": axis(1),
+            "User prefers window seats on trains": blend(1, 2, 0.95),
+        }
+    )
+    with schema_context(acme.schema):
+        for resolve_id, text in (
+            ("r1", "My name is Ada. I prefer window seats."),
+            ("r2", "I prefer window seats on trains."),
+        ):
+            queue_turn(
+                resolve_id=resolve_id, route="m", user="u1", user_text=text, extractor="local"
+            )
+        first = write_turn("r1", embedder)
+        assert (first.status, first.added) == ("written", 2)
+        assert sorted(embedder.seen) == ["User prefers window seats", "User's name is Ada"]
+        embedder.seen.clear()
+        second = write_turn("r2", embedder)
+        assert (second.status, second.added, second.updated) == ("written", 0, 1)
+        assert embedder.seen == ["User prefers window seats on trains"]
+        updated = Memory.objects.get(user_id="u1", content="User prefers window seats on trains")
+        assert list(updated.embedding) == pytest.approx(blend(1, 2, 0.95), abs=1e-6)
