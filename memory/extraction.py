@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 import httpx
 
-from memory.reflection import cosine, normalise_text, similar, similarity
+from memory.reflection import normalise_text, similar, similarity
 from sources.judge import (
     MAX_RESPONSE_BYTES,
     JudgeError,
@@ -492,6 +492,12 @@ def statement(clause: str) -> str | None:
     return head + third_person_rest(clause[match.end() :])
 
 
+# A word that starts a clause, kept as group 1: "I" is replaced only after one of them, so "World
+# War I" stays as it is.
+_CLAUSE_START = (
+    r"(?i:\b((?:where|when|that|because|and|but|so|as|than|since|which|who|before|after"
+    r"|until|while|whenever|wherever|once)\s+))"
+)
 _PRONOUNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern), replacement)
     for pattern, replacement in (
@@ -499,22 +505,9 @@ _PRONOUNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\b[Mm]ine\b", "theirs"),
         (r"\b[Mm]y\b", "their"),
         (r"\b[Mm]e\b", "them"),
-        # "I" only after a word that starts a clause, so "World War I" stays as it is
-        (
-            r"(?i:\b((?:where|when|that|because|and|but|so|as|than|since|which|who|before|after"
-            r"|until|while|whenever|wherever|once)\s+))(?:I|i)(?:'m|\s+am)\b",
-            r"\1they're",
-        ),
-        (
-            r"(?i:\b((?:where|when|that|because|and|but|so|as|than|since|which|who|before|after"
-            r"|until|while|whenever|wherever|once)\s+))(?:I|i)\s+was\b",
-            r"\1they were",
-        ),
-        (
-            r"(?i:\b((?:where|when|that|because|and|but|so|as|than|since|which|who|before|after"
-            r"|until|while|whenever|wherever|once)\s+))(?:I|i)(?='|\b)",
-            r"\1they",
-        ),
+        (_CLAUSE_START + r"(?:I|i)(?:'m|\s+am)\b", r"\1they're"),
+        (_CLAUSE_START + r"(?:I|i)\s+was\b", r"\1they were"),
+        (_CLAUSE_START + r"(?:I|i)(?='|\b)", r"\1they"),
     )
 )
 
@@ -529,18 +522,6 @@ def third_person_rest(text: str) -> str:
 
 # ============================================================================================
 # Planning the writes.
-
-
-def near_duplicate(
-    a_vec: Sequence[float] | None,
-    b_vec: Sequence[float] | None,
-    threshold: float = DEFAULT_THRESHOLD,
-) -> bool:
-    """Cosine ≥ threshold. A missing or empty vector is never a near-duplicate; vectors of
-    different dimensions are an error."""
-    if a_vec is None or b_vec is None or len(a_vec) == 0 or len(b_vec) == 0:
-        return False
-    return cosine(a_vec, b_vec) >= threshold
 
 
 def plan_writes(

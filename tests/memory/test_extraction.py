@@ -20,7 +20,6 @@ from memory.extraction import (
     MemoryDecision,
     conjugate,
     extract_local,
-    near_duplicate,
     plan_writes,
 )
 from sources.judge import LLMDeployment
@@ -239,17 +238,7 @@ def test_conjugation() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# near_duplicate and plan_writes
-
-
-def test_near_duplicate() -> None:
-    assert near_duplicate([1.0, 0.0], [0.96, 0.28])  # cosine 0.96
-    assert not near_duplicate([1.0, 0.0], [0.8, 0.6])  # cosine 0.8
-    assert near_duplicate([1.0, 0.0], [0.8, 0.6], threshold=0.8)
-    assert not near_duplicate(None, [1.0])
-    assert not near_duplicate([], [])
-    with pytest.raises(ValueError, match="dimension"):
-        near_duplicate([1.0, 0.0], [1.0])
+# plan_writes
 
 
 TEA = ExtractedMemory("User likes green tea", "preference")
