@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import connection, transaction
 from django.db.models import F, Sum
@@ -51,26 +51,33 @@ class DatabaseRecoveryWriter:
                 )
             RecoveryBlob.objects.filter(expires_at__lte=now).delete()
             stored = RecoveryBlob.objects.aggregate(total=Sum("size_bytes"))["total"] or 0
-            if stored + sum(sizes) > self.config.max_total_bytes:
-                count(recovery_failures=1)
-                raise CompressionFailed("recovery store byte limit exceeded")
-            RecoveryBlob.objects.bulk_create(
-                [
-                    RecoveryBlob(
-                        request_id=self.request_id,
-                        route=self.route,
-                        user_id=self.user,
-                        key=key,
-                        content=text,
-                        size_bytes=size,
-                        max_retrievals=self.config.max_retrievals,
-                        expires_at=now + timedelta(seconds=self.config.ttl_seconds),
-                    )
-                    for (key, text), size in zip(originals, sizes, strict=True)
-                ],
-                ignore_conflicts=True,  # the same original twice in one request has one key
-            )
+            full = stored + sum(sizes) > self.config.max_total_bytes
+            if not full:
+                self._insert(originals, sizes, now)
+        if full:  # counted outside the transaction, which a raise inside would roll back
+            count(recovery_failures=1)
+            raise CompressionFailed("recovery store byte limit exceeded")
         count(recovery_writes=len(originals))
+
+    def _insert(
+        self, originals: Sequence[tuple[str, str]], sizes: list[int], now: datetime
+    ) -> None:
+        RecoveryBlob.objects.bulk_create(
+            [
+                RecoveryBlob(
+                    request_id=self.request_id,
+                    route=self.route,
+                    user_id=self.user,
+                    key=key,
+                    content=text,
+                    size_bytes=size,
+                    max_retrievals=self.config.max_retrievals,
+                    expires_at=now + timedelta(seconds=self.config.ttl_seconds),
+                )
+                for (key, text), size in zip(originals, sizes, strict=True)
+            ],
+            ignore_conflicts=True,  # the same original twice in one request has one key
+        )
 
 
 def retrieve(*, request_id: str, key: str, route: str | None, user: str | None) -> str:
@@ -81,29 +88,33 @@ def retrieve(*, request_id: str, key: str, route: str | None, user: str | None) 
             .filter(request_id=request_id, key=key, expires_at__gt=timezone.now())
             .first()
         )
-        if (
-            blob is None
-            or (route is not None and blob.route != route)
-            or blob.user_id != (user or "")
-        ):
-            count(recovery_failures=1)
-            raise RecoveryError(
-                "not_found", "no such recovery key for this request, route and user", 404
-            )
-        used = (
-            RecoveryBlob.objects.filter(request_id=request_id).aggregate(n=Sum("retrievals"))["n"]
-            or 0
-        )
-        if used >= blob.max_retrievals:
-            count(recovery_failures=1)
-            raise RecoveryError(
-                "rate_limited",
-                f"this request may retrieve at most {blob.max_retrievals} originals",
-                429,
-            )
-        RecoveryBlob.objects.filter(pk=blob.pk).update(retrievals=F("retrievals") + 1)
+        refusal = refused(blob, request_id=request_id, route=route, user=user)
+        if refusal is None:
+            RecoveryBlob.objects.filter(pk=blob.pk).update(retrievals=F("retrievals") + 1)
+    if refusal is not None:
+        count(recovery_failures=1)
+        raise refusal
     count(recovery_reads=1)
     return blob.content
+
+
+def refused(
+    blob: RecoveryBlob | None, *, request_id: str, route: str | None, user: str | None
+) -> RecoveryError | None:
+    if blob is None or (route is not None and blob.route != route) or blob.user_id != (user or ""):
+        return RecoveryError(
+            "not_found", "no such recovery key for this request, route and user", 404
+        )
+    used = (
+        RecoveryBlob.objects.filter(request_id=request_id).aggregate(n=Sum("retrievals"))["n"] or 0
+    )
+    if used >= blob.max_retrievals:
+        return RecoveryError(
+            "rate_limited",
+            f"this request may retrieve at most {blob.max_retrievals} originals",
+            429,
+        )
+    return None
 
 
 def invalidate(*, route: str, user: str, request_id: str) -> int:

@@ -94,6 +94,21 @@ def test_byte_limits_refuse_the_write(acme: Any) -> None:
         assert set(RecoveryBlob.objects.values_list("request_id", flat=True)) == {"rsv_a"}
 
 
+def test_refusals_are_counted(acme_api: ApiClient, acme: Any) -> None:
+    def failures() -> int:
+        with schema_context(acme.schema):
+            return stats_report()["recovery_failures"]
+
+    before = failures()
+    with pytest.raises(CompressionFailed, match="byte limit exceeded"):
+        store(acme.schema, max_total_bytes=1)
+    store(acme.schema, max_retrievals=1)
+    assert retrieve(acme_api, user="u2").status_code == 404
+    assert retrieve(acme_api, user="u1").status_code == 200
+    assert retrieve(acme_api, user="u1").status_code == 429
+    assert failures() == before + 3
+
+
 def test_invalidate_needs_manage_scope_and_is_audited(acme_api: ApiClient, acme: Any) -> None:
     store(acme.schema)
     store(acme.schema, request_id="rsv_other")
