@@ -22,10 +22,11 @@ def stats_row() -> CompressionStats:
 
 
 def count(**increments: int) -> None:
-    stats_row()
-    CompressionStats.objects.filter(pk=1).update(
-        **{name: F(name) + value for name, value in increments.items()}
-    )
+    """Add to the tenant's counters (one UPDATE; the row is created by the first count)."""
+    updates = {name: F(name) + value for name, value in increments.items()}
+    if not CompressionStats.objects.filter(pk=1).update(**updates):
+        stats_row()
+        CompressionStats.objects.filter(pk=1).update(**updates)
 
 
 def record_outcome(*, applied: bool, failed: bool, tokens_before: int, tokens_after: int) -> None:
@@ -69,20 +70,26 @@ def audit(
         )
 
 
+def hashed_fields(entry: AuditEntry) -> dict[str, Any]:
+    """What ``entry_hash`` covers, as ``audit`` wrote it."""
+    return {
+        "sequence": entry.sequence,
+        "timestamp": entry.timestamp.isoformat(),
+        "action": entry.action,
+        "key_id": entry.key_id,
+        "method": entry.method,
+        "path": entry.path,
+        "status": entry.status,
+        "detail": entry.detail,
+    }
+
+
 def audit_chain_intact(entries: list[AuditEntry]) -> bool:
     previous = GENESIS_HASH
     for entry in entries:
-        fields = {
-            "sequence": entry.sequence,
-            "timestamp": entry.timestamp.isoformat(),
-            "action": entry.action,
-            "key_id": entry.key_id,
-            "method": entry.method,
-            "path": entry.path,
-            "status": entry.status,
-            "detail": entry.detail,
-        }
-        if entry.previous_hash != previous or entry.hash != entry_hash(previous, fields):
+        if entry.previous_hash != previous or entry.hash != entry_hash(
+            previous, hashed_fields(entry)
+        ):
             return False
         previous = entry.hash
     return True
@@ -104,13 +111,7 @@ def stats_report(audit_limit: int = 100) -> dict[str, Any]:
         "recovery_failures": row.recovery_failures,
         "audit": [
             {
-                "sequence": e.sequence,
-                "timestamp": e.timestamp.isoformat(),
-                "action": e.action,
-                "key_id": e.key_id,
-                "method": e.method,
-                "path": e.path,
-                "status": e.status,
+                **{name: value for name, value in hashed_fields(e).items() if name != "detail"},
                 "previous_hash": e.previous_hash,
                 "hash": e.hash,
             }
