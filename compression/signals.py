@@ -29,7 +29,13 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from compression.config import Profile, SignalsConfig
-from compression.estimation import TokenEstimator, cjk_and_words, is_cjk, script_aware_tokens
+from compression.estimation import (
+    TokenEstimator,
+    cjk_and_words,
+    is_cjk,
+    script_aware_tokens,
+    script_tokens,
+)
 
 MAX_SENTENCES = 500
 TEXTRANK_DAMPING = 0.85
@@ -341,12 +347,6 @@ def novelty_scores(frequencies: np.ndarray) -> np.ndarray:
 # --- selection ------------------------------------------------------------------------------------
 
 
-def _script_tokens(cjk: int, words: int) -> int:
-    """``script_aware_tokens`` from a text's CJK characters and words."""
-    tokens = int(1.5 * cjk + 1.3 * words)
-    return 1 if tokens == 0 and (cjk or words) else tokens
-
-
 class _Kept:
     """The kept sentences and the script-aware tokens of their output joined by spaces: for
     stripped texts joined by whitespace that count is a function of the summed CJK characters and
@@ -362,7 +362,7 @@ class _Kept:
         if index in self.indexes:
             return
         sums = (self.sums[0] + self.stats[index][0], self.sums[1] + self.stats[index][1])
-        if _script_tokens(*sums) <= self.budget:
+        if script_tokens(*sums) <= self.budget:
             self.sums = sums
             self.indexes.add(index)
 

@@ -39,6 +39,7 @@ from compression.estimation import (
     HeuristicEstimator,
     TokenEstimator,
     cjk_and_words,
+    script_tokens,
 )
 
 OMISSION_MARKER = "[... context omitted by route compression ...]"
@@ -312,10 +313,7 @@ def _heuristic_tokens(cjk: int, words: int, size: int) -> int:
     """``HeuristicEstimator.count`` from a text's (CJK characters, words, UTF-8 bytes)."""
     if size == 0:
         return 0
-    script = int(1.5 * cjk + 1.3 * words)
-    if script == 0 and (cjk or words):
-        script = 1
-    return max(script, (size + 3) // 4)
+    return max(script_tokens(cjk, words), (size + 3) // 4)
 
 
 def _stats(text: str) -> Stats:
