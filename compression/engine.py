@@ -55,6 +55,7 @@ __all__ = [
     "RecoveryWriter",
     "compress_request",
     "recovery_key",
+    "too_long",
 ]
 
 TARGET_OF_KIND = {
@@ -537,18 +538,8 @@ def truncate_current_user(
     """Keep the beginning and the end of the latest user text, just short enough for the request
     to meet its target; nothing when it already does or when no cut fits."""
     block = candidate.block
-    report = BlockReport(
-        message_index=block.message_index,
-        block_index=block.block_index,
-        kind=block.kind,
-        mode=candidate.policy.mode,
-        original_tokens=candidate.tokens,
-        target_tokens=candidate.tokens,
-        final_tokens=candidate.tokens,
-        score=None,
-        omitted_chunks=0,
-        format="unchanged",
-    )
+    candidate.allocated = candidate.tokens  # not ranked (score None) nor allocated: kept whole
+    report = report_of(candidate, unchanged(candidate))
     target = candidate.tokens
     for _ in range(TRUNCATE_ATTEMPTS):
         excess = count_json(work, request.estimator) - request.target

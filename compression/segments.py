@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 BlockKind = Literal["tool_output", "history", "rag", "memory", "current_user"]
@@ -53,7 +53,6 @@ class Block:
     path: Path  # from the body root, e.g. ("messages", 3, "content", 0, "text")
     text: str
     query: str
-    role: str
     call_id: str | None = None
 
     @property
@@ -76,11 +75,6 @@ class Segments:
     latest_user_index: int | None
     latest_assistant_index: int | None
     protected_messages: frozenset[int]
-    calls: dict[str, ToolCall] = field(default_factory=dict)
-    results: dict[str, list[int]] = field(default_factory=dict)  # call id -> result message indexes
-
-    def of_kind(self, kind: BlockKind) -> list[Block]:
-        return [block for block in self.blocks if block.kind == kind]
 
 
 class UnsupportedShape(ValueError):
@@ -93,23 +87,20 @@ class UnsupportedShape(ValueError):
 def looks_like_json(text: str) -> bool:
     """A complete JSON document (object, array or string): compressed only through its leaves."""
     stripped = text.strip()
-    if not stripped or stripped[0] not in '{["':
-        return False
-    if stripped[0] in "{[":
+    if stripped.startswith(("{", "[")):
         return True  # even malformed: the text engine leaves it unchanged, never as prose
-    try:
-        json.loads(stripped)
-    except ValueError:
-        return False
-    return True
+    return stripped.startswith('"') and parses_as_json(stripped)
 
 
 def is_json_payload(text: str) -> bool:
+    """A valid JSON object or array."""
     stripped = text.strip()
-    if not stripped or stripped[0] not in "{[":
-        return False
+    return stripped.startswith(("{", "[")) and parses_as_json(stripped)
+
+
+def parses_as_json(text: str) -> bool:
     try:
-        json.loads(stripped)
+        json.loads(text)
     except ValueError:
         return False
     return True
@@ -366,7 +357,6 @@ def text_block(
     block_index: int,
     path: Path,
     text: str,
-    role: str,
     context: Context,
     call_id: str | None = None,
 ) -> Block:
@@ -377,7 +367,6 @@ def text_block(
         path=path,
         text=text,
         query=result_query(kind, call_id, context),
-        role=role,
         call_id=call_id,
     )
 
@@ -388,18 +377,15 @@ def openai_tool_blocks(index: int, message: dict[str, Any], context: Context) ->
     kind = result_kind(call_id, context)
     if kind is None:
         return
-    role = message_role(message)
     base: Path = ("messages", index, "content")
     content = message.get("content")
     if isinstance(content, str):
-        yield text_block(kind, index, 0, base, content, role, context, call_id)
+        yield text_block(kind, index, 0, base, content, context, call_id)
     elif isinstance(content, list):
         for part_index, part in enumerate(content):
             if is_plain_text_part(part):
                 path = (*base, part_index, "text")
-                yield text_block(
-                    kind, index, part_index, path, part["text"], role, context, call_id
-                )
+                yield text_block(kind, index, part_index, path, part["text"], context, call_id)
 
 
 def anthropic_result_blocks(
@@ -412,15 +398,13 @@ def anthropic_result_blocks(
     base: Path = ("messages", index, "content", item_index, "content")
     content = item.get("content")
     if isinstance(content, str):
-        yield text_block(kind, index, item_index, base, content, "user", context, call_id)
+        yield text_block(kind, index, item_index, base, content, context, call_id)
     elif isinstance(content, list):
         for inner, nested in enumerate(content):
             if is_plain_text_part(nested) and nested.get("type") == "text":
                 block_index = item_index * NESTED_INDEX + inner
                 path = (*base, inner, "text")
-                yield text_block(
-                    kind, index, block_index, path, nested["text"], "user", context, call_id
-                )
+                yield text_block(kind, index, block_index, path, nested["text"], context, call_id)
 
 
 def is_plain_user_turn(message: dict[str, Any], chat_format: str) -> bool:
@@ -468,7 +452,7 @@ def message_text_blocks(index: int, message: dict[str, Any], context: Context) -
     if isinstance(content, str):
         if role == "user" and kind == "history" and is_json_payload(content):
             return
-        yield text_block(kind, index, 0, base, content, role, context)
+        yield text_block(kind, index, 0, base, content, context)
         return
     allowed = {"text"} if context.chat_format == "anthropic" else TEXT_PART_TYPES
     for part_index, part in enumerate(content if isinstance(content, list) else []):
@@ -477,7 +461,7 @@ def message_text_blocks(index: int, message: dict[str, Any], context: Context) -
         if role == "user" and kind == "history" and is_json_payload(part["text"]):
             continue
         yield text_block(
-            kind, index, part_index, (*base, part_index, "text"), part["text"], role, context
+            kind, index, part_index, (*base, part_index, "text"), part["text"], context
         )
 
 
@@ -521,6 +505,4 @@ def parse_segments(
         latest_user_index=turn_user,
         latest_assistant_index=latest[2],
         protected_messages=protected,
-        calls=calls,
-        results=results,
     )

@@ -16,6 +16,7 @@ from compression.engine import (
     ContextLengthExceeded,
     Provenance,
     compress_request,
+    too_long,
 )
 from compression.estimation import TokenEstimator
 from compression.recovery import DatabaseRecoveryWriter
@@ -122,15 +123,10 @@ def run_compression(
         if tokens > max_input_tokens:
             raise context_length_exceeded(tokens, max_input_tokens)
         if persist:
-            record_outcome(applied=False, failed=False, tokens_before=tokens, tokens_after=tokens)
-            metrics.observe_compression(
-                route, "bypassed", tokens_before=tokens, tokens_after=tokens
-            )
+            record(route, "bypassed", tokens, tokens)
         return StageOutcome(body, skipped("bypassed", tokens, estimator))
     effective = config
-    if (
-        stream
-    ):  # streaming requests never use recoverable targets (nothing could serve the follow-up)
+    if stream:  # never recoverable targets: nothing could serve the follow-up
         effective = config.model_copy(deep=True)
         for kind in ("tool_outputs", "history", "rag", "memory"):
             target = effective.targets.of(kind)  # type: ignore[arg-type]
@@ -167,17 +163,11 @@ def run_compression(
         )
     except ContextLengthExceeded as error:
         if persist:
-            record_outcome(applied=False, failed=True, tokens_before=tokens, tokens_after=tokens)
-            metrics.observe_compression(
-                route, "context_length_exceeded", tokens_before=tokens, tokens_after=tokens
-            )
+            record(route, "context_length_exceeded", tokens, tokens)
         raise context_length_exceeded(error.tokens, error.budget) from error
     except CompressionFailed as error:
         if persist:
-            record_outcome(applied=False, failed=True, tokens_before=tokens, tokens_after=tokens)
-            metrics.observe_compression(
-                route, "compression_failed", tokens_before=tokens, tokens_after=tokens
-            )
+            record(route, "compression_failed", tokens, tokens)
         if config.failure_mode == "fail_closed":
             raise ApiError(
                 "compression_failed",
@@ -190,19 +180,25 @@ def run_compression(
         report["error"] = str(error)
         return StageOutcome(body, report)
     if persist:
-        record_outcome(
-            applied=result.applied,
-            failed=False,
-            tokens_before=result.tokens_before,
-            tokens_after=result.tokens_after,
-        )
-        metrics.observe_compression(
-            route,
-            "applied" if result.applied else result.skip_reason or "not_applied",
-            tokens_before=result.tokens_before,
-            tokens_after=result.tokens_after,
-        )
+        status = "applied" if result.applied else result.skip_reason or "not_applied"
+        record(route, status, result.tokens_before, result.tokens_after)
     return StageOutcome(result.body, result_report(result, estimator))
+
+
+FAILED = frozenset({"context_length_exceeded", "compression_failed"})
+
+
+def record(route: str, status: str, tokens_before: int, tokens_after: int) -> None:
+    """The tenant's compression counters and the route's metrics, for one request."""
+    record_outcome(
+        applied=status == "applied",
+        failed=status in FAILED,
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
+    )
+    metrics.observe_compression(
+        route, status, tokens_before=tokens_before, tokens_after=tokens_after
+    )
 
 
 class InMemoryRecovery:
@@ -217,10 +213,5 @@ class InMemoryRecovery:
 
 def context_length_exceeded(tokens: int, budget: int) -> ApiError:
     return ApiError(
-        "context_length_exceeded",
-        f"request exceeds the model input budget after configured compression ({tokens} > {budget} "
-        "conservative tokens); protected instructions, tool structure, schemas or preserved content "
-        "cannot be shortened",
-        status=400,
-        param="request",
+        "context_length_exceeded", str(too_long(tokens, budget)), status=400, param="request"
     )
