@@ -9,7 +9,7 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet, Subquery
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
@@ -19,10 +19,11 @@ from contextplatform.api.errors import ApiError
 from contextplatform.routing import (
     layer_admin,  # noqa: F401  (registers recipes and defaults)
     replay_admin,  # noqa: F401  (registers the replay pages)
+    selectors,
     services,
 )
 from contextplatform.routing.admin_preview import PreviewForm, preview_report, run_preview
-from contextplatform.routing.models import Route, TenantDefaults
+from contextplatform.routing.models import Route
 from contextplatform.routing.route_form import RouteForm
 from tenants.admin import TenantOnlyAdmin
 
@@ -76,14 +77,8 @@ class RouteAdmin(TenantOnlyAdmin):
         return ROUTE_FIELDSETS if obj is None else (*ROUTE_FIELDSETS, EFFECTIVE_FIELDSET)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Route]:
-        """Each route with the tenant defaults it layers on, read in the same query."""
-        defaults = TenantDefaults.objects.filter(pk=TenantDefaults.SINGLETON_ID)
-        return (
-            super()
-            .get_queryset(request)
-            .select_related("recipe")
-            .annotate(defaults_context=Subquery(defaults.values("context")[:1]))
-        )
+        """Each route with the recipe and tenant defaults it layers on, read in the same query."""
+        return selectors.with_layers(super().get_queryset(request))
 
     def render_change_form(
         self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any
@@ -110,8 +105,7 @@ class RouteAdmin(TenantOnlyAdmin):
 
     @staticmethod
     def _spec_context(route: Route) -> dict[str, Any]:
-        defaults = getattr(route, "defaults_context", None)
-        return route.spec(defaults or {}).context.model_dump(mode="json", exclude_none=True)
+        return route.spec().context.model_dump(mode="json", exclude_none=True)
 
     @admin.display(description="sources")
     def source_summary(self, route: Route) -> str:

@@ -73,14 +73,21 @@ class Route(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    # The tenant defaults' context, when the query read them along (``selectors.with_layers``).
+    DEFAULTS_ANNOTATION = "defaults_context"
+
     def effective_context(self, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
         """Tenant defaults, then the recipe, then the route, merged field by field (unvalidated).
 
-        ``defaults`` saves a query when the caller has already read the tenant defaults."""
+        ``defaults`` saves a query when the caller has already read the tenant defaults; so does a
+        route read by ``selectors.with_layers``."""
         from contextplatform.routing.layering import effective_context
 
         if defaults is None:
-            defaults = TenantDefaults.current_context()
+            if hasattr(self, self.DEFAULTS_ANNOTATION):
+                defaults = getattr(self, self.DEFAULTS_ANNOTATION) or {}
+            else:
+                defaults = TenantDefaults.current_context()
         recipe = self.recipe.context if self.recipe_id is not None else None
         return effective_context(defaults, recipe, self.context)
 

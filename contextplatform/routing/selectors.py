@@ -9,27 +9,32 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Q, QuerySet, Subquery
 
 from contextplatform.api.errors import invalid_request
 from contextplatform.routing.models import Recipe, ReplayRecord, Route, TenantDefaults
 from contextplatform.routing.replay_writer import REPLAY_WRITER
 
 
+def with_layers(routes: QuerySet[Route]) -> QuerySet[Route]:
+    """Routes with the layers beneath them, their recipe and the tenant defaults, read in the same
+    query (``Route.spec()`` then reads no more)."""
+    defaults = TenantDefaults.objects.filter(pk=TenantDefaults.SINGLETON_ID).values("context")
+    return routes.select_related("recipe").annotate(
+        **{Route.DEFAULTS_ANNOTATION: Subquery(defaults[:1])}
+    )
+
+
 def route_by_name(name: str) -> Route | None:
-    return Route.objects.select_related("recipe").filter(name=name).first()
+    return with_layers(Route.objects.filter(name=name)).first()
 
 
 def all_routes() -> QuerySet[Route]:
-    return Route.objects.select_related("recipe").order_by("name")
+    return with_layers(Route.objects.order_by("name"))
 
 
 def recipe_by_name(name: str) -> Recipe | None:
     return Recipe.objects.filter(name=name).first()
-
-
-def recipes_by_name(names: set[str]) -> dict[str, Recipe]:
-    return {recipe.name: recipe for recipe in Recipe.objects.filter(name__in=names)}
 
 
 def tenant_defaults() -> dict[str, Any]:

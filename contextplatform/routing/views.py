@@ -65,7 +65,7 @@ class ResponseBody(BaseModel):
     response: dict[str, Any]
 
 
-def route_representation(route: Route, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+def route_representation(route: Route) -> dict[str, Any]:
     """``context`` is the effective configuration resolve runs (tenant defaults, recipe, route);
     ``own_context`` what the route writes itself (what PUT, PATCH and export work on)."""
     representation = {
@@ -79,7 +79,7 @@ def route_representation(route: Route, defaults: dict[str, Any] | None = None) -
         "updated_at": route.updated_at.isoformat(),
     }
     try:
-        representation["context"] = route.spec(defaults).context.model_dump(mode="json")
+        representation["context"] = route.spec().context.model_dump(mode="json")
     except ApiError as error:  # e.g. a source kind removed since: show what is stored
         representation["invalid"] = error.message
     return representation
@@ -184,8 +184,7 @@ class RouteListView(ApiView):
 
     @extend_schema(responses={200: dict}, summary="List routes")
     def get(self, request: Request) -> Response:
-        defaults = selectors.tenant_defaults()
-        routes = [route_representation(r, defaults) for r in selectors.all_routes()]
+        routes = [route_representation(r) for r in selectors.all_routes()]
         return Response({"data": routes})
 
     @extend_schema(request=RouteSpec, responses={201: dict}, summary="Create a route")

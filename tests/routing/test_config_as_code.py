@@ -10,9 +10,12 @@ from typing import Any
 import pytest
 import yaml
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django_tenants.utils import schema_context
 
 from contextplatform.routing.models import Recipe, Route, TenantDefaults
+from contextplatform.routing.selectors import route_by_name
 from tenants.services import issue_api_key
 from tests.conftest import ApiClient, TenantFixture
 
@@ -727,6 +730,40 @@ def test_a_recipe_sits_between_the_defaults_and_the_route(acme_api: ApiClient) -
     )
     assert source_names(resolved(acme_api, "strict-route")) == ["recent_messages", "house"]
     assert resolved(acme_api, "strict-route")["request"]["messages"][0]["role"] != "system"
+
+
+def reads(captured: CaptureQueriesContext) -> list[str]:
+    """The queries of a capture that read tables (not the ``SET search_path`` of the schema)."""
+    return [query["sql"] for query in captured if not query["sql"].startswith("SET ")]
+
+
+def test_resolve_reads_the_route_and_the_layers_beneath_it_in_one_query(
+    acme: TenantFixture, acme_api: ApiClient
+) -> None:
+    imported(
+        acme_api,
+        {
+            "defaults": {"plugins": context_plugin(budget={"context_tokens": 500})},
+            "recipes": [{"name": "strict", "plugins": context_plugin(sources=[HOUSE])}],
+            "routes": [{"name": "strict-route", "recipe": "strict"}],
+        },
+    )
+    with schema_context(acme.schema):
+        with CaptureQueriesContext(connection) as captured:
+            route = route_by_name("strict-route")
+            assert route is not None
+            spec = route.spec()
+        assert len(reads(captured)) == 1, reads(captured)
+        assert [source.name for source in spec.context.sources] == ["house"]
+        assert spec.context.budget.context_tokens == 500
+        # Without the defaults row the route still reads in one query, and inherits nothing.
+        TenantDefaults.objects.all().delete()
+        with CaptureQueriesContext(connection) as captured:
+            route = route_by_name("strict-route")
+            assert route is not None
+            spec = route.spec()
+        assert len(reads(captured)) == 1, reads(captured)
+        assert spec.context.budget.context_tokens is None
 
 
 def test_signals_come_from_the_defaults_or_a_recipe_never_a_route(acme_api: ApiClient) -> None:
