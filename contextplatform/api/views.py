@@ -8,6 +8,7 @@ from pydantic import BaseModel
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from contextplatform.api.errors import invalid_request
 from contextplatform.api.validation import parse
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -24,3 +25,14 @@ class ApiView(APIView):
     @staticmethod
     def tenant(request: Request) -> Any:
         return request._request.tenant
+
+    @staticmethod
+    def query_int(request: Request, name: str, *, default: int, high: int) -> int:
+        """A whole-number query parameter between 1 and ``high``."""
+        try:
+            value = int(request.query_params.get(name, default))
+        except ValueError:
+            raise invalid_request(f"{name}: expected a whole number", name) from None
+        if not 1 <= value <= high:
+            raise invalid_request(f"{name}: must be between 1 and {high}", name)
+        return value

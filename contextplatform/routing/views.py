@@ -465,12 +465,7 @@ class ReplayListView(ApiView):
         status_filter = query.get("status") or None
         if status_filter and status_filter not in {"ok", "partial", "refused"}:
             raise invalid_request("status: must be one of ok, partial, refused", "status")
-        try:
-            limit = int(query.get("limit", 50))
-        except ValueError:
-            raise invalid_request("limit: expected a whole number", "limit") from None
-        if not 1 <= limit <= 500:
-            raise invalid_request("limit: must be between 1 and 500", "limit")
+        limit = self.query_int(request, "limit", default=50, high=500)
         page = selectors.replay_page(
             route=query.get("route") or None,
             user=query.get("user") or None,
