@@ -29,6 +29,7 @@ of the ``context`` plugin; their removed fields move as follows:
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,6 +187,13 @@ class _Run:
 
     def note(self, path: str, message: str) -> None:
         self.notes.append(f"{path}: {message}")
+
+    def note_dropped(
+        self, settings: dict[str, Any], handled: Iterable[str], path: str, message: str
+    ) -> None:
+        """A note for each key of ``settings`` the rewrite did not handle, in key order."""
+        for key in sorted(set(settings) - set(handled)):
+            self.note(f"{path}.{key}", message)
 
 
 def migrate_document(data: Any) -> Migration:
@@ -466,8 +474,7 @@ def _rag_source(settings: dict[str, Any], path: str, run: _Run) -> tuple[dict[st
         "backend",
         "backend_config",
     }
-    for key in sorted(set(settings) - handled):
-        run.note(f"{path}.{key}", "not a field of a rag source; dropped")
+    run.note_dropped(settings, handled, path, "not a field of a rag source; dropped")
     return source, settings.get("injection_mode")
 
 
@@ -514,8 +521,12 @@ def _vectorstore(backend: str, config: dict[str, Any], path: str, run: _Run) -> 
         kept = {"collection": config.get("collection") or config.get("vector_store_id")}
     if backend != "vectorstore":
         run.note(path, f"{backend} collection is read from the platform's vector store")
-    for key in sorted(set(config) - {"collection", "collections", "vector_store_id"}):
-        run.note(f"{path}.{key}", "the platform's vector store has no such setting; dropped")
+    run.note_dropped(
+        config,
+        {"collection", "collections", "vector_store_id"},
+        path,
+        "the platform's vector store has no such setting; dropped",
+    )
     return kept
 
 
@@ -537,14 +548,10 @@ def _external_api(config: dict[str, Any], path: str, run: _Run) -> dict[str, Any
         kept["request_format"] = request_format
     elif request_format is not None or template is not None:
         run.note(f"{path}.request_format", "write the request body template as a JSON object")
-    handled = {
-        *kept,
-        "timeout_seconds",
-        "request_template",
-        "request_format",
-    }
-    for key in sorted(set(config) - handled):
-        run.note(f"{path}.{key}", "not a setting of external_api; dropped (keys go in headers)")
+    handled = {*kept, "timeout_seconds", "request_template", "request_format"}
+    run.note_dropped(
+        config, handled, path, "not a setting of external_api; dropped (keys go in headers)"
+    )
     return kept
 
 
@@ -579,11 +586,14 @@ def _memory_source(settings: dict[str, Any], path: str, run: _Run) -> dict[str, 
     reflection = settings.get("reflection", store_defaults.get("reflection"))
     if isinstance(reflection, dict):
         source["reflection"] = {k: v for k, v in reflection.items() if k in REFLECTION_FIELDS}
-        for key in sorted(set(reflection) - set(REFLECTION_FIELDS)):
-            run.note(f"{path}.reflection.{key}", "not a setting of the gate; dropped")
+        run.note_dropped(
+            reflection,
+            REFLECTION_FIELDS,
+            f"{path}.reflection",
+            "not a setting of the gate; dropped",
+        )
     handled = {*MEMORY_KEPT_FIELDS, *LEGACY_SOURCE_FIELDS["memory"], "type", "hybrid_mode"}
-    for key in sorted(set(settings) - handled):
-        run.note(f"{path}.{key}", "not a field of a memory source; dropped")
+    run.note_dropped(settings, handled, path, "not a field of a memory source; dropped")
     return source
 
 
@@ -638,14 +648,8 @@ def _compression(settings: dict[str, Any], path: str, run: _Run) -> dict[str, An
     result: dict[str, Any] = {"compress": compress}
     if isinstance(settings.get("budget"), dict):
         result["budget"] = _budget(settings["budget"], f"{path}.budget", run)
-    handled = {
-        *COMPRESS_FIELDS,
-        "enabled",
-        "scoring",
-        "budget",
-    }
-    for key in sorted(set(settings) - handled):
-        run.note(f"{path}.{key}", "not a setting of compress; dropped")
+    handled = {*COMPRESS_FIELDS, "enabled", "scoring", "budget"}
+    run.note_dropped(settings, handled, path, "not a setting of compress; dropped")
     return result
 
 
