@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import redis
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
 from django_tenants.utils import schema_context
@@ -31,8 +35,6 @@ TENANT_KEYS: dict[str, str] = {}
 def isolated_task_and_cache_settings() -> None:
     """Tasks run inline (a test that needs a real worker starts one), and this run's cache keys
     never meet an earlier run's in a shared Redis."""
-    import uuid
-
     from django.conf import settings
 
     from contextplatform.celery import app
@@ -154,3 +156,31 @@ def in_acme(acme: TenantFixture) -> Iterator[TenantFixture]:
     with schema_context(acme.schema):
         yield acme
     connection.set_schema_to_public()
+
+
+def logged_in(schema: str, *, staff: bool = True) -> Client:
+    """A client signed in (without the login page) as a new user of ``schema``'s admin."""
+    with schema_context(schema):
+        user = get_user_model().objects.create_user(
+            username=f"user-{uuid.uuid4().hex[:6]}", password="unused-pass", is_staff=staff
+        )
+        client = Client()
+        client.force_login(user)
+    connection.set_schema_to_public()
+    return client
+
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> str:
+    """A Redis that answers: a test is skipped without one, and fails if ``REDIS_URL`` names one
+    that does not answer."""
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_timeout=2).ping()
+    except redis.RedisError as error:
+        if "REDIS_URL" in os.environ:
+            pytest.fail(f"REDIS_URL={REDIS_URL} is set but Redis does not answer: {error}")
+        pytest.skip(f"no Redis at {REDIS_URL} (set REDIS_URL): {error}")
+    return REDIS_URL

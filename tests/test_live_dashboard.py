@@ -3,29 +3,14 @@ draw in Chromium, its script served by the ASGI application)."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
-from django.contrib.auth import get_user_model
-from django.db import connection
 from django.test import Client
-from django_tenants.utils import schema_context
 
-from tests.conftest import TenantFixture
+from tests.conftest import TenantFixture, logged_in
 
 ACME = "acme.localhost"
 PLATFORM = "127.0.0.1"  # no tenant's domain: the platform host
-
-
-def logged_in(schema: str, *, staff: bool = True) -> Client:
-    with schema_context(schema):
-        user = get_user_model().objects.create_user(
-            username=f"dash-{uuid.uuid4().hex[:6]}", password="unused-pass", is_staff=staff
-        )
-        client = Client()
-        client.force_login(user)
-    connection.set_schema_to_public()
-    return client
 
 
 def test_a_staff_user_of_the_tenant_sees_the_dashboard_and_its_link(acme: TenantFixture) -> None:

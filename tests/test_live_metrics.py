@@ -6,28 +6,22 @@ one through a real uvicorn process."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
-import redis
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
-from django.contrib.auth import get_user_model
-from django.test import Client
-from django_tenants.utils import schema_context
 
 from contextplatform import live
 from contextplatform.asgi import application
-from tests.conftest import TENANT_KEYS, ApiClient, TenantFixture
+from tests.conftest import TENANT_KEYS, ApiClient, TenantFixture, logged_in
 from tests.live import live_server
 from tests.routing import source_kinds_for_tests  # noqa: F401  (registers test_hang)
 
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 RULES = {"type": "skill_guardrails", "name": "rules", "texts": ["Be kind."]}
 STUCK = {"type": "test_hang", "name": "stuck", "timeout_ms": 30}
@@ -46,17 +40,6 @@ def keep_the_test_transaction(monkeypatch: pytest.MonkeyPatch) -> None:
     test's transaction that would mark it for rollback. Django's test Client skips the same hook
     for HTTP requests."""
     monkeypatch.setattr("channels.db.close_old_connections", lambda: None)
-
-
-@pytest.fixture
-def redis_url() -> str:
-    try:
-        redis.Redis.from_url(REDIS_URL, socket_timeout=2).ping()
-    except redis.RedisError as error:
-        if "REDIS_URL" in os.environ:
-            pytest.fail(f"REDIS_URL={REDIS_URL} is set but Redis does not answer: {error}")
-        pytest.skip(f"no Redis at {REDIS_URL} (set REDIS_URL): {error}")
-    return REDIS_URL
 
 
 def redis_layer(url: str, prefix: str) -> dict[str, Any]:
@@ -190,12 +173,7 @@ def test_bad_missing_or_underprivileged_keys_are_refused(acme: TenantFixture) ->
 
 
 def admin_cookie(schema: str, *, staff: bool = True) -> bytes:
-    with schema_context(schema):
-        user = get_user_model().objects.create_user(
-            username=f"ops-{uuid.uuid4().hex[:6]}", password="pw-unused", is_staff=staff
-        )
-        client = Client()
-        client.force_login(user)
+    client = logged_in(schema, staff=staff)
     name = django_settings.SESSION_COOKIE_NAME
     return f"{name}={client.cookies[name].value}".encode()
 
