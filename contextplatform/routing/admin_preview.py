@@ -70,7 +70,7 @@ def run_preview(request: HttpRequest, route: Route, form: PreviewForm) -> Resolu
         request_body=form.request_body(),
         chat_format=cleaned["format"] or None,
         record=False,
-        allowlist=getattr(tenant, "outbound_allowlist", None) or (),
+        allowlist=tenant.outbound_allowlist,
     )
 
 

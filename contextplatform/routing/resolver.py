@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,12 +88,7 @@ class Resolution:
         return "partial" if any(o.failed for o in self.outcomes) else "ok"
 
     def source_reports(self) -> list[dict[str, Any]]:
-        kept_by_source: dict[str, int] = {}
-        for decision in self.decisions:
-            if decision.kept:
-                kept_by_source[decision.item.source] = (
-                    kept_by_source.get(decision.item.source, 0) + 1
-                )
+        kept_by_source = Counter(d.item.source for d in self.decisions if d.kept)
         return [
             {
                 "name": o.name,

@@ -115,7 +115,7 @@ class ResolveView(ApiView):
             session=body.session,
             request_body=body.request,
             chat_format=body.format,
-            allowlist=getattr(tenant, "outbound_allowlist", None) or (),
+            allowlist=tenant.outbound_allowlist,
             headers=request.headers,
         )
         blocked = resolution.blocked
@@ -158,7 +158,7 @@ class ContextPreviewView(ApiView):
                 route_name=body.route,
                 query=body.query,
                 user=body.user,
-                allowlist=getattr(tenant, "outbound_allowlist", None) or (),
+                allowlist=tenant.outbound_allowlist,
             )
         )
 
