@@ -9,9 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from contextplatform.api.validation import describe
 from sources.base import SourceSettings
 from sources.matching import MatchConfig
+from sources.outbound import DEFAULT_MAX_RESPONSE_BYTES
 
 Backend = Literal["vectorstore", "external_api", "hybrid"]
-DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 
 
 class Strict(BaseModel):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -10,23 +9,9 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
 
 from tests.conftest import TENANT_KEYS
 from tests.live import celery_worker, live_server
-
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> str:
-    try:
-        redis.Redis.from_url(REDIS_URL, socket_timeout=2).ping()
-    except redis.RedisError as error:
-        if "REDIS_URL" in os.environ:
-            pytest.fail(f"REDIS_URL={REDIS_URL} is set but Redis does not answer: {error}")
-        pytest.skip(f"no Redis at {REDIS_URL} (set REDIS_URL): {error}")
-    return REDIS_URL
 
 
 @pytest.fixture(scope="module")
