@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 import redis
+from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import connection, models
 from django.test import Client
+from django.urls import reverse
 from django_tenants.utils import schema_context
 
 from tenants.models import Tenant
@@ -168,6 +170,13 @@ def logged_in(schema: str, *, staff: bool = True) -> Client:
         client.force_login(user)
     connection.set_schema_to_public()
     return client
+
+
+def admin_object_url(model: type[models.Model], pk: Any, view: str = "change") -> str:
+    """The admin page of one object, its key quoted as the admin quotes it: ``job_40ab…`` must
+    not be sent as is, since the admin reads ``_40`` as an escaped ``@``."""
+    meta = model._meta
+    return reverse(f"admin:{meta.app_label}_{meta.model_name}_{view}", args=[quote(pk)])
 
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")

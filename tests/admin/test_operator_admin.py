@@ -17,10 +17,10 @@ from django_tenants.utils import schema_context
 
 from contextplatform.routing.models import Recipe, ReplayRecord, Route, TenantDefaults
 from sources.ingestion import DocumentInput, submit_documents
-from sources.models import Collection
+from sources.models import Collection, IngestionJob
 from tests.admin.conftest import ACME_HOST, PASSWORD, signed_in
 from tests.admin.forms import form_data
-from tests.conftest import ApiClient, TenantFixture
+from tests.conftest import ApiClient, TenantFixture, admin_object_url
 
 ROUTES = "/admin/routing/route/"
 RULES_ROW = {
@@ -109,7 +109,7 @@ def add_route(client: Client, **fields: Any) -> Any:
 
 
 def change_url(route: Route) -> str:
-    return f"{ROUTES}{route.pk}/change/"
+    return admin_object_url(Route, route.pk)
 
 
 def field_errors(response: Any) -> dict[str, list[str]]:
@@ -457,7 +457,7 @@ def test_a_recipe_change_that_breaks_a_route_on_it_is_refused(
     assert add_route(operator, recipe=str(recipe.pk), inherit_sources="on").status_code == 302
     # A route inheriting a history source with on_failure: block is fine; a memory one is not.
     broken = '{"sources": [{"type": "memory", "on_failure": "block"}]}'
-    refused = operator.post(f"/admin/routing/recipe/{recipe.pk}/change/", {"context": broken})
+    refused = operator.post(admin_object_url(Recipe, recipe.pk), {"context": broken})
     assert refused.status_code == 200
     text = " ".join(refused.context["adminform"].form.errors["context"])
     assert "on_failure" in text and "never refuses the request" in text
@@ -466,10 +466,7 @@ def test_a_recipe_change_that_breaks_a_route_on_it_is_refused(
     bad_name = operator.post("/admin/routing/recipe/add/", {"name": "a b", "context": ""})
     assert "not a valid recipe name" in " ".join(bad_name.context["adminform"].form.errors["name"])
     good = '{"sources": [{"type": "skill_guardrails", "texts": ["House rules."]}]}'
-    assert (
-        operator.post(f"/admin/routing/recipe/{recipe.pk}/change/", {"context": good}).status_code
-        == 302
-    )
+    assert operator.post(admin_object_url(Recipe, recipe.pk), {"context": good}).status_code == 302
     assert [s["type"] for s in effective()["sources"]] == ["skill_guardrails"]
 
 
@@ -496,14 +493,14 @@ def test_collections_show_counts_and_ingestion_progress(
     connection.set_schema_to_public()
     listing = operator.get("/admin/sources/collection/").content.decode()
     assert "queued 0/1 (0%)" in listing
-    page = operator.get(f"/admin/sources/collection/{collection.pk}/change/").content.decode()
+    page = operator.get(admin_object_url(Collection, collection.pk)).content.decode()
     assert queued.id in page and "done 2/2 (100%)" in page
 
-    job = operator.get(f"/admin/sources/ingestionjob/{queued.id}/change/")
+    job = operator.get(admin_object_url(IngestionJob, queued.id))
     assert job.status_code == 200 and "queued 0/1 (0%)" in job.content.decode()
     documents_page = operator.get(f"/admin/sources/document/?collection__id__exact={collection.pk}")
     assert all(d in documents_page.content.decode() for d in ("returns", "shipping", "faq"))
-    assert operator.post(f"/admin/sources/ingestionjob/{queued.id}/delete/").status_code == 403
+    assert operator.post(admin_object_url(IngestionJob, queued.id, "delete")).status_code == 403
 
     created = operator.post(
         "/admin/sources/collection/add/", {"name": "bad name!", "description": ""}

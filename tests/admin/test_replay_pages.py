@@ -13,7 +13,7 @@ from django_tenants.utils import schema_context
 from contextplatform.routing.models import ReplayRecord
 from contextplatform.routing.replay_presentation import cell, messages_table, replay_sections
 from tests.admin.conftest import ACME_HOST, make_user, signed_in
-from tests.conftest import ApiClient
+from tests.conftest import ApiClient, admin_object_url
 from tests.routing import source_kinds_for_tests  # noqa: F401  (registers test_sleep)
 
 RULES = {"type": "skill_guardrails", "name": "rules", "texts": ["Be kind."]}
@@ -100,7 +100,7 @@ def test_the_detail_page_shows_sources_items_and_decisions_as_tables(
     assert resolved.status_code == 200, resolved.content
     replay_id = resolved.json()["id"]
 
-    response = auditor.get(f"{LIST}{replay_id}/change/")
+    response = auditor.get(admin_object_url(ReplayRecord, replay_id))
     assert response.status_code == 200
     tables = {table.title: table for table in response.context["replay"]["tables"]}
     sources = {
@@ -172,7 +172,7 @@ def test_captured_content_and_candidates_are_tables_too(auditor: Client) -> None
             "blocks": [{"kind": "history", "mode": "extractive", "final_tokens": 120}],
         },
     )
-    response = auditor.get(f"{LIST}rsv_captured/change/")
+    response = auditor.get(admin_object_url(ReplayRecord, "rsv_captured"))
     replay = response.context["replay"]
     tables = {table.title: table for table in replay["tables"]}
     kb = tables["Candidates of kb (rag)"]

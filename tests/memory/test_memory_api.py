@@ -20,7 +20,7 @@ from memory.models import Memory
 from memory.selectors import search_memories
 from sources.embedding import get_embedder
 from tenants.services import issue_api_key
-from tests.conftest import ApiClient, TenantFixture
+from tests.conftest import ApiClient, TenantFixture, admin_object_url
 from tests.memory.test_memory_isolation import FakeEmbedder, axis, blend, remember
 
 REPRESENTATION = {
@@ -383,7 +383,7 @@ def test_admin_lists_searches_and_edits_with_a_new_embedding(
         == 200
     )
     before = stored_embedding(acme.schema, memory["id"])
-    change = f"/admin/memory/memory/{memory['id']}/change/"
+    change = admin_object_url(Memory, memory["id"])
     saved = client.post(
         change,
         {
