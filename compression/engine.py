@@ -266,6 +266,12 @@ def uses_judge(config: CompressConfig) -> bool:
     return match is None or match.judge is not None or match.recall is None
 
 
+def judge_deployment(config: CompressConfig) -> str | None:
+    """The chat deployment the judge block names; None is the local judge."""
+    match = config.match
+    return match.judge.deployment if match is not None and match.judge is not None else None
+
+
 def judge_limit(config: CompressConfig) -> int:
     match = config.match
     return match.judge.max_candidates if match is not None and match.judge is not None else 64

@@ -10,7 +10,7 @@ target, and an input that cannot be shrunk comes back as it was (``applied=False
   array lengths and the exact text of numbers are kept), a JSON string document is decoded,
   compressed and re-encoded, and text that starts like JSON but does not parse is left alone.
 * ``truncate_middle`` keeps the beginning and the end of a text (vSR §2.8).
-* ``tokenize_terms``, ``bm25_scores`` and ``lexical_score`` are the ranking helpers the engine uses.
+* ``tokenize_terms`` and ``bm25_scores`` are the ranking helpers the engine uses.
 
 Every count goes through the estimator passed in. For ``HeuristicEstimator`` the counts of joined
 chunks are computed from per-chunk sums instead of re-counting each candidate text; they are exactly
@@ -124,7 +124,7 @@ def tokenize_terms(text: str) -> list[str]:
     ``_`` (one-character words dropped), every CJK character plus the bigram of consecutive CJK
     characters, and every Unicode symbol as a term of its own; everything else separates.
 
-    The terms are a bag: BM25 and ``lexical_score`` only count them, so words, CJK terms and symbols
+    The terms are a bag: BM25 only counts them, so words, CJK terms and symbols
     come out in separate groups, not in text order."""
     return _term_tokenizer().terms(text)
 
@@ -133,21 +133,6 @@ def bm25_scores(query: str, texts: Sequence[str]) -> list[float]:
     """BM25 (k1=1.2, b=0.75, idf ``ln(1 + (N - df + 0.5) / (df + 0.5))``) of each text against the
     query, the texts being the whole document collection; unique query terms only."""
     return _bm25(tokenize_terms(query), [tokenize_terms(text) for text in texts])
-
-
-def lexical_score(query: str, text: str) -> float:
-    """vSR ``lexicalScore`` (§2.3 step 6): the share of the query's terms, repeats included, that
-    occur in ``text``; 0 for a query without terms."""
-    query_terms = tokenize_terms(query)
-    if not query_terms:
-        return 0.0
-    present = set(tokenize_terms(text))
-    return sum(1 for term in query_terms if term in present) / len(query_terms)
-
-
-def looks_like_json(text: str) -> bool:
-    """vSR's JSON flag for a block: its trimmed text starts with ``{`` or ``[``."""
-    return text.lstrip().startswith(("{", "["))
 
 
 # --- shared helpers -------------------------------------------------------------------------------

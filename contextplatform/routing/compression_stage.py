@@ -16,7 +16,9 @@ from compression.engine import (
     ContextLengthExceeded,
     Provenance,
     compress_request,
+    judge_deployment,
     too_long,
+    uses_judge,
 )
 from compression.estimation import TokenEstimator
 from compression.recovery import DatabaseRecoveryWriter
@@ -132,10 +134,7 @@ def run_compression(
             target = effective.targets.of(kind)  # type: ignore[arg-type]
             if target.mode == "recoverable":
                 target.mode = "extractive"
-    judge = None
-    match = config.match
-    if match is None or match.judge is not None:
-        judge = block_judge(match.judge.deployment if match and match.judge else None)
+    judge = block_judge(judge_deployment(config)) if uses_judge(config) else None
     provenance = Provenance(
         rag_call_ids=frozenset(i for i, kind in injected.items() if kind == "rag"),
         memory_call_ids=frozenset(i for i, kind in injected.items() if kind == "memory"),

@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from compression.config import CompressConfig, CompressMatch, CompressRecall
+from compression.engine import uses_judge
 from compression.estimation import count_json, default_estimator
 from compression.views import audited
 from contextplatform.api.errors import ApiError, not_found
@@ -62,7 +63,7 @@ def preview_config(
         window = body.context_window
     if body.max_output_tokens is not None:
         max_output = body.max_output_tokens
-    if config.match is None or config.match.judge is not None:
+    if uses_judge(config):
         warnings.append("preview ranks segments with BM25 only; the relevance judge is not called")
     config = config.model_copy(update={"match": CompressMatch(recall=CompressRecall())})
     return config, budget, window, max_output, warnings

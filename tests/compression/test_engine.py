@@ -22,7 +22,9 @@ from compression.engine import (
     Provenance,
     block_bm25,
     compress_request,
+    judge_deployment,
     recovery_key,
+    uses_judge,
 )
 from compression.estimation import HeuristicEstimator, count_json
 from compression.rewrite import read_at
@@ -375,6 +377,26 @@ def test_least_relevant_blocks_come_first_and_take_the_budget() -> None:
     first, *rest = tight.blocks
     assert first.target_tokens == first.original_tokens - needed  # it alone covers what is needed
     assert all(b.target_tokens == 1000 for b in rest)
+
+
+@pytest.mark.parametrize(
+    ("match", "judged", "deployment"),
+    [
+        (None, True, None),
+        ({}, True, None),
+        ({"recall": {"method": "bm25"}}, False, None),
+        ({"judge": {"deployment": "judge-llm"}}, True, "judge-llm"),
+        ({"recall": {"method": "bm25"}, "judge": {}}, True, None),
+    ],
+)
+def test_one_rule_says_whether_the_judge_ranks_blocks(
+    match: dict[str, Any] | None, judged: bool, deployment: str | None
+) -> None:
+    config = cfg() if match is None else cfg(match=match)
+    assert uses_judge(config) is judged and judge_deployment(config) == deployment
+    calls: list[str] = []
+    compress(three_outputs(), config=config, judge=lambda q, t: calls.append(q) or [0.5] * len(t))
+    assert bool(calls) is judged
 
 
 def test_one_judge_call_ranks_the_best_by_bm25_and_the_unread_come_last() -> None:

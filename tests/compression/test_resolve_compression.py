@@ -201,6 +201,18 @@ def test_preview_returns_plans_never_text_and_is_audited(acme_api: ApiClient, ac
     assert inline.status_code == 400 and inline.json()["error"]["param"].startswith(
         "configuration.targets.history"
     )
+    judge_note = "preview ranks segments with BM25 only; the relevance judge is not called"
+    for match, noted in (
+        ({}, True),
+        ({"judge": {}}, True),
+        ({"recall": {"method": "bm25"}}, False),
+    ):
+        previewed = acme_api.post(
+            "/api/v1/plugins/context/compression/preview",
+            {"configuration": {"match": match}, "request_body": conversation()},
+        )
+        assert previewed.status_code == 200, previewed.content
+        assert (judge_note in previewed.json()["warnings"]) is noted, match
     stats = acme_api.get("/api/v1/observability/plugins/context/compression/stats").json()
     assert (
         stats["audit"][-1]["action"] == "compression.preview"

@@ -18,8 +18,6 @@ from compression.text import (
     TextResult,
     bm25_scores,
     compress_extractive,
-    lexical_score,
-    looks_like_json,
     tokenize_terms,
     truncate_middle,
 )
@@ -327,11 +325,6 @@ def test_json_output_is_compact_and_keeps_non_ascii() -> None:
     assert result.applied and '"note":"naïve café ✓"' in result.text
 
 
-def test_looks_like_json() -> None:
-    assert looks_like_json('  {"a": 1}') and looks_like_json("[oops")
-    assert not looks_like_json('"a string"') and not looks_like_json("plain")
-
-
 # --- truncate_middle --------------------------------------------------------------------------------
 
 
@@ -405,13 +398,6 @@ def test_bm25_counts_unique_query_terms_once() -> None:
     )
     assert bm25_scores("", ["a b"]) == [0.0]
     assert bm25_scores("x", []) == []
-
-
-def test_lexical_score_counts_repeated_query_terms() -> None:
-    assert lexical_score("error disk disk", "the disk is full") == pytest.approx(2 / 3)
-    assert lexical_score("", "anything") == 0.0
-    assert lexical_score("a", "a") == 0.0  # one-letter words are not terms
-    assert lexical_score("数据", "数据库") == 1.0
 
 
 def reference_terms(text: str) -> list[str]:
