@@ -11,7 +11,7 @@ from django.utils import timezone
 from contextplatform.api.errors import ApiError
 from contextplatform.routing.models import ReplayRecord
 from contextplatform.routing.replay_writer import REPLAY_WRITER
-from contextplatform.routing.resolver import RESOLVE_ID
+from contextplatform.routing.resolver import resolve_id_age_s
 from memory.writing import hand_back
 from sources.messages import content_text
 from sources.selectors import session_messages
@@ -19,6 +19,7 @@ from sources.services import append_session_messages
 
 REPLAY_ARRIVAL_S = 2.0
 REPLAY_POLL_S = 0.05
+CLOCK_SLACK_S = 1.0
 
 
 def begin_turn(
@@ -100,9 +101,13 @@ def assistant_message(response: Any) -> dict[str, Any]:
 def await_replay(record_id: str, wait_s: float = REPLAY_ARRIVAL_S) -> bool:
     """Whether the record exists, waiting for it if it may still be on its way: this process's
     writer is flushed, and a record another worker process accepted lands within milliseconds, so
-    an id of the resolve-id form is looked for again for up to ``wait_s`` seconds."""
+    a resolve id issued in the last ``wait_s`` seconds (plus a second of clock slack) is looked
+    for again until ``wait_s`` has passed; an older id, or one of another form, is answered at
+    once."""
     REPLAY_WRITER.flush()
-    deadline = time.monotonic() + (wait_s if RESOLVE_ID.fullmatch(record_id) else 0.0)
+    age = resolve_id_age_s(record_id)
+    may_arrive = age is not None and -CLOCK_SLACK_S <= age <= wait_s + CLOCK_SLACK_S
+    deadline = time.monotonic() + (wait_s if may_arrive else 0.0)
     while not ReplayRecord.objects.filter(pk=record_id).exists():
         if time.monotonic() >= deadline:
             return False

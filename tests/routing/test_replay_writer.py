@@ -15,13 +15,14 @@ from typing import Any
 import httpx
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_tenants.utils import schema_context
 
 from contextplatform import metrics
 from contextplatform.routing.models import ReplayRecord
 from contextplatform.routing.replay_writer import ReplayWriter
-from contextplatform.routing.resolver import new_resolve_id
+from contextplatform.routing.resolver import RESOLVE_ID, new_resolve_id, resolve_id_age_s
 from contextplatform.routing.turns import await_replay
 from sources.models import ChatSession
 from tests.conftest import TENANT_KEYS
@@ -127,10 +128,23 @@ def test_a_turn_waits_for_a_record_another_process_is_still_writing(
         assert await_replay(late)
         assert time.monotonic() - started >= 0.25
         writer.join()
-        assert not await_replay("rsv_" + "0" * 24, wait_s=0.2)
-        started = time.monotonic()
-        assert not await_replay("not-a-resolve-id")  # another form of id is not waited for
-        assert time.monotonic() - started < 0.2
+        assert existence_checks(new_resolve_id(), wait_s=0.2) > 1  # just issued: looked for again
+        # Issued long ago (1970), or not a resolve id: answered with one look.
+        assert existence_checks("rsv_" + "0" * 24, wait_s=0.2) == 1
+        assert existence_checks("not-a-resolve-id", wait_s=0.2) == 1
+
+
+def existence_checks(record_id: str, *, wait_s: float) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        assert not await_replay(record_id, wait_s=wait_s)
+    return sum(1 for query in queries.captured_queries if "replayrecord" in query["sql"])
+
+
+def test_resolve_ids_carry_their_issue_time() -> None:
+    issued = new_resolve_id()
+    age = resolve_id_age_s(issued)
+    assert RESOLVE_ID.fullmatch(issued) and age is not None and 0 <= age < 60
+    assert resolve_id_age_s("rsv_" + "0" * 24) > 1e9 and resolve_id_age_s("job_1") is None
 
 
 def test_a_live_server_answers_with_the_replay_and_completes_the_turn_at_once() -> None:
