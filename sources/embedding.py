@@ -16,18 +16,21 @@ import shutil
 import tempfile
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
+from cachetools import TTLCache, cached
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 LOCAL_IDENTITY = "local:all-MiniLM-L6-v2:int8"
 LOCAL_DIMENSIONS = 384
+QUERY_MEMO_SIZE = 512
+QUERY_MEMO_TTL_S = 600.0
 FASTEMBED_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 # The int8 export the identity stands for; a package shipping another file must not pass as it.
 LOCAL_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -53,7 +56,18 @@ class Embedder(ABC):
         """Unit-length vectors, one per text, in order."""
 
     def embed_query(self, text: str) -> list[float]:
-        return self.embed([text])[0]
+        """One text's vector, remembered for a while: the sources of one resolve (a rag and a
+        memory source, say) ask for the same query at the same time, and the second waits for the
+        first's answer instead of embedding it again."""
+        return list(self._query_vectors(text))
+
+    @functools.cached_property
+    def _query_vectors(self) -> Callable[[str], tuple[float, ...]]:
+        def embed_one(text: str) -> tuple[float, ...]:
+            return tuple(self.embed([text])[0])
+
+        memo = TTLCache(maxsize=QUERY_MEMO_SIZE, ttl=QUERY_MEMO_TTL_S)
+        return cached(memo, condition=threading.Condition())(embed_one)
 
 
 def _check_texts(texts: Sequence[str]) -> list[str]:

@@ -214,6 +214,8 @@ class FakeEmbeddings:
             return 500, b'{"error": "boom"}'
         elif self.mode == "slow":
             time.sleep(1.0)
+        elif self.mode == "delayed":
+            time.sleep(0.2)
         body = {"object": "list", "data": data, "model": "fake"}
         return 200, json.dumps(body).encode()
 
@@ -320,6 +322,32 @@ def test_remote_times_out(fake: FakeEmbeddings) -> None:
     with pytest.raises(EmbeddingError, match="timed out after 200 ms"):
         remote(fake, timeout_s=0.2).embed(["a"])
     assert time.perf_counter() - started < 0.9
+
+
+def test_a_query_asked_for_at_once_is_embedded_once(fake: FakeEmbeddings) -> None:
+    fake.mode = "delayed"  # the first answer takes a while: the others ask while it is pending
+    embedder = remote(fake)
+    query = "Where is my parcel?"
+    answers: list[list[float]] = []
+    threads = [
+        threading.Thread(target=lambda: answers.append(embedder.embed_query(query)))
+        for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(fake.requests) == 1 and len(answers) == 4
+    assert all(answer == answers[0] for answer in answers)
+    answers[0][0] = 99.0  # each caller has its own list: the remembered vector is unchanged
+    assert embedder.embed_query(query) == answers[1] and len(fake.requests) == 1
+    remote(fake).embed_query(query)  # another embedder remembers on its own
+    assert len(fake.requests) == 2
+    fake.mode = "error"
+    with pytest.raises(EmbeddingError):
+        embedder.embed_query("Refund?")
+    fake.mode = "ok"  # a failure is not remembered
+    assert len(embedder.embed_query("Refund?")) == fake.dimensions and len(fake.requests) == 4
 
 
 def test_remote_unreachable_is_an_embedding_error(fake: FakeEmbeddings) -> None:
