@@ -162,16 +162,6 @@ def checked_user(user: str) -> str:
     return user
 
 
-def int_param(request: Request, name: str, default: int, high: int) -> int:
-    try:
-        value = int(request.query_params.get(name, default))
-    except ValueError:
-        raise invalid_request(f"{name}: expected a whole number", name) from None
-    if not 1 <= value <= high:
-        raise invalid_request(f"{name}: must be between 1 and {high}", name)
-    return value
-
-
 def existing_memory(user: str, memory_id: int) -> Memory:
     memory = memory_for_user(checked_user(user), memory_id)
     if memory is None:
@@ -193,7 +183,7 @@ class MemoryListView(ApiView):
         operation_id="memories_list",
     )
     def get(self, request: Request, user: str) -> Response:
-        limit = int_param(request, "limit", 50, MAX_LIST_LIMIT)
+        limit = self.query_int(request, "limit", default=50, high=MAX_LIST_LIMIT)
         try:
             page = list_memories(
                 checked_user(user),

@@ -11,7 +11,7 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from contextplatform.api.errors import invalid_request, not_found
+from contextplatform.api.errors import not_found
 from contextplatform.api.views import ApiView
 from sources.embedding import get_embedder
 from sources.ingestion import (
@@ -32,6 +32,7 @@ from sources.selectors import (
 from sources.tasks import enqueue_ingestion
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
+MAX_DOCUMENTS_PAGE = 1000
 
 
 class CollectionBody(BaseModel):
@@ -149,12 +150,7 @@ class DocumentListView(ApiView):
     )
     def get(self, request: Request, name: str) -> Response:
         collection = existing_collection(name)
-        try:
-            limit = int(request.query_params.get("limit", 100))
-        except ValueError:
-            raise invalid_request("limit: expected a whole number", "limit") from None
-        if not 1 <= limit <= 1000:
-            raise invalid_request("limit: must be between 1 and 1000", "limit")
+        limit = self.query_int(request, "limit", default=100, high=MAX_DOCUMENTS_PAGE)
         page = documents_page(
             collection=collection, after=request.query_params.get("cursor") or None, limit=limit
         )

@@ -13,14 +13,14 @@ from compression.config import CompressConfig, CompressMatch, CompressRecall
 from compression.engine import uses_judge
 from compression.estimation import count_json, default_estimator
 from compression.views import audited
-from contextplatform.api.errors import ApiError, not_found
+from contextplatform.api.errors import ApiError
 from contextplatform.api.validation import parse
 from contextplatform.api.views import ApiView
 from contextplatform.routing.budget import plan_budget
 from contextplatform.routing.chat import parse_chat_request
 from contextplatform.routing.compression_stage import run_compression
 from contextplatform.routing.config import BudgetConfig
-from contextplatform.routing.selectors import route_by_name
+from contextplatform.routing.selectors import existing_route
 
 
 class CompressionPreviewBody(BaseModel):
@@ -46,10 +46,7 @@ def preview_config(
 ) -> tuple[CompressConfig, BudgetConfig, int, int | None, list[str]]:
     warnings: list[str] = []
     if body.route is not None:
-        route = route_by_name(body.route)
-        if route is None:
-            raise not_found(f"route {body.route!r} does not exist", "route")
-        spec = route.spec()
+        spec = existing_route(body.route).spec()
         if spec.context.compress is None:
             raise ApiError(
                 "invalid_request", f"route {body.route!r} has no compress block", param="route"

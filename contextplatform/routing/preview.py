@@ -8,9 +8,8 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 
-from contextplatform.api.errors import ApiError
 from contextplatform.routing.resolver import build_sources
-from contextplatform.routing.selectors import route_by_name
+from contextplatform.routing.selectors import existing_route
 from sources.base import ContextRequest
 from sources.fetch import fetch_all
 
@@ -23,11 +22,7 @@ def preview_route(
     user: str | None,
     allowlist: Sequence[str] = (),
 ) -> dict[str, Any]:
-    route = route_by_name(route_name)
-    if route is None:
-        raise ApiError(
-            "not_found", f"route {route_name!r} does not exist", status=404, param="route"
-        )
+    route = existing_route(route_name)
     sources = [source for source in build_sources(route.spec()) if source.previewable]
     request = ContextRequest(
         request_id="pvw_" + secrets.token_hex(8),

@@ -26,7 +26,7 @@ from contextplatform.routing.injection import SourceBlock, inject, injected_call
 from contextplatform.routing.models import ReplayRecord
 from contextplatform.routing.packing import PackDecision, pack
 from contextplatform.routing.replay_writer import REPLAY_WRITER
-from contextplatform.routing.selectors import route_by_name
+from contextplatform.routing.selectors import existing_route
 from sources.base import ContextRequest, ContextSource, source_kind
 from sources.fetch import SourceOutcome, fetch_all
 
@@ -161,11 +161,7 @@ def resolve(
     headers: Mapping[str, str] | None = None,
 ) -> Resolution:
     started = time.perf_counter()
-    route = route_by_name(route_name)
-    if route is None:
-        raise ApiError(
-            "not_found", f"route {route_name!r} does not exist", status=404, param="route"
-        )
+    route = existing_route(route_name)
     spec = route.spec()
     chat = parse_chat_request(request_body, chat_format)
     estimator = default_estimator()

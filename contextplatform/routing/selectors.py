@@ -11,7 +11,7 @@ from typing import Any
 
 from django.db.models import Q, QuerySet, Subquery
 
-from contextplatform.api.errors import invalid_request
+from contextplatform.api.errors import invalid_request, not_found
 from contextplatform.routing.models import Recipe, ReplayRecord, Route, TenantDefaults
 from contextplatform.routing.replay_writer import REPLAY_WRITER
 
@@ -27,6 +27,14 @@ def with_layers(routes: QuerySet[Route]) -> QuerySet[Route]:
 
 def route_by_name(name: str) -> Route | None:
     return with_layers(Route.objects.filter(name=name)).first()
+
+
+def existing_route(name: str, param: str | None = "route") -> Route:
+    """The route named ``name``, or the API's 404 naming the field that asked for it."""
+    route = route_by_name(name)
+    if route is None:
+        raise not_found(f"route {name!r} does not exist", param)
+    return route
 
 
 def all_routes() -> QuerySet[Route]:

@@ -206,10 +206,7 @@ class RouteDetailView(ApiView):
 
     @staticmethod
     def route(name: str) -> Route:
-        route = selectors.route_by_name(name)
-        if route is None:
-            raise not_found(f"route {name!r} does not exist")
-        return route
+        return selectors.existing_route(name, param=None)
 
     @extend_schema(responses={200: dict}, summary="Read a route")
     def get(self, request: Request, name: str) -> Response:
