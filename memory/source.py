@@ -7,9 +7,11 @@ outcome (``used``, ``missing``, ``filtered``, ``unavailable``, ...) lands in the
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Literal
 
 from asgiref.sync import sync_to_async
+from django.db import DatabaseError
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
     from memory.selectors import MemoryHit
 
 BACKEND = "postgres"
+TOUCH_DEADLINE_S = 0.25
+logger = logging.getLogger("contextplatform.memory")
 
 
 class MemoryStoreConfig(BaseModel):
@@ -154,9 +158,7 @@ class MemorySource(ContextSource):
         if not kept:
             return self.outcome("filtered", "every recalled memory was filtered", [])
         if not request.dry_run:
-            from memory.services import touch_used
-
-            await sync_to_async(touch_used)([g.memory.id for g in kept])
+            await self.mark_used([g.memory.id for g in kept])
         items = [
             self.item(
                 g.memory.content,
@@ -166,6 +168,18 @@ class MemorySource(ContextSource):
             for g in kept
         ]
         return self.outcome("used", None, items)
+
+    async def mark_used(self, ids: list[int]) -> None:
+        """Reinforce what was recalled, if the table lets us soon: it is worth less than the
+        answer, so a busy table costs a note, not the memories or the source's deadline."""
+        from memory.services import touch_used
+
+        deadline = min(TOUCH_DEADLINE_S, self.timeout_seconds / 4)
+        try:
+            await sync_to_async(within_deadline)(deadline, lambda: touch_used(ids))
+        except DatabaseError as error:
+            self.notes["memory_touch"] = "skipped: the memory table was busy"
+            logger.warning("memory_touch_skipped", extra={"memories": len(ids), "err": str(error)})
 
     def outcome(
         self, status: str, reason: str | None, items: list[ContextItem]

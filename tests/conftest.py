@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 import pytest
 import redis
 from django.contrib.admin.utils import quote
@@ -177,6 +180,63 @@ def admin_object_url(model: type[models.Model], pk: Any, view: str = "change") -
     not be sent as is, since the admin reads ``_40`` as an escaped ``@``."""
     meta = model._meta
     return reverse(f"admin:{meta.app_label}_{meta.model_name}_{view}", args=[quote(pk)])
+
+
+def side_connection() -> psycopg.Connection:
+    """A connection of its own to the test database: what it commits, the test's transaction
+    sees; what it locks, the test's queries wait for."""
+    settings = connection.settings_dict
+    return psycopg.connect(
+        host=settings["HOST"],
+        port=settings["PORT"] or None,
+        user=settings["USER"],
+        password=settings["PASSWORD"] or None,
+        dbname=settings["NAME"],
+        options="-c lock_timeout=5000",  # never wait forever on the test's own transaction
+    )
+
+
+@contextmanager
+def holding(
+    holder: psycopg.Connection, sql: str, params: Sequence[Any] = (), *, give_up_s: float = 30.0
+) -> Iterator[threading.Event]:
+    """``holder`` runs ``sql`` (a lock) and keeps its transaction open for the block. The event is
+    set when the lock is let go after ``give_up_s`` because the block still runs: a request that
+    answered while the lock was held sees it unset (and a regression fails instead of hanging)."""
+    gave_up = threading.Event()
+    letting_go = threading.Lock()
+    done = threading.Event()
+
+    def give_up() -> None:
+        with letting_go:
+            if not done.is_set():
+                gave_up.set()
+                holder.rollback()
+
+    timer = threading.Timer(give_up_s, give_up)
+    try:
+        holder.execute(sql, params)
+        timer.start()
+        yield gave_up
+    finally:
+        timer.cancel()
+        with letting_go:
+            done.set()
+            holder.rollback()
+
+
+@contextmanager
+def table_locked(
+    schema: str, table: str, mode: str = "ACCESS EXCLUSIVE", *, give_up_s: float = 30.0
+) -> Iterator[threading.Event]:
+    """Another connection holds a lock on ``schema.table`` for the block (see ``holding``)."""
+    holder = side_connection()
+    try:
+        lock = f'LOCK TABLE "{schema}".{table} IN {mode} MODE'
+        with holding(holder, lock, give_up_s=give_up_s) as gave_up:
+            yield gave_up
+    finally:
+        holder.close()
 
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -65,15 +65,19 @@ class VectorstoreBackend(RagBackend):
             self._collections = found
         return self._collections
 
+    async def read_collections(self, request: RetrievalRequest) -> list[Collection]:
+        return await sync_to_async(within_deadline)(request.timeout_seconds, self.collections)
+
     async def cache_token(self, request: RetrievalRequest) -> str | None:
-        collections = await sync_to_async(self.collections)()
+        collections = await self.read_collections(request)
         return ",".join(f"{c.pk}:{c.version}" for c in sorted(collections, key=lambda c: c.pk))
 
     async def retrieve(self, request: RetrievalRequest) -> list[RecallHit]:
-        collections = await sync_to_async(self.collections)()
+        collections = await self.read_collections(request)
         if request.recall is None:
-            return await sync_to_async(newest_chunks)(
-                collections, request.candidates, request.filter
+            return await sync_to_async(within_deadline)(
+                request.timeout_seconds,
+                lambda: newest_chunks(collections, request.candidates, request.filter),
             )
         vector = None
         if request.recall.method != "bm25":

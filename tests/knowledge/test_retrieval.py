@@ -12,7 +12,7 @@ from sources.embedding import get_embedder
 from sources.lexical import lexical_index
 from sources.models import Collection
 from sources.recall import nearest_chunks, rows_by_id, rows_with_cosines
-from tests.conftest import ApiClient
+from tests.conftest import ApiClient, table_locked
 from tests.knowledge.conftest import make_collection, rag_route, resolve
 
 
@@ -245,6 +245,19 @@ def test_unknown_collection_fails_the_source_by_its_on_failure(acme_api: ApiClie
     )
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "source_failed"
+
+
+def test_a_locked_collection_table_stops_the_source_at_its_deadline(
+    acme_api: ApiClient, acme: Any
+) -> None:
+    """The collection lookup runs under the source's statement deadline: a lock cannot hold the
+    request past the source's timeout."""
+    route = rag_route("locked", "kb", timeout_ms=300)
+    assert acme_api.post("/api/v1/routes", route).status_code == 201
+    with table_locked(acme.schema, "sources_collection", give_up_s=10) as gave_up:
+        report = resolve(acme_api, "locked", "anything")
+        assert not gave_up.is_set()  # answered while the table was still locked
+    assert report["sources"][0]["status"] in {"failed", "timeout"}
 
 
 def test_rag_settings_are_validated(acme_api: ApiClient) -> None:

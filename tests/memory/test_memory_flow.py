@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-import psycopg
 import pytest
-from django.db import connection
 from django_tenants.utils import schema_context
 
 from memory.models import Memory, MemoryTurn
-from tests.conftest import ApiClient
+from sources.embedding import get_embedder
+from tests.conftest import ApiClient, holding, side_connection, table_locked
 
 
 def memory_route(name: str = "m", **source: Any) -> dict[str, Any]:
@@ -137,20 +140,9 @@ def test_memory_source_cannot_block(acme_api: ApiClient) -> None:
 
 def test_a_failed_memory_store_leaves_the_request_answered(acme_api: ApiClient, acme: Any) -> None:
     acme_api.post("/api/v1/routes", memory_route(timeout_ms=300))
-    settings = connection.settings_dict
-    holder = psycopg.connect(
-        host=settings["HOST"],
-        port=settings["PORT"] or None,
-        user=settings["USER"],
-        password=settings["PASSWORD"] or None,
-        dbname=settings["NAME"],
-    )
-    try:
-        holder.execute(f'LOCK TABLE "{acme.schema}".memory_memory IN ACCESS EXCLUSIVE MODE')
+    with table_locked(acme.schema, "memory_memory", give_up_s=10) as gave_up:
         response = resolve(acme_api, "What do you remember about my seats?")
-    finally:
-        holder.rollback()
-        holder.close()
+        assert not gave_up.is_set()  # answered while the table was still locked
     assert response.status_code == 200
     source = response.json()["sources"][0]
     assert source["status"] in {"failed", "timeout"}
@@ -158,6 +150,54 @@ def test_a_failed_memory_store_leaves_the_request_answered(acme_api: ApiClient, 
     assert response.json()["request"]["messages"] == [
         {"role": "user", "content": "What do you remember about my seats?"}
     ]
+
+
+@contextmanager
+def committed_memory_locked(
+    schema: str, user: str, content: str
+) -> Iterator[tuple[int, threading.Event]]:
+    """A memory committed by another connection, which then holds its row lock: reads of it go
+    through, an UPDATE of it waits (see ``holding``). Deleted afterwards: the test's rollback
+    cannot."""
+    embedder = get_embedder()
+    holder = side_connection()
+    table = f'"{schema}".memory_memory'
+    try:
+        (memory_id,) = holder.execute(
+            f"INSERT INTO {table} (user_id, content, kind, embedding, embedder, metadata,"
+            " source_request_id, source_turn, strength, created_at, updated_at)"
+            " VALUES (%s, %s, 'fact', %s, %s, '{}', '', '', 1.0, now(), now()) RETURNING id",
+            [user, content, str(embedder.embed_query(content)), embedder.identity],
+        ).fetchone()
+        holder.commit()
+        lock = f"SELECT id FROM {table} WHERE id = %s FOR UPDATE"
+        with holding(holder, lock, [memory_id], give_up_s=10) as gave_up:
+            yield memory_id, gave_up
+    finally:
+        holder.execute(f"DELETE FROM {table} WHERE user_id = %s", [user])
+        holder.commit()
+        holder.close()
+
+
+def test_memories_recalled_while_their_rows_are_locked_are_still_injected(
+    acme_api: ApiClient, acme: Any
+) -> None:
+    """Marking recalled memories as used is an UPDATE: when their rows are locked it stops at
+    its own short deadline, and the memories are injected anyway."""
+    acme_api.post(
+        "/api/v1/routes",
+        memory_route(timeout_ms=2000, match={"recall": {"top_k": 5, "min_similarity": 0.3}}),
+    )
+    locked = committed_memory_locked(acme.schema, "u1", "User prefers window seats.")
+    with locked as (memory_id, gave_up):
+        response = resolve(acme_api, "Which seats do I prefer?")
+        assert not gave_up.is_set()  # answered while the row was still locked
+        source = response.json()["sources"][0]
+        assert source["status"] == "ok" and source["notes"]["memory_status"] == "used"
+        assert source["notes"]["memory_touch"] == "skipped: the memory table was busy"
+        assert "window seats" in json.dumps(response.json()["request"])
+        with schema_context(acme.schema):
+            assert Memory.objects.get(pk=memory_id).last_used_at is None
 
 
 def test_a_turn_embeds_each_extracted_statement_once(acme: Any) -> None:
