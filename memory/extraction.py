@@ -783,30 +783,17 @@ class LLMExtractor:
     def request(
         self, user_text: str, assistant_text: str, existing: Sequence[ExistingMemory]
     ) -> dict[str, Any]:
-        deployment = self.deployment
-        request: dict[str, Any] = {
-            "model": deployment.model,
-            "messages": build_messages(user_text, assistant_text, existing),
-            "temperature": 0,
-        }
-        if deployment.json_mode:
-            request["response_format"] = {"type": "json_object"}
-        if deployment.max_tokens is not None:
-            request["max_tokens"] = deployment.max_tokens
-        return request
+        return self.deployment.chat_request(build_messages(user_text, assistant_text, existing))
 
     def _post(self, request: dict[str, Any]) -> bytes:
         deployment = self.deployment
         seconds = deployment.timeout_ms / 1000
         deadline = time.monotonic() + seconds
-        headers = {"Content-Type": "application/json"}
-        if deployment.api_key:
-            headers["Authorization"] = f"Bearer {deployment.api_key}"
         try:
             with (
                 httpx.Client(timeout=httpx.Timeout(seconds), follow_redirects=False) as client,
                 client.stream(
-                    "POST", deployment.endpoint, json=request, headers=headers
+                    "POST", deployment.endpoint, json=request, headers=deployment.headers
                 ) as response,
             ):
                 body = self._read(response, deadline)

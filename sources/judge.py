@@ -225,6 +225,22 @@ class LLMDeployment:
     def endpoint(self) -> str:
         return f"{self.url.rstrip('/')}/v1/chat/completions"
 
+    @property
+    def headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    def chat_request(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+        """A deterministic chat-completions body for this deployment (JSON mode when it has it)."""
+        request: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": 0}
+        if self.json_mode:
+            request["response_format"] = {"type": "json_object"}
+        if self.max_tokens is not None:
+            request["max_tokens"] = self.max_tokens
+        return request
+
 
 def build_messages(
     query: str, candidates: Sequence[JudgeCandidate], max_document_chars: int
@@ -321,26 +337,18 @@ class LLMJudge(Judge):
 
     def _request(self, query: str, candidates: Sequence[JudgeCandidate]) -> dict[str, Any]:
         deployment = self.deployment
-        request: dict[str, Any] = {
-            "model": deployment.model,
-            "messages": build_messages(query, candidates, deployment.max_document_chars),
-            "temperature": 0,
-        }
-        if deployment.json_mode:
-            request["response_format"] = {"type": "json_object"}
-        if deployment.max_tokens is not None:
-            request["max_tokens"] = deployment.max_tokens
-        return request
+        return deployment.chat_request(
+            build_messages(query, candidates, deployment.max_document_chars)
+        )
 
     async def _post(self, request: dict[str, Any]) -> bytes:
         deployment = self.deployment
-        headers = {"Content-Type": "application/json"}
-        if deployment.api_key:
-            headers["Authorization"] = f"Bearer {deployment.api_key}"
         timeout = httpx.Timeout(deployment.timeout_ms / 1000)
         async with (
             httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client,
-            client.stream("POST", deployment.endpoint, json=request, headers=headers) as response,
+            client.stream(
+                "POST", deployment.endpoint, json=request, headers=deployment.headers
+            ) as response,
         ):
             body = await _read_capped(response)
         if response.status_code != 200:
