@@ -69,16 +69,20 @@ def bump_version(collection_id: int) -> None:
     )
 
 
+UPSERT_BATCH = 500
+PENDING_FIELDS = ["title", "text", "metadata", "content_hash", "status", "error"]
+
+
 def submit_documents(*, collection: Collection, documents: Sequence[DocumentInput]) -> IngestionJob:
     """Store the documents (pending) and a queued job that will index them."""
+    latest = {document.id: document for document in documents}  # a repeated id: the last wins
     with transaction.atomic():
         existing = {
             doc.external_id: doc
-            for doc in Document.objects.filter(
-                collection=collection, external_id__in=[d.id for d in documents]
-            )
+            for doc in Document.objects.filter(collection=collection, external_id__in=list(latest))
         }
-        for document in documents:
+        rows = []
+        for document in latest.values():
             digest = content_hash(document)
             current = existing.get(document.id)
             if (
@@ -87,23 +91,30 @@ def submit_documents(*, collection: Collection, documents: Sequence[DocumentInpu
                 and current.indexed_hash == digest
             ):
                 continue  # unchanged: nothing to re-index
-            Document.objects.update_or_create(
-                collection=collection,
-                external_id=document.id,
-                defaults={
-                    "title": document.title,
-                    "text": document.text,
-                    "metadata": document.metadata or {},
-                    "content_hash": digest,
-                    "status": "pending",
-                    "error": "",
-                },
+            rows.append(
+                Document(
+                    collection=collection,
+                    external_id=document.id,
+                    title=document.title,
+                    text=document.text,
+                    metadata=document.metadata or {},
+                    content_hash=digest,
+                    status="pending",
+                    error="",
+                )
             )
+        Document.objects.bulk_create(
+            rows,
+            batch_size=UPSERT_BATCH,
+            update_conflicts=True,
+            unique_fields=["collection", "external_id"],
+            update_fields=[*PENDING_FIELDS, "updated_at"],
+        )
         job = IngestionJob.objects.create(
             id="job_" + secrets.token_hex(12),
             collection=collection,
-            document_ids=[document.id for document in documents],
-            total=len(documents),
+            document_ids=list(latest),
+            total=len(latest),
         )
     return job
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django_tenants.utils import schema_context
 
 from sources.embedding import Embedder, EmbeddingError, get_embedder
@@ -76,3 +78,24 @@ def test_unchanged_documents_are_not_reindexed(acme: Any) -> None:
             run_ingestion_job(again.id, FailingOn("Alpha")).status == "done"
         )  # never embedded again
         assert Chunk.objects.get(document__external_id="a").pk == before
+
+
+def test_a_submission_stores_its_documents_in_one_statement(acme: Any) -> None:
+    """However many documents, one read of the existing ones and one upsert (plus the job)."""
+    with schema_context(acme.schema):
+        collection = create_collection(name="kb")
+        first = docs(*((f"d{i}", f"Document number {i}.") for i in range(40)))
+        submit_documents(collection=collection, documents=first)
+        changed = docs(*((f"d{i}", f"Document number {i}, revised.") for i in range(30, 60)))
+        with CaptureQueriesContext(connection) as queries:
+            job = submit_documents(collection=collection, documents=[*changed, changed[0]])
+        writes = [q["sql"] for q in queries.captured_queries if "sources_document" in q["sql"]]
+        assert len(writes) == 2 and writes[1].startswith("INSERT")
+        assert job.total == 30 and job.document_ids == [f"d{i}" for i in range(30, 60)]
+        stored = dict(
+            Document.objects.filter(collection=collection).values_list("external_id", "text")
+        )
+        assert len(stored) == 60 and stored["d5"] == "Document number 5."
+        assert stored["d35"] == "Document number 35, revised." and stored["d59"].endswith(
+            "revised."
+        )
