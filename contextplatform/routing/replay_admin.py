@@ -16,7 +16,7 @@ from django.template.response import TemplateResponse
 from contextplatform.routing.models import ReplayRecord
 from contextplatform.routing.replay_filters import CreatedFromFilter, CreatedToFilter, UserIdFilter
 from contextplatform.routing.replay_presentation import replay_sections
-from contextplatform.routing.replay_writer import REPLAY_WRITER
+from contextplatform.routing.replay_writer import flush_current_tenant
 from tenants.admin import TenantOnlyAdmin
 
 
@@ -42,7 +42,7 @@ class ReplayRecordAdmin(TenantOnlyAdmin):
     fields = ("id", "route", "status", "created_at")  # the page itself draws the tables
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ReplayRecord]:
-        REPLAY_WRITER.flush()  # the records this process has accepted but not yet written
+        flush_current_tenant()  # the records this process has accepted but not yet written
         return super().get_queryset(request)
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -2,8 +2,8 @@
 
 A resolve hands its record to this process's writer and returns; a daemon thread inserts the
 records in batches, each in its tenant's schema. Readers in this process (the replay API, the
-admin pages, completing a turn) call ``flush()`` first, so they never miss a record this process
-has accepted; a record accepted by another worker process lands within milliseconds, and
+admin pages, completing a turn) call ``flush_current_tenant()`` first, so they never miss a
+record this process has accepted for their tenant (and never wait for another tenant's); a record accepted by another worker process lands within milliseconds, and
 ``complete_turn`` waits for it briefly. Nothing is dropped: when the queue is full the resolve
 writes its own record, a failed batch is retried record by record, and the queue is drained when
 the process exits normally. Only a killed process can lose the records it had not yet written.
@@ -18,7 +18,7 @@ import logging
 import queue
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from django.conf import settings
 from django.db import close_old_connections, connection
@@ -41,7 +41,7 @@ def writes_inline() -> bool:
 class ReplayWriter:
     def __init__(self) -> None:
         self._queue: queue.Queue[tuple[str, ReplayRecord]] = queue.Queue(maxsize=QUEUE_SIZE)
-        self._unfinished = 0
+        self._unfinished: Counter[str] = Counter()  # per schema
         self._idle = threading.Condition()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -54,18 +54,23 @@ class ReplayWriter:
             return
         self._ensure_thread()
         with self._idle:
-            self._unfinished += 1
+            self._unfinished[schema] += 1
         try:
             self._queue.put_nowait((schema, record))
         except queue.Full:
-            self._done(1)
+            self._done(schema, 1)
             write_now(schema, record)
 
-    def flush(self, timeout_s: float = 10.0) -> bool:
-        """Wait until every record accepted so far is written (or failed and logged)."""
+    def flush(self, schema: str | None = None, timeout_s: float = 10.0) -> bool:
+        """Wait until every record accepted so far for ``schema`` (every tenant's, without one)
+        is written or failed and logged."""
         deadline = time.monotonic() + timeout_s
+
+        def pending() -> int:
+            return self._unfinished[schema] if schema else self._unfinished.total()
+
         with self._idle:
-            while self._unfinished:
+            while pending():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
@@ -80,11 +85,12 @@ class ReplayWriter:
                 self._thread = threading.Thread(target=self._run, name="replay-writer", daemon=True)
                 self._thread.start()
 
-    def _done(self, count: int) -> None:
+    def _done(self, schema: str, count: int) -> None:
         with self._idle:
-            self._unfinished -= count
-            if not self._unfinished:
-                self._idle.notify_all()
+            self._unfinished[schema] -= count
+            if self._unfinished[schema] <= 0:
+                del self._unfinished[schema]
+            self._idle.notify_all()
 
     def _run(self) -> None:
         while True:
@@ -95,11 +101,14 @@ class ReplayWriter:
                 except queue.Empty:
                     break
             try:
-                write_batch(batch)
+                for schema, records in by_schema(batch).items():
+                    try:
+                        write_records(schema, records)
+                    finally:
+                        self._done(schema, len(records))  # its readers need not wait for others
             finally:
                 if self._queue.empty():
                     connection.close()  # idle: back to the pool (or closed), not held open
-                self._done(len(batch))
 
 
 def write_now(schema: str, record: ReplayRecord) -> None:
@@ -107,21 +116,24 @@ def write_now(schema: str, record: ReplayRecord) -> None:
         record.save(force_insert=True)
 
 
-def write_batch(batch: list[tuple[str, ReplayRecord]]) -> None:
-    by_schema: dict[str, list[ReplayRecord]] = defaultdict(list)
+def by_schema(batch: list[tuple[str, ReplayRecord]]) -> dict[str, list[ReplayRecord]]:
+    grouped: dict[str, list[ReplayRecord]] = defaultdict(list)
     for schema, record in batch:
-        by_schema[schema].append(record)
+        grouped[schema].append(record)
+    return grouped
+
+
+def write_records(schema: str, records: list[ReplayRecord]) -> None:
     close_old_connections()
-    for schema, records in by_schema.items():
-        try:
-            with schema_context(schema):
-                ReplayRecord.objects.bulk_create(records)
-        except Exception:
-            logger.warning("replay batch failed; writing its records one by one", exc_info=True)
-            connection.close()  # a broken connection is replaced on next use
-            time.sleep(RETRY_PAUSE_S)
-            for record in records:
-                write_one(schema, record)
+    try:
+        with schema_context(schema):
+            ReplayRecord.objects.bulk_create(records)
+    except Exception:
+        logger.warning("replay batch failed; writing its records one by one", exc_info=True)
+        connection.close()  # a broken connection is replaced on next use
+        time.sleep(RETRY_PAUSE_S)
+        for record in records:
+            write_one(schema, record)
 
 
 def write_one(schema: str, record: ReplayRecord) -> None:
@@ -140,3 +152,9 @@ def write_one(schema: str, record: ReplayRecord) -> None:
 
 REPLAY_WRITER = ReplayWriter()
 atexit.register(REPLAY_WRITER.flush)
+
+
+def flush_current_tenant() -> bool:
+    """Before a read of replay records: write what this process accepted for the tenant whose
+    schema the connection is in (other tenants' pending records are not waited for)."""
+    return REPLAY_WRITER.flush(connection.schema_name)

@@ -13,7 +13,7 @@ from django.db.models import Q, QuerySet, Subquery
 
 from contextplatform.api.errors import invalid_request, not_found
 from contextplatform.routing.models import Recipe, ReplayRecord, Route, TenantDefaults
-from contextplatform.routing.replay_writer import REPLAY_WRITER
+from contextplatform.routing.replay_writer import flush_current_tenant
 
 
 def with_layers(routes: QuerySet[Route]) -> QuerySet[Route]:
@@ -57,7 +57,7 @@ def routes_layered_on(*, defaults_changed: bool, recipes: set[str]) -> QuerySet[
 
 
 def replay_record(record_id: str) -> ReplayRecord | None:
-    REPLAY_WRITER.flush()
+    flush_current_tenant()
     return ReplayRecord.objects.filter(pk=record_id).first()
 
 
@@ -92,7 +92,7 @@ def replay_page(
     limit: int = 50,
 ) -> ReplayPage:
     """Newest first, keyset-paginated on (created_at, id)."""
-    REPLAY_WRITER.flush()
+    flush_current_tenant()
     records = ReplayRecord.objects.all()
     if route:
         records = records.filter(route=route)

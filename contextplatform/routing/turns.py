@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from contextplatform.api.errors import ApiError
 from contextplatform.routing.models import ReplayRecord
-from contextplatform.routing.replay_writer import REPLAY_WRITER
+from contextplatform.routing.replay_writer import flush_current_tenant
 from contextplatform.routing.resolver import resolve_id_age_s
 from memory.writing import hand_back
 from sources.messages import content_text
@@ -104,7 +104,7 @@ def await_replay(record_id: str, wait_s: float = REPLAY_ARRIVAL_S) -> bool:
     a resolve id issued in the last ``wait_s`` seconds (plus a second of clock slack) is looked
     for again until ``wait_s`` has passed; an older id, or one of another form, is answered at
     once."""
-    REPLAY_WRITER.flush()
+    flush_current_tenant()
     age = resolve_id_age_s(record_id)
     may_arrive = age is not None and -CLOCK_SLACK_S <= age <= wait_s + CLOCK_SLACK_S
     deadline = time.monotonic() + (wait_s if may_arrive else 0.0)

@@ -25,7 +25,7 @@ from contextplatform.routing.replay_writer import ReplayWriter
 from contextplatform.routing.resolver import RESOLVE_ID, new_resolve_id, resolve_id_age_s
 from contextplatform.routing.turns import await_replay
 from sources.models import ChatSession
-from tests.conftest import TENANT_KEYS
+from tests.conftest import TENANT_KEYS, table_locked
 from tests.live import live_server
 
 pytestmark = pytest.mark.django_db
@@ -85,6 +85,20 @@ def test_records_land_in_their_own_tenant_after_a_flush(committed: list[str]) ->
     assert writer.flush(timeout_s=30)
     assert ids_in("acme", committed) == set(acme_ids)
     assert ids_in("globex", committed) == set(globex_ids)
+
+
+def test_a_flush_waits_for_its_own_tenant_only(committed: list[str]) -> None:
+    writer = ReplayWriter()
+    mine, theirs = new_resolve_id(), new_resolve_id()
+    committed += [mine, theirs]
+    with table_locked("globex", "routing_replayrecord", give_up_s=20) as gave_up:
+        writer.submit("acme", record(mine))
+        writer.submit("globex", record(theirs))  # stuck behind the lock
+        assert writer.flush("acme", timeout_s=10)
+        assert ids_in("acme", [mine]) == {mine}
+        assert not writer.flush("globex", timeout_s=0.3) and not writer.flush(timeout_s=0.1)
+        assert not gave_up.is_set()
+    assert writer.flush(timeout_s=10) and ids_in("globex", [theirs]) == {theirs}
 
 
 def test_a_record_that_cannot_be_written_is_counted_and_the_rest_are_written(
