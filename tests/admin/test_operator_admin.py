@@ -213,6 +213,7 @@ def test_resubmitting_the_change_page_keeps_the_layer_and_a_priority_can_change(
     assert page.status_code == 200
     html = page.content.decode()
     assert 'name="sources-0-priority"' in html and "Preview" in html
+    assert "Add another source" in html and 'name="sources-__prefix__-type"' in html
 
     data = form_data(html, "route_form")
     assert operator.post(change_url(route), data).status_code == 302
@@ -415,6 +416,7 @@ def test_a_user_who_may_only_view_routes_can_neither_save_nor_preview(
     client = signed_in("viewer", ACME_HOST)
     page = client.get(change_url(route)).content.decode()
     assert 'name="sources-0-priority"' not in page and "/preview/" not in page
+    assert "Add another source" not in page
     assert "rules (100), history (60)" in page
     assert client.post(f"{ROUTES}{route.pk}/preview/", {"message": "hi"}).status_code == 403
     data = form_data(operator.get(change_url(route)).content.decode(), "route_form")

@@ -54,3 +54,35 @@ def test_an_operator_raises_a_priority_and_the_preview_shows_the_change(
 
     sources = {s["name"]: s["priority"] for s in acme_http.route(route)["context"]["sources"]}
     assert sources == {first: 100, second: 200}
+
+
+def test_an_operator_adds_two_sources_in_one_save(
+    server: str, page: Page, admin_users: AdminUsers, acme_http: TenantApi
+) -> None:
+    route, first, second = unique("grown"), unique("house-rules"), unique("tone")
+    acme_http.create_route(route, [guardrails(unique("existing"), 10)])
+    operator = admin_users.create("acme", role="operator")
+    tenant = tenant_url(server, "acme")
+    log_in(page, tenant, operator)
+
+    page.goto(f"{tenant}/admin/routing/route/")
+    page.get_by_role("link", name=route, exact=True).click()
+    rows = page.locator(".route-sources tbody tr.form-row")
+    expect(rows).to_have_count(2)  # the stored source and one empty row
+    add = page.get_by_role("button", name="Add another source")
+    add.click()
+    add.click()
+    expect(rows).to_have_count(4)
+    for index, (name, priority) in ((2, (first, 70)), (3, (second, 40))):
+        page.fill(f"#id_sources-{index}-name", name)
+        page.select_option(f"#id_sources-{index}-type", "skill_guardrails")
+        page.fill(f"#id_sources-{index}-priority", str(priority))
+        page.fill(f"#id_sources-{index}-texts", f"Rule of {name}.")
+    page.click("input[name=_continue]")
+    expect(page.locator(".messagelist .success")).to_be_visible()
+
+    stored = acme_http.route(route)["context"]["sources"]
+    assert [(s["name"], s["priority"], s["texts"]) for s in stored[1:]] == [
+        (first, 70, [f"Rule of {first}."]),
+        (second, 40, [f"Rule of {second}."]),
+    ]
