@@ -18,12 +18,39 @@ API_PATH_PREFIXES = ("/api/", "/v1/")
 class ApiError(Exception):
     """An error the API reports to its caller as it is."""
 
-    def __init__(self, code: str, message: str, *, status: int = 400, param: str | None = None):
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        status: int = 400,
+        param: str | None = None,
+        also: tuple[ApiError, ...] = (),
+    ):
         super().__init__(message)
         self.code = code
         self.message = message
         self.status = status
         self.param = param
+        # Further errors found in the same check: the envelope reports the first; a form can
+        # show them all next to their fields.
+        self.also = also
+
+    def every(self) -> list[ApiError]:
+        return [self, *self.also]
+
+
+def together(errors: list[ApiError]) -> ApiError:
+    """The first error, carrying the others (and theirs) in ``also``."""
+    first, *rest = errors
+    also = tuple(error for later in rest for error in later.every())
+    return ApiError(
+        first.code,
+        first.message,
+        status=first.status,
+        param=first.param,
+        also=(*first.also, *also),
+    )
 
 
 def invalid_request(message: str, param: str | None = None) -> ApiError:

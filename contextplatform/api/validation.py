@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
-from contextplatform.api.errors import ApiError
+from contextplatform.api.errors import ApiError, together
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -39,17 +40,25 @@ def location_path(loc: tuple[Any, ...], prefix: str = "") -> str:
 
 
 def describe(error: ValidationError, prefix: str = "") -> tuple[str, str | None]:
-    first = error.errors(include_url=False)[0]
-    param = location_path(tuple(first["loc"]), prefix) or None
-    message = _MESSAGES.get(first["type"], first["msg"])
+    return describe_one(error.errors(include_url=False)[0], prefix)
+
+
+def describe_one(detail: ErrorDetails, prefix: str = "") -> tuple[str, str | None]:
+    param = location_path(tuple(detail["loc"]), prefix) or None
+    message = _MESSAGES.get(detail["type"], detail["msg"])
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
     return (f"{param}: {message}" if param else message), param
 
 
 def validation_error(error: ValidationError, prefix: str = "") -> ApiError:
-    message, param = describe(error, prefix)
-    return ApiError("invalid_request", message, status=400, param=param)
+    """The first error for the envelope; the first error of every other field in ``also`` (a
+    union reports one error per member: the first says enough)."""
+    found: dict[str | None, ApiError] = {}
+    for detail in error.errors(include_url=False):
+        message, param = describe_one(detail, prefix)
+        found.setdefault(param, ApiError("invalid_request", message, status=400, param=param))
+    return together(list(found.values()))
 
 
 def parse(

@@ -7,13 +7,14 @@ the source-kind registry, so new kinds need no change here.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validator
 
 from compression.config import CompressConfig
-from contextplatform.api.errors import ApiError
+from contextplatform.api.errors import ApiError, together
 from contextplatform.api.validation import parse
 from contextplatform.routing.migrate_config import (
     legacy_configuration_hint,
@@ -21,6 +22,8 @@ from contextplatform.routing.migrate_config import (
     legacy_top_level_hint,
 )
 from sources.base import SOURCE_KINDS, SourceSettings, source_kind
+
+T = TypeVar("T")
 
 ROUTE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
 RECIPE_NAME_PATTERN = ROUTE_NAME_PATTERN
@@ -117,32 +120,59 @@ def validate_context(data: Any, *, prefix: str = "context", stored: bool = False
     if not isinstance(data, dict):
         raise ApiError("invalid_request", f"{prefix}: expected a JSON object", param=prefix)
     sources_data = data.get("sources")
-    # Validate everything but the sources first, then each source against its own kind.
+    # Validate everything but the sources, then each source against its own kind; every error
+    # found is reported together (the API's envelope shows the first).
+    problems: list[ApiError] = []
     shallow = {**data, "sources": []} if "sources" in data else data
-    config = parse(ContextConfig, shallow, prefix=prefix)
+    config = collecting(problems, parse, ContextConfig, shallow, prefix=prefix)
+    sources = validate_sources(sources_data, _join(prefix, "sources"), stored, problems)
+    if problems:
+        raise together(problems)
+    assert config is not None
+    if sources is not None:
+        config.sources = sources
+    return config
+
+
+def validate_sources(
+    sources_data: Any, base: str, stored: bool, problems: list[ApiError]
+) -> list[SourceSettings] | None:
     if sources_data is None:
-        return config
-    base = _join(prefix, "sources")
+        return None
     if not isinstance(sources_data, list):
         raise ApiError("invalid_request", f"{base}: expected a list", param=base)
     if len(sources_data) > 32:
         raise ApiError("invalid_request", f"{base}: at most 32 sources", param=base)
-    sources = [
-        validate_source(item, prefix=f"{base}[{index}]", stored=stored)
-        for index, item in enumerate(sources_data)
-    ]
+    sources: list[SourceSettings] = []
     seen: set[str] = set()
-    for index, source in enumerate(sources):
+    for index, item in enumerate(sources_data):
+        param = f"{base}[{index}]"
+        source = collecting(problems, validate_source, item, prefix=param, stored=stored)
+        if source is None:
+            continue
         name = source.name or source.type
         if name in seen:
-            raise ApiError(
-                "invalid_request",
-                f"{base}[{index}].name: duplicate source name {name!r}; give each source its own name",
-                param=f"{base}[{index}].name",
+            problems.append(
+                ApiError(
+                    "invalid_request",
+                    f"{param}.name: duplicate source name {name!r}; give each source its own name",
+                    param=f"{param}.name",
+                )
             )
         seen.add(name)
-    config.sources = sources
-    return config
+        sources.append(source)
+    return sources
+
+
+def collecting(
+    problems: list[ApiError], check: Callable[..., T], *args: Any, **kwargs: Any
+) -> T | None:
+    """``check(*args, **kwargs)``, or None with its error added to ``problems``."""
+    try:
+        return check(*args, **kwargs)
+    except ApiError as error:
+        problems.append(error)
+        return None
 
 
 def validate_route_spec(
@@ -157,15 +187,20 @@ def validate_route_spec(
     ``prefix`` (an imported document's ``routes[0].plugins[0].configuration``)."""
     if not isinstance(data, dict):
         raise ApiError("invalid_request", "route: expected a JSON object")
-    spec = parse(
-        RouteSpec, {key: value for key, value in data.items() if key != "context"}, prefix=prefix
-    )
+    problems: list[ApiError] = []
+    route_fields = {key: value for key, value in data.items() if key != "context"}
+    spec = collecting(problems, parse, RouteSpec, route_fields, prefix=prefix)
+    context = None
     if "context" in data:
-        spec.context = validate_context(
-            data["context"],
-            prefix=_join(prefix, "context") if context_prefix is None else context_prefix,
-            stored=stored,
+        context_param = _join(prefix, "context") if context_prefix is None else context_prefix
+        context = collecting(
+            problems, validate_context, data["context"], prefix=context_param, stored=stored
         )
+    if problems:
+        raise together(problems)
+    assert spec is not None
+    if context is not None:
+        spec.context = context
     return spec
 
 

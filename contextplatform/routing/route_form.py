@@ -30,6 +30,7 @@ COMMON_SOURCE_FIELDS: tuple[str, ...] = tuple(SourceSettings.model_fields)
 BUDGET_KEYS = ("max_tokens", "reserve_output_tokens", "context_tokens")
 SOURCE_PARAM = re.compile(r"^context\.sources\[(\d+)\](.*)$")
 
+SOURCES_BELOW = "Correct the sources below."
 # Where an error of the validated route (its ``param``) is shown; the longest match wins.
 ROUTE_PARAMS: dict[str, str] = {
     "name": "name",
@@ -274,18 +275,23 @@ class RouteForm(forms.ModelForm):
             initial=[source_row(source, order) for order, source in enumerate(stored, start=1)],
         )
         self.prepared: services.PreparedRoute | None = None
+        self.written_rows: list[SourceRowForm] = []
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         sources_valid = cleaned.get("inherit_sources") or self.sources.is_valid()
         if not sources_valid:
-            self.add_error(None, "Correct the sources below.")
+            self.add_error(None, SOURCES_BELOW)
         if self.errors:
             return cleaned
         try:
             self.prepared = services.prepare_route(self.written_route(cleaned))
         except ApiError as error:
-            self.show_error(error)
+            # The written rows, read before the first row error makes the formset invalid.
+            inherit = cleaned.get("inherit_sources")
+            self.written_rows = [] if inherit else list(self.sources.ordered_forms)
+            for each in error.every():  # every problem found, each next to its field
+                self.show_error(each)
         return cleaned
 
     def written_route(self, cleaned: dict[str, Any]) -> dict[str, Any]:
@@ -338,7 +344,7 @@ class RouteForm(forms.ModelForm):
         self.add_error(ROUTE_PARAMS[base], below(param, base, text))
 
     def show_source_error(self, index: int, rest: str, text: str, error: ApiError) -> None:
-        rows = self.sources.ordered_forms if not self.cleaned_data.get("inherit_sources") else []
+        rows = self.written_rows
         if index >= len(rows):  # an inherited source (the recipe's or the tenant defaults')
             self.add_error(None, f"An inherited source is not valid here: {error.message}")
             return
@@ -355,4 +361,5 @@ class RouteForm(forms.ModelForm):
             row.add_error("settings", below(rest, "", text))
         else:
             row.add_error(None, text)
-        self.add_error(None, "Correct the sources below.")
+        if SOURCES_BELOW not in self.non_field_errors():
+            self.add_error(None, SOURCES_BELOW)

@@ -525,3 +525,29 @@ def test_acme_admin_never_lists_globex_routes_or_collections(
     assert "globex-docs" not in operator.get("/admin/sources/collection/").content.decode()
     with schema_context("globex"):
         assert Route.objects.filter(name="acme-route").count() == 0
+
+
+def test_every_bad_value_of_one_save_is_shown_next_to_its_field(
+    acme: TenantFixture, operator: Client
+) -> None:
+    """One save reports every problem found (the API's envelope names the first)."""
+    response = operator.post(
+        f"{ROUTES}add/",
+        route_form(
+            budget_max_tokens="-5",
+            compress='{"targets": {"history": {"mode": "truncate"}}}',
+            **{
+                "sources-0-settings": '{"bogus": 1}',
+                "sources-1-settings": '{"last_n_turns": 0}',
+            },
+        ),
+    )
+    assert response.status_code == 200
+    errors = field_errors(response)
+    assert "max_tokens must be 'auto' or a positive" in " ".join(errors["budget_max_tokens"])
+    assert "truncate is only for current_user" in " ".join(errors["compress"])
+    assert "bogus: unknown field" in " ".join(errors["sources[0].settings"])
+    assert "last_n_turns:" in " ".join(errors["sources[1].settings"])
+    assert errors["__all__"].count("Correct the sources below.") == 1
+    with schema_context("acme"):
+        assert not Route.objects.exists()

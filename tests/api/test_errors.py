@@ -476,3 +476,38 @@ def test_method_not_allowed_is_405_envelope(acme_api: ApiClient, method: str, pa
     response = acme_api.send(method, path, {"a": 1} if method != "GET" else None)
     error = assert_envelope(response, 405, "method_not_allowed")
     assert method in error["message"]
+
+
+def test_a_route_with_several_problems_names_the_first_and_keeps_the_rest(
+    acme_api: ApiClient,
+) -> None:
+    """The envelope reports the first problem; the check found them all (one per field), which
+    is what the admin form shows next to each field."""
+    from contextplatform.api.errors import ApiError
+    from contextplatform.routing.config import validate_route_spec
+
+    route = {
+        "name": "several",
+        "model": {"context_window": 100},
+        "context": {
+            "budget": {"context_tokens": 0},
+            "sources": [
+                {"type": "skill_guardrails", "texts": ["Be kind."], "priority": -1},
+                {"type": "recent_messages", "last_n_turns": 0},
+                {"type": "skill_guardrails", "texts": ["Once."]},
+                {"type": "skill_guardrails", "texts": ["Twice."]},
+            ],
+        },
+    }
+    response = acme_api.post("/api/v1/routes", route)
+    assert_envelope(response, 400, "invalid_request", "model.context_window")
+    with pytest.raises(ApiError) as raised:
+        validate_route_spec(route)
+    assert [error.param for error in raised.value.every()] == [
+        "model.context_window",
+        "context.budget.context_tokens",
+        "context.sources[0].priority",
+        "context.sources[1].last_n_turns",
+        "context.sources[3].name",
+    ]
+    assert "duplicate source name" in raised.value.every()[-1].message
