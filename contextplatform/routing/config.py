@@ -126,12 +126,7 @@ def validate_context(data: Any, *, prefix: str = "context", stored: bool = False
     shallow = {**data, "sources": []} if "sources" in data else data
     config = collecting(problems, parse, ContextConfig, shallow, prefix=prefix)
     sources = validate_sources(sources_data, _join(prefix, "sources"), stored, problems)
-    if problems:
-        raise together(problems)
-    assert config is not None
-    if sources is not None:
-        config.sources = sources
-    return config
+    return assembled(problems, config, sources=sources)
 
 
 def validate_sources(
@@ -162,6 +157,17 @@ def validate_sources(
         seen.add(name)
         sources.append(source)
     return sources
+
+
+def assembled(problems: list[ApiError], whole: T | None, **parts: Any) -> T:
+    """``whole`` with each part that was checked set on it, or every problem raised together."""
+    if problems:
+        raise together(problems)
+    assert whole is not None
+    for name, part in parts.items():
+        if part is not None:
+            setattr(whole, name, part)
+    return whole
 
 
 def collecting(
@@ -196,12 +202,7 @@ def validate_route_spec(
         context = collecting(
             problems, validate_context, data["context"], prefix=context_param, stored=stored
         )
-    if problems:
-        raise together(problems)
-    assert spec is not None
-    if context is not None:
-        spec.context = context
-    return spec
+    return assembled(problems, spec, context=context)
 
 
 # --- configuration as code: the seed's document form -------------------------------------------
