@@ -3,8 +3,9 @@
 A resolve hands its record to this process's writer and returns; a daemon thread inserts the
 records in batches, each in its tenant's schema. Readers in this process (the replay API, the
 admin pages, completing a turn) call ``flush_current_tenant()`` first, so they never miss a
-record this process has accepted for their tenant (and never wait for another tenant's); a record accepted by another worker process lands within milliseconds, and
-``complete_turn`` waits for it briefly. Nothing is dropped: when the queue is full the resolve
+record this process has accepted for their tenant (and never wait for another tenant's); a
+record accepted by another worker process lands within milliseconds, and ``complete_turn`` waits
+for it briefly. Nothing is dropped: when the queue is full the resolve
 writes its own record, a failed batch is retried record by record, and the queue is drained when
 the process exits normally. Only a killed process can lose the records it had not yet written.
 
