@@ -56,17 +56,18 @@ def isolated_task_and_cache_settings() -> None:
 
 
 @pytest.fixture(scope="session")
-def django_db_setup(django_db_setup: Any, django_db_blocker: Any) -> None:
+def django_db_setup(django_db_setup: Any, django_db_blocker: Any) -> Iterator[None]:
+    from django.test.utils import setup_databases, teardown_databases
+
     from tenants.services import create_tenant, issue_api_key
 
+    created = None
     if not connection.settings_dict["NAME"].startswith("test_"):
-        # pytest-django creates the test database only for tests that ask for it (``db``, a
-        # ``django_db`` mark): a selection of live-server tests alone would run on the real one.
-        pytest.fail(
-            "no test database: these tests ask for none, so pytest-django set none up; run them "
-            "with a test that uses the database (e.g. add tests/test_smoke.py) or the whole suite",
-            pytrace=False,
-        )
+        # pytest-django sets the test database up only when a collected test asks for it (``db``,
+        # a ``django_db`` mark); live-server tests talk HTTP and ask for none, so a selection of
+        # them alone gets it here (never the development database).
+        with django_db_blocker.unblock():
+            created = setup_databases(verbosity=0, interactive=False, aliases={"default"})
     with django_db_blocker.unblock():
         for name in ("acme", "globex"):
             existing = Tenant.objects.filter(
@@ -77,6 +78,10 @@ def django_db_setup(django_db_setup: Any, django_db_blocker: Any) -> None:
             else:
                 issued = issue_api_key(tenant=existing, name="tests")
             TENANT_KEYS[name] = issued.plain_key
+    yield
+    if created is not None:
+        with django_db_blocker.unblock():
+            teardown_databases(created, verbosity=0)
 
 
 def _tenant(name: str) -> TenantFixture:
