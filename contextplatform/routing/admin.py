@@ -24,7 +24,7 @@ from contextplatform.routing import (
 )
 from contextplatform.routing.admin_preview import PreviewForm, preview_report, run_preview
 from contextplatform.routing.models import Route
-from contextplatform.routing.route_form import RouteForm
+from contextplatform.routing.route_form import TARGET_KEYS, TARGET_KINDS, RouteForm, target_field
 from tenants.admin import TenantOnlyAdmin
 
 ROUTE_FIELDSETS: tuple[tuple[str | None, dict[str, Any]], ...] = (
@@ -42,7 +42,17 @@ ROUTE_FIELDSETS: tuple[tuple[str | None, dict[str, Any]], ...] = (
         "Budget",
         {"fields": ("budget_max_tokens", "budget_reserve_output_tokens", "budget_context_tokens")},
     ),
-    ("Compression", {"fields": ("compress",)}),
+    (
+        "Compression",
+        {
+            "fields": (
+                *(tuple(target_field(kind, key) for key in TARGET_KEYS) for kind in TARGET_KINDS),
+                "compress",
+            ),
+            "description": "Per kind of content: its mode, compressed when it holds more than "
+            "'from' tokens, down to 'to' tokens. A blank field inherits the value shown.",
+        },
+    ),
 )
 # Where the sources table is drawn: after this many fieldsets (see the change_form template).
 SOURCES_AFTER_FIELDSETS = 3

@@ -13,7 +13,9 @@ from typing import Any, get_args
 
 from django import forms
 from django.core.exceptions import ValidationError
+from pydantic import ValidationError as PydanticValidationError
 
+from compression.config import CompressConfig, CompressTarget, CompressTargets
 from contextplatform.api.errors import ApiError
 from contextplatform.api.form_errors import (
     below,
@@ -22,7 +24,8 @@ from contextplatform.api.form_errors import (
     leading_name,
     refined_param,
 )
-from contextplatform.routing import services
+from contextplatform.routing import selectors, services
+from contextplatform.routing.layering import effective_context
 from contextplatform.routing.models import Route
 from sources.base import SOURCE_KINDS, OnFailure, SourceSettings, source_kind
 
@@ -31,6 +34,43 @@ BUDGET_KEYS = ("max_tokens", "reserve_output_tokens", "context_tokens")
 SOURCE_PARAM = re.compile(r"^context\.sources\[(\d+)\](.*)$")
 
 SOURCES_BELOW = "Correct the sources below."
+# The compress block's targets, edited as fields (kind x setting); the rest of the block is JSON.
+TARGET_KINDS = tuple(CompressTargets.model_fields)
+TARGET_KEYS = ("mode", "min_tokens", "target_tokens")
+ALL_MODES = get_args(CompressTarget.model_fields["mode"].annotation)
+MODES_OF_KIND = {
+    kind: ("preserve", "truncate")
+    if kind == "current_user"
+    else tuple(m for m in ALL_MODES if m != "truncate")
+    for kind in TARGET_KINDS
+}
+
+
+def target_field(kind: str, key: str) -> str:
+    return f"target_{kind}_{key}"
+
+
+def target_fields() -> dict[str, forms.Field]:
+    fields: dict[str, forms.Field] = {}
+    for kind in TARGET_KINDS:
+        label = "RAG" if kind == "rag" else kind.replace("_", " ").capitalize()
+        fields[target_field(kind, "mode")] = forms.ChoiceField(
+            required=False,
+            label=label,
+            choices=[("", "inherit"), *((mode, mode) for mode in MODES_OF_KIND[kind])],
+        )
+        for key, words in (("min_tokens", "from"), ("target_tokens", "to")):
+            fields[target_field(kind, key)] = forms.IntegerField(
+                required=False,
+                label=words,
+                widget=forms.NumberInput(attrs={"style": "width: 7em"}),
+            )
+    return fields
+
+
+# A plain form holding the target fields, for RouteForm to inherit them as declared fields.
+CompressTargetFields = type("CompressTargetFields", (forms.Form,), target_fields())
+
 # Where an error of the validated route (its ``param``) is shown; the longest match wins.
 ROUTE_PARAMS: dict[str, str] = {
     "name": "name",
@@ -46,6 +86,18 @@ ROUTE_PARAMS: dict[str, str] = {
     **{f"context.budget.{key}": f"budget_{key}" for key in BUDGET_KEYS},
     "context.injection": "injection_mode",
     "context.compress": "compress",
+    **{
+        param: field
+        for kind in TARGET_KINDS
+        for param, field in (
+            # A check over one target (target_tokens below min_tokens) is about its target.
+            (f"context.compress.targets.{kind}", target_field(kind, "target_tokens")),
+            *(
+                (f"context.compress.targets.{kind}.{key}", target_field(kind, key))
+                for key in TARGET_KEYS
+            ),
+        )
+    },
 }
 
 
@@ -203,6 +255,20 @@ def source_row(source: dict[str, Any], order: int) -> dict[str, Any]:
     return row
 
 
+def written_targets(cleaned: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The target fields that were filled in, as the compress block's ``targets``."""
+    targets: dict[str, dict[str, Any]] = {}
+    for kind in TARGET_KINDS:
+        written = {
+            key: cleaned.get(target_field(kind, key))
+            for key in TARGET_KEYS
+            if cleaned.get(target_field(kind, key)) not in (None, "")
+        }
+        if written:
+            targets[kind] = written
+    return targets
+
+
 def layer_initial(route: Route) -> dict[str, Any]:
     """The form's initial values: what the route writes itself, blank where it inherits."""
     own = route.context if route.pk else {}
@@ -214,11 +280,34 @@ def layer_initial(route: Route) -> dict[str, Any]:
         "inherit_sources": route.pk is not None and "sources" not in own,
         **{f"budget_{key}": budget.get(key) for key in BUDGET_KEYS},
         "injection_mode": (own.get("injection") or {}).get("mode", ""),
-        "compress": own.get("compress"),
+        **compress_initial(own.get("compress")),
     }
 
 
-class RouteForm(forms.ModelForm):
+def compress_initial(compress: Any) -> dict[str, Any]:
+    """The target fields from the compress block's ``targets``; the rest of the block as JSON."""
+    if not isinstance(compress, dict):
+        return {"compress": compress}
+    targets = compress.get("targets")
+    if (
+        not isinstance(targets, dict)
+        or not all(
+            isinstance(target, dict) and set(target) <= set(TARGET_KEYS)
+            for kind, target in targets.items()
+            if kind in TARGET_KINDS
+        )
+        or not set(targets) <= set(TARGET_KINDS)
+    ):
+        return {"compress": compress}  # written by hand in a shape the fields cannot hold
+    rest = {key: value for key, value in compress.items() if key != "targets"}
+    initial: dict[str, Any] = {"compress": rest or None}
+    for kind, target in targets.items():
+        for key, value in target.items():
+            initial[target_field(kind, key)] = value
+    return initial
+
+
+class RouteForm(CompressTargetFields, forms.ModelForm):
     model_name = forms.CharField(required=False, max_length=200, label="Model name")
     upstream = JsonTextField(
         indent=2,
@@ -255,9 +344,10 @@ class RouteForm(forms.ModelForm):
     )
     compress = JsonTextField(
         indent=2,
-        help_text="The route's own compress block (targets, match, ...) as JSON; blank inherits. "
-        'Example: {"targets": {"history": {"mode": "extractive", "min_tokens": 2000}}}',
-        widget=forms.Textarea(attrs={"rows": 8, "cols": 70}),
+        label="Other compress settings",
+        help_text="The rest of the route's own compress block (mode, match, recovery, ...) as "
+        'JSON; blank inherits. Example: {"match": {"recall": {"method": "bm25"}}}',
+        widget=forms.Textarea(attrs={"rows": 6, "cols": 70}),
     )
 
     class Meta:
@@ -276,6 +366,33 @@ class RouteForm(forms.ModelForm):
         )
         self.prepared: services.PreparedRoute | None = None
         self.written_rows: list[SourceRowForm] = []
+        self.show_inherited_targets()
+
+    def show_inherited_targets(self) -> None:
+        """What a blank target field stands for: the recipe's and the tenant defaults' value."""
+        recipe = self.instance.recipe if self.instance.recipe_id else None
+        inherited = effective_context(
+            selectors.tenant_defaults(), recipe.context if recipe else None
+        )
+        try:
+            targets = CompressConfig.model_validate(inherited.get("compress") or {}).targets
+        except PydanticValidationError:  # an inherited layer that no longer validates
+            targets = CompressTargets()
+        for kind in TARGET_KINDS:
+            target = targets.of(kind)  # type: ignore[arg-type]
+            mode = self.fields[target_field(kind, "mode")]
+            mode.choices = [("", f"inherit ({target.mode})"), *mode.choices[1:]]
+            for key, value in (
+                ("min_tokens", target.min_tokens),
+                ("target_tokens", target.effective_target),
+            ):
+                self.fields[target_field(kind, key)].widget.attrs["placeholder"] = str(value)
+
+    def clean_compress(self) -> dict[str, Any] | None:
+        compress = self.cleaned_data["compress"]
+        if compress and "targets" in compress:
+            raise ValidationError("targets: they have their own fields above; remove them here.")
+        return compress
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -316,8 +433,12 @@ class RouteForm(forms.ModelForm):
             layer["enabled"] = cleaned["enabled"]
         if not cleaned["inherit_sources"]:
             layer["sources"] = [row.written() for row in self.sources.ordered_forms]
-        if cleaned["compress"] is not None:
-            layer["compress"] = cleaned["compress"]
+        compress = dict(cleaned["compress"] or {})
+        targets = written_targets(cleaned)
+        if targets:
+            compress["targets"] = targets
+        if cleaned["compress"] is not None or targets:
+            layer["compress"] = compress
         budget = {
             key: cleaned[f"budget_{key}"]
             for key in BUDGET_KEYS

@@ -4,6 +4,7 @@ defaults, and the knowledge base with ingestion progress. Real PostgreSQL, the r
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -167,7 +168,6 @@ def test_explicit_fields_are_written_and_blank_ones_inherit(
     acme: TenantFixture, operator: Client
 ) -> None:
     set_defaults({"budget": {"max_tokens": 20000, "context_tokens": 500}})
-    compress = '{"targets": {"history": {"mode": "extractive", "min_tokens": 400}}}'
     response = add_route(
         operator,
         rows=[RULES_ROW],
@@ -175,13 +175,18 @@ def test_explicit_fields_are_written_and_blank_ones_inherit(
         injection_mode="system_prompt",
         budget_reserve_output_tokens="auto",
         budget_context_tokens="800",
-        compress=compress,
+        target_history_mode="extractive",
+        target_history_min_tokens="400",
+        compress='{"match": {"recall": {"method": "bm25"}}}',
     )
     assert response.status_code == 302, field_errors(response)
     assert stored_route().context == {
         "enabled": True,
         "sources": [RULES],
-        "compress": {"targets": {"history": {"mode": "extractive", "min_tokens": 400}}},
+        "compress": {
+            "match": {"recall": {"method": "bm25"}},
+            "targets": {"history": {"mode": "extractive", "min_tokens": 400}},
+        },
         "budget": {"reserve_output_tokens": "auto", "context_tokens": 800},
         "injection": {"mode": "system_prompt"},
     }
@@ -192,6 +197,32 @@ def test_explicit_fields_are_written_and_blank_ones_inherit(
         "context_tokens": 800,
     }
     assert context["compress"]["targets"]["history"]["min_tokens"] == 400
+
+
+def test_stored_targets_fill_their_fields_and_a_resubmit_keeps_them(
+    acme: TenantFixture, acme_api: ApiClient, operator: Client
+) -> None:
+    compress = {
+        "mode": "always",
+        "targets": {
+            "tool_outputs": {"mode": "recoverable", "min_tokens": 3000, "target_tokens": 900},
+            "current_user": {"mode": "truncate"},
+        },
+    }
+    route = {
+        "name": "support",
+        "context": {"sources": [RULES], "compress": compress},
+    }
+    assert acme_api.post("/api/v1/routes", route).status_code == 201
+    html = operator.get(change_url(stored_route())).content.decode()
+    form = form_data(html, "route_form")
+    assert form["target_tool_outputs_mode"] == ["recoverable"]
+    assert form["target_tool_outputs_min_tokens"] == ["3000"]
+    assert form["target_current_user_mode"] == ["truncate"]
+    assert form["target_history_mode"] == [""]  # not written: inherited
+    assert json.loads(form["compress"][0]) == {"mode": "always"}
+    assert operator.post(change_url(stored_route()), form).status_code == 302
+    assert stored_route().context["compress"] == compress
 
 
 def test_inherit_sources_writes_no_sources(acme: TenantFixture, operator: Client) -> None:
@@ -250,11 +281,14 @@ def test_resubmitting_the_change_page_keeps_the_layer_and_a_priority_can_change(
         ({"budget_context_tokens": "0"}, "budget_context_tokens", "greater than or equal to 1"),
         ({"context_window": "100"}, "context_window", "greater than or equal to 256"),
         ({"max_output_tokens": "64000"}, "max_output_tokens", "lower than context_window"),
+        ({"compress": '{"targets": {}}'}, "compress", "their own fields above"),
         (
-            {"compress": '{"targets": {"history": {"mode": "truncate"}}}'},
-            "compress",
-            "truncate is only for current_user",
+            {"target_history_min_tokens": "100", "target_history_target_tokens": "200"},
+            "target_history_target_tokens",
+            "target_tokens must be lower than min_tokens",
         ),
+        ({"target_history_mode": "truncate"}, "target_history_mode", "Select a valid choice"),
+        ({"target_rag_min_tokens": "0"}, "target_rag_min_tokens", "greater than or equal to 1"),
         ({"compress": "[1]"}, "compress", "JSON object"),
         ({"name": "no spaces allowed"}, "name", "should match pattern"),
     ],
@@ -535,7 +569,8 @@ def test_every_bad_value_of_one_save_is_shown_next_to_its_field(
         f"{ROUTES}add/",
         route_form(
             budget_max_tokens="-5",
-            compress='{"targets": {"history": {"mode": "truncate"}}}',
+            target_history_min_tokens="100",
+            target_history_target_tokens="200",
             **{
                 "sources-0-settings": '{"bogus": 1}',
                 "sources-1-settings": '{"last_n_turns": 0}',
@@ -545,9 +580,26 @@ def test_every_bad_value_of_one_save_is_shown_next_to_its_field(
     assert response.status_code == 200
     errors = field_errors(response)
     assert "max_tokens must be 'auto' or a positive" in " ".join(errors["budget_max_tokens"])
-    assert "truncate is only for current_user" in " ".join(errors["compress"])
+    assert "lower than min_tokens" in " ".join(errors["target_history_target_tokens"])
     assert "bogus: unknown field" in " ".join(errors["sources[0].settings"])
     assert "last_n_turns:" in " ".join(errors["sources[1].settings"])
     assert errors["__all__"].count("Correct the sources below.") == 1
     with schema_context("acme"):
         assert not Route.objects.exists()
+
+
+def test_blank_target_fields_show_what_they_inherit(acme: TenantFixture, operator: Client) -> None:
+    set_defaults({"compress": {"targets": {"history": {"mode": "extractive", "min_tokens": 5000}}}})
+    html = operator.get(f"{ROUTES}add/").content.decode()
+    history_mode = re.search(r'<select name="target_history_mode".*?</select>', html, re.S)
+    assert history_mode and '<option value="" selected>inherit (extractive)</option>' in (
+        history_mode.group(0)
+    )
+    assert re.search(r'name="target_history_min_tokens"[^>]*placeholder="5000"', html) or re.search(
+        r'placeholder="5000"[^>]*name="target_history_min_tokens"', html
+    )
+    assert re.search(
+        r'placeholder="2500"[^>]*name="target_history_target_tokens"', html
+    ) or re.search(r'name="target_history_target_tokens"[^>]*placeholder="2500"', html)
+    tool_mode = re.search(r'<select name="target_tool_outputs_mode".*?</select>', html, re.S)
+    assert tool_mode and "inherit (extractive)" in tool_mode.group(0)  # the built-in default
