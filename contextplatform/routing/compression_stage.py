@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +18,6 @@ from compression.engine import (
     compress_request,
     judge_deployment,
     too_long,
-    uses_judge,
 )
 from compression.estimation import TokenEstimator
 from compression.recovery import DatabaseRecoveryWriter
@@ -37,7 +36,7 @@ class StageOutcome:
     report: dict[str, Any] = field(default_factory=dict)
 
 
-def block_judge(deployment: str | None):
+def block_judge(deployment: str | None) -> Callable[[str, list[str]], list[float]]:
     judge = judge_for(deployment)
 
     def score(query: str, texts: list[str]) -> list[float]:
@@ -134,7 +133,7 @@ def run_compression(
             target = effective.targets.of(kind)  # type: ignore[arg-type]
             if target.mode == "recoverable":
                 target.mode = "extractive"
-    judge = block_judge(judge_deployment(config)) if uses_judge(config) else None
+    judge = block_judge(judge_deployment(config))  # the engine decides whether it ranks
     provenance = Provenance(
         rag_call_ids=frozenset(i for i, kind in injected.items() if kind == "rag"),
         memory_call_ids=frozenset(i for i, kind in injected.items() if kind == "memory"),

@@ -76,8 +76,9 @@ class Route(models.Model):
     # The tenant defaults' context, when the query read them along (``selectors.with_layers``).
     DEFAULTS_ANNOTATION = "defaults_context"
 
-    def effective_context(self, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Tenant defaults, then the recipe, then the route, merged field by field (unvalidated).
+    def inherited_context(self, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Tenant defaults, then the recipe: what the route's own layer is merged onto, i.e. what
+        a field it does not write stands for (unvalidated).
 
         ``defaults`` saves a query when the caller has already read the tenant defaults; so does a
         route read by ``selectors.with_layers``."""
@@ -89,7 +90,13 @@ class Route(models.Model):
             else:
                 defaults = TenantDefaults.current_context()
         recipe = self.recipe.context if self.recipe_id is not None else None
-        return effective_context(defaults, recipe, self.context)
+        return effective_context(defaults, recipe)
+
+    def effective_context(self, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Tenant defaults, then the recipe, then the route, merged field by field (unvalidated)."""
+        from contextplatform.routing.layering import effective_context
+
+        return effective_context(self.inherited_context(defaults), self.context)
 
     def spec(self, defaults: dict[str, Any] | None = None) -> RouteSpec:
         """The route as resolve runs it: its effective context configuration, validated."""

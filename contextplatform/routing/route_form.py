@@ -24,8 +24,7 @@ from contextplatform.api.form_errors import (
     leading_name,
     refined_param,
 )
-from contextplatform.routing import selectors, services
-from contextplatform.routing.layering import effective_context
+from contextplatform.routing import services
 from contextplatform.routing.models import Route
 from sources.base import SOURCE_KINDS, OnFailure, SourceSettings, source_kind
 
@@ -285,26 +284,25 @@ def layer_initial(route: Route) -> dict[str, Any]:
 
 
 def compress_initial(compress: Any) -> dict[str, Any]:
-    """The target fields from the compress block's ``targets``; the rest of the block as JSON."""
-    if not isinstance(compress, dict):
+    """The target fields from the compress block's ``targets``; the rest of the block as JSON.
+    Targets the fields cannot hold (written by hand in another shape) stay in the JSON, where the
+    form refuses them with a message."""
+    targets = compress.get("targets") if isinstance(compress, dict) else None
+    if not isinstance(targets, dict) or not fits_target_fields(targets):
         return {"compress": compress}
-    targets = compress.get("targets")
-    if (
-        not isinstance(targets, dict)
-        or not all(
-            isinstance(target, dict) and set(target) <= set(TARGET_KEYS)
-            for kind, target in targets.items()
-            if kind in TARGET_KINDS
-        )
-        or not set(targets) <= set(TARGET_KINDS)
-    ):
-        return {"compress": compress}  # written by hand in a shape the fields cannot hold
     rest = {key: value for key, value in compress.items() if key != "targets"}
     initial: dict[str, Any] = {"compress": rest or None}
     for kind, target in targets.items():
         for key, value in target.items():
             initial[target_field(kind, key)] = value
     return initial
+
+
+def fits_target_fields(targets: dict[str, Any]) -> bool:
+    return all(
+        kind in TARGET_KINDS and isinstance(target, dict) and set(target) <= set(TARGET_KEYS)
+        for kind, target in targets.items()
+    )
 
 
 class RouteForm(CompressTargetFields, forms.ModelForm):
@@ -370,10 +368,7 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
 
     def show_inherited_targets(self) -> None:
         """What a blank target field stands for: the recipe's and the tenant defaults' value."""
-        recipe = self.instance.recipe if self.instance.recipe_id else None
-        inherited = effective_context(
-            selectors.tenant_defaults(), recipe.context if recipe else None
-        )
+        inherited = self.instance.inherited_context()
         try:
             targets = CompressConfig.model_validate(inherited.get("compress") or {}).targets
         except PydanticValidationError:  # an inherited layer that no longer validates
