@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -240,24 +239,9 @@ def forget_queue(url: str, queue: str) -> None:
 
 def start_worker(env: dict[str, str], queue: str) -> subprocess.Popen[bytes]:
     LOG_DIR.mkdir(parents=True, exist_ok=True)
-    args = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "contextplatform",
-        "worker",
-        "--pool",
-        "solo",
-        "--concurrency",
-        "1",
-        "--loglevel",
-        "WARNING",
-        "--without-gossip",
-        "--without-mingle",
-        "--hostname",
-        f"{queue}@%h",
-    ]
+    from contextplatform.celery import solo_worker_command
+
+    args = solo_worker_command("--hostname", f"{queue}@%h")
     with (LOG_DIR / "celery-memory.log").open("wb") as output:
         return subprocess.Popen(args, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
 

@@ -15,6 +15,8 @@ import httpx
 import pytest
 from django.db import connection
 
+from contextplatform.celery import solo_worker_command
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -89,22 +91,7 @@ def live_server(env: dict[str, str] | None = None) -> Iterator[str]:
 
 @contextmanager
 def celery_worker(env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
-    args = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "contextplatform",
-        "worker",
-        "--pool",
-        "solo",
-        "--concurrency",
-        "1",
-        "--loglevel",
-        "WARNING",
-        "--without-gossip",
-        "--without-mingle",
-    ]
+    args = solo_worker_command()
     environment = {"DATABASE_URL": test_database_url(), "DB_POOL_MAX_SIZE": "0", **env}
     with running(args, environment) as worker:
         yield worker

@@ -17,17 +17,13 @@ from django_tenants.utils import schema_context
 from contextplatform.routing.models import Recipe, Route, TenantDefaults
 from contextplatform.routing.selectors import route_by_name
 from tenants.services import issue_api_key
+from tests.compression.conversations import conversation
 from tests.conftest import ApiClient, TenantFixture
 
 IMPORT = "/api/v1/routes/import"
 RULES = {"type": "skill_guardrails", "name": "rules", "texts": ["Be kind."]}
 HOUSE = {"type": "skill_guardrails", "name": "house", "texts": ["Never promise refunds."]}
 HISTORY = {"type": "recent_messages", "last_n_turns": 4}
-
-LOG = "\n".join(
-    f"log line {i}: service {i % 7} answered {500 if i == 1234 else 200} after {i % 97} ms"
-    for i in range(2500)
-)
 
 
 def context_plugin(**configuration: Any) -> list[dict[str, Any]]:
@@ -77,29 +73,6 @@ def stored(schema: str, name: str) -> dict[str, Any]:
 
 def chat(text: str = "Where is my parcel?") -> dict[str, Any]:
     return {"model": "m", "messages": [{"role": "user", "content": text}]}
-
-
-def log_conversation() -> dict[str, Any]:
-    return {
-        "model": "m",
-        "max_tokens": 200,
-        "messages": [
-            {"role": "user", "content": "Which service answered 500?"},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "call_1",
-                        "type": "function",
-                        "function": {"name": "read_logs", "arguments": "{}"},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "call_1", "content": LOG},
-            {"role": "user", "content": "Which service answered 500, and when?"},
-        ],
-    }
 
 
 def resolve(api: ApiClient, route: str, request: dict[str, Any] | None = None) -> Any:
@@ -636,11 +609,11 @@ def test_migrate_config_reports_unreadable_files(tmp_path: Path) -> None:
 
 def test_a_route_inherits_compress_from_the_tenant_defaults(acme_api: ApiClient) -> None:
     imported(acme_api, {"routes": [{"name": "logs", "model": {"context_window": 16_000}}]})
-    refused = resolve(acme_api, "logs", log_conversation())
+    refused = resolve(acme_api, "logs", conversation())
     assert error_of(refused)["code"] == "context_length_exceeded"
 
     imported(acme_api, {"defaults": {"plugins": context_plugin(compress={"mode": "auto"})}})
-    report = resolved(acme_api, "logs", log_conversation())  # the route itself is unchanged
+    report = resolved(acme_api, "logs", conversation())  # the route itself is unchanged
     assert report["compression"]["applied"] is True
     assert report["compression"]["tokens_after"] < report["compression"]["tokens_before"]
     route = acme_api.get("/api/v1/routes/logs").json()
@@ -659,9 +632,7 @@ def test_a_route_inherits_compress_from_the_tenant_defaults(acme_api: ApiClient)
             ]
         },
     )
-    assert (
-        error_of(resolve(acme_api, "logs", log_conversation()))["code"] == "context_length_exceeded"
-    )
+    assert error_of(resolve(acme_api, "logs", conversation()))["code"] == "context_length_exceeded"
 
 
 def test_sources_a_route_writes_replace_the_inherited_ones(acme_api: ApiClient) -> None:
