@@ -31,7 +31,6 @@ from typing import Any, Literal, Protocol
 
 from compression import text as textops
 from compression.config import CompressConfig, CompressTarget
-from compression.estimation import TokenEstimator, count_json
 from compression.rewrite import (
     RECOVERY_PLACEHOLDER,
     RETRIEVE_TOOL_NAME,
@@ -43,6 +42,7 @@ from compression.rewrite import (
     write_at,
 )
 from compression.segments import Block, Path, Segments, UnsupportedShape, parse_segments
+from contextplatform.core.estimation import TokenEstimator, count_json
 
 __all__ = [
     "RETRIEVE_TOOL_NAME",

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from compression.config import Profile, SignalsConfig
-from compression.estimation import (
+from contextplatform.core.estimation import (
     TokenEstimator,
     cjk_and_words,
     is_cjk,

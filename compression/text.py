@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, Literal
 
-from compression.estimation import (
+from contextplatform.core.estimation import (
     CJK_CHAR,
     CJK_FREE_FIELD,
     CJK_RANGES,

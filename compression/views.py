@@ -12,8 +12,8 @@ from rest_framework.response import Response
 from compression.models import RecoveryBlob
 from compression.recovery import RecoveryError, invalidate, retrieve
 from compression.stats import audit, stats_report
-from contextplatform.api.errors import ApiError
-from contextplatform.api.views import ApiView
+from contextplatform.core.errors import ApiError
+from contextplatform.core.views import ApiView
 
 
 class RetrieveBody(BaseModel):

@@ -64,7 +64,7 @@ SHOW_PUBLIC_IF_NO_TENANT_FOUND = True
 
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
-    "contextplatform.api.middleware.BodySizeLimitMiddleware",
+    "contextplatform.core.middleware.BodySizeLimitMiddleware",
     "tenants.middleware.ApiKeyOrHostTenantMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -73,7 +73,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "contextplatform.api.middleware.ApiErrorMiddleware",
+    "contextplatform.core.middleware.ApiErrorMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
@@ -118,9 +118,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["tenants.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["tenants.permissions.HasScope"],
-    "DEFAULT_PARSER_CLASSES": ["contextplatform.api.parsers.AnyJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["contextplatform.core.parsers.AnyJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "EXCEPTION_HANDLER": "contextplatform.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "contextplatform.core.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }

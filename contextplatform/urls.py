@@ -13,7 +13,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
 ]
 
-handler400 = "contextplatform.api.handlers.bad_request"
-handler403 = "contextplatform.api.handlers.permission_denied"
-handler404 = "contextplatform.api.handlers.page_not_found"
-handler500 = "contextplatform.api.handlers.server_error"
+handler400 = "contextplatform.core.handlers.bad_request"
+handler403 = "contextplatform.core.handlers.permission_denied"
+handler404 = "contextplatform.core.handlers.page_not_found"
+handler500 = "contextplatform.core.handlers.server_error"

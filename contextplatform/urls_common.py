@@ -4,10 +4,10 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from contextplatform import health
-from contextplatform.metrics import metrics_view
+from contextplatform.core.metrics import metrics_view
 
 urlpatterns = [
-    path("api/v1/", include("contextplatform.api.urls")),
+    path("api/v1/", include("contextplatform.urls_api")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("healthz", health.healthz, name="healthz"),

@@ -45,7 +45,7 @@ from pydantic import (
     model_validator,
 )
 
-from compression.estimation import ReflectionEstimator
+from contextplatform.core.estimation import ReflectionEstimator
 
 GateReason = Literal["kept", "blocked", "duplicate", "over_budget"]
 

@@ -18,7 +18,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Least
 from django.utils import timezone
 
-from contextplatform.api.errors import invalid_request
+from contextplatform.core.errors import invalid_request
 from memory.models import KINDS, Memory
 from memory.selectors import MAX_ID, TEXT_CONFIG, require_user
 from sources.embedding import Embedder

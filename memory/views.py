@@ -21,8 +21,8 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from contextplatform.api.errors import ApiError, invalid_request, not_found
-from contextplatform.api.views import ApiView
+from contextplatform.core.errors import ApiError, invalid_request, not_found
+from contextplatform.core.views import ApiView
 from memory.models import Memory
 from memory.selectors import (
     InvalidCursor,

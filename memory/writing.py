@@ -15,7 +15,7 @@ from celery import shared_task
 from django.db import transaction
 from django.utils import timezone
 
-from contextplatform.api.errors import ApiError
+from contextplatform.core.errors import ApiError
 from memory.extraction import (
     ExistingMemory,
     LLMExtractor,

@@ -42,9 +42,9 @@ from typing import Any
 
 from compression.config import CompressConfig
 from compression.engine import CompressionResult, ContextLengthExceeded, compress_request
-from compression.estimation import TokenEstimator, count_json, default_estimator
 from compression.text import compress_extractive, truncate_middle
-from contextplatform.routing.budget import plan_budget
+from contextplatform.core.estimation import TokenEstimator, count_json, default_estimator
+from contextplatform.routing.pipeline.budget import plan_budget
 from scripts.bench_env import cpu_model, load_average, utc_now
 from scripts.bench_setup import ROOT, log
 

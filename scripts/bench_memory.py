@@ -197,7 +197,7 @@ def prepare_flow_tenant() -> None:
     """The flow tenant with the bench route, and none of an earlier run's memories or turns."""
     from django_tenants.utils import schema_context
 
-    from contextplatform.routing.config import validate_route_spec
+    from contextplatform.routing.configuration.schema import validate_route_spec
     from contextplatform.routing.models import ReplayRecord
     from contextplatform.routing.services import upsert_route
     from memory.models import Memory, MemoryTurn
@@ -479,7 +479,7 @@ def fact_memories(conversation: data.Conversation, fact: data.PlantedFact) -> se
 def ask(
     conversation: data.Conversation, fact: data.PlantedFact, style: str, embedder: Any
 ) -> Question:
-    from compression.estimation import default_estimator
+    from contextplatform.core.estimation import default_estimator
     from memory.models import Memory
     from memory.selectors import cosine, search_memories
 

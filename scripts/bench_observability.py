@@ -3,7 +3,7 @@
 The resolve path has three observability parts: *metrics* (``metrics.observe_source`` per source,
 ``metrics.StageClock`` per stage, django-prometheus's counters around every SQL query, the live
 stream's own counter), *replay* (``resolver.save_replay``: one ``ReplayRecord`` INSERT) and *live*
-(``live.publish_source_events``: one group message per resolve). "Off" swaps a part's calls for
+(``live_events.publish_source_events``: one group message per resolve). "Off" swaps a part's calls for
 no-ops in the bench process (``unittest.mock.patch``); nothing in the platform switches them off,
 and ``resolve(record=False)`` would change more than these (no compression records, dry-run
 sources). Settings — every part on, every part off, one part on alone — run in a fresh random
@@ -119,15 +119,16 @@ def no_op(*args: object, **kwargs: object) -> None:
 
 PATCHES: dict[str, tuple[tuple[str, Any], ...]] = {
     "metrics": (
-        ("contextplatform.metrics.observe_source", no_op),
-        ("contextplatform.metrics.StageClock", NullClock),
-        ("contextplatform.live.LIVE_EVENTS", NULL_METRIC),
+        ("contextplatform.core.metrics.observe_source", no_op),
+        ("contextplatform.core.metrics.StageClock", NullClock),
+        ("contextplatform.core.live_events.LIVE_EVENTS", NULL_METRIC),
+        ("contextplatform.routing.pipeline.live_events.LIVE_EVENTS", NULL_METRIC),
         ("django_prometheus.db.common.execute_total", NULL_METRIC),
         ("django_prometheus.db.common.query_duration_seconds", NULL_METRIC),
         ("django_prometheus.db.common.ExceptionCounterByType", lambda *a, **k: nullcontext()),
     ),
-    "replay": (("contextplatform.routing.resolver.save_replay", no_op),),
-    "live": (("contextplatform.live.publish_source_events", no_op),),
+    "replay": (("contextplatform.routing.pipeline.resolver.save_replay", no_op),),
+    "live": (("contextplatform.routing.pipeline.live_events.publish_source_events", no_op),),
 }
 
 
@@ -197,7 +198,7 @@ class Listener:
         self._arrived = asyncio.Event()
 
     async def listen(self, layer: Any, group: str) -> None:
-        from contextplatform.live import LISTENER_LOOP
+        from contextplatform.core.live_events import LISTENER_LOOP
 
         LISTENER_LOOP.remember()  # as the dashboards' consumer does when it joins
         channel = await layer.new_channel()
@@ -240,8 +241,8 @@ async def run_rounds(layer_name: str, settings: Sequence[Setting], sizes: Sizes)
     from asgiref.sync import sync_to_async
     from channels.layers import get_channel_layer
 
-    from contextplatform.live import metrics_group
-    from contextplatform.routing.replay_writer import REPLAY_WRITER
+    from contextplatform.core.live_events import metrics_group
+    from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER
 
     layer = get_channel_layer()
     listener = Listener()

@@ -114,7 +114,7 @@ def prepare_routes() -> None:
 def resolve_bench(route: str, *, record: bool = True) -> tuple[Any, float]:
     """``resolve()`` of a bench route with ``CHAT_BODY``, in the current schema: the resolution
     and the call's wall ms. Raises when a source did not succeed."""
-    from contextplatform.routing.resolver import resolve
+    from contextplatform.routing.pipeline.resolver import resolve
 
     started = time.perf_counter()
     resolution = resolve(
@@ -134,7 +134,7 @@ def resolve_bench(route: str, *, record: bool = True) -> tuple[Any, float]:
 
 
 def resolve_once(route: str, *, record: bool) -> Sample:
-    from contextplatform.routing.replay_writer import REPLAY_WRITER
+    from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER
 
     resolution, wall_ms = resolve_bench(route, record=record)
     REPLAY_WRITER.flush()  # the record is written off the resolve path; not into the next one
@@ -167,7 +167,7 @@ def measure_overhead(iterations: int, warmup: int) -> OverheadResult:
 
 async def fetch_sequential(sources: list[Any], request: Any, estimator: Any = None) -> list[Any]:
     """The baseline: the same sources awaited one after another."""
-    from compression.estimation import default_estimator
+    from contextplatform.core.estimation import default_estimator
     from sources.fetch import fetch_source
 
     chosen = estimator or default_estimator()
@@ -176,7 +176,7 @@ async def fetch_sequential(sources: list[Any], request: Any, estimator: Any = No
 
 @contextmanager
 def sequential_fetch() -> Iterator[None]:
-    with mock.patch("contextplatform.routing.resolver.fetch_all", fetch_sequential):
+    with mock.patch("contextplatform.routing.pipeline.resolver.fetch_all", fetch_sequential):
         yield
 
 
@@ -205,7 +205,7 @@ def measure_estimation(repeats: int = 50) -> dict[str, Summary]:
     """CPU pieces of one resolve, timed alone, to show where the overhead goes."""
     from django_tenants.utils import schema_context
 
-    from compression.estimation import count_json, default_estimator
+    from contextplatform.core.estimation import count_json, default_estimator
 
     estimator = default_estimator()
     with schema_context(BENCH_TENANT):

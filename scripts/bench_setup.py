@@ -108,7 +108,7 @@ def bench_route(name: str, sleeps_ms: list[float]) -> dict[str, Any]:
 def save_routes(routes: list[dict[str, Any]]) -> None:
     from django_tenants.utils import schema_context
 
-    from contextplatform.routing.config import validate_route_spec
+    from contextplatform.routing.configuration.schema import validate_route_spec
     from contextplatform.routing.services import upsert_route
 
     with schema_context(BENCH_TENANT):
@@ -121,7 +121,7 @@ def clear_bench_replay() -> int:
     from django_tenants.utils import schema_context
 
     from contextplatform.routing.models import ReplayRecord
-    from contextplatform.routing.replay_writer import REPLAY_WRITER
+    from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER
 
     REPLAY_WRITER.flush()
     with schema_context(BENCH_TENANT):
@@ -133,7 +133,7 @@ def delete_replay(schema: str, ids: list[str]) -> int:
     from django_tenants.utils import schema_context
 
     from contextplatform.routing.models import ReplayRecord
-    from contextplatform.routing.replay_writer import REPLAY_WRITER
+    from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER
 
     REPLAY_WRITER.flush()
     deleted = 0

@@ -227,7 +227,7 @@ def speed_text(results: CompressionResults) -> str:
     return (
         f"`compression.text.compress_extractive` on one {extractive.tokens_before:,}-token tool "
         f"output ({extractive.lines:,} essay lines from a fixed place in the haystack; tokens by "
-        f"`compression.estimation.default_estimator()`) to {SPEED_TARGET:,} tokens, query "
+        f"`contextplatform.core.estimation.default_estimator()`) to {SPEED_TARGET:,} tokens, query "
         f"`{SPEED_QUERY}`: {extractive.tokens_after:,} tokens out, {extractive.omitted_chunks:,} "
         f"chunks omitted. {len(extractive.timing.wall_ms)} timed calls after a warm-up, garbage "
         "collected before each. *CPU* is the thread's CPU time of the same calls: the wall time "

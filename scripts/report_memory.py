@@ -416,7 +416,7 @@ def quality_text(quality: QualityResult) -> str:
         f"{LOWER_MIN_SIMILARITY:g}. *Recalled* = the memory written from the fact's turn (and "
         "still holding its value) is among the recalled memories; *injected* = the gate kept it. "
         f"The extractor stored {stored} of the {facts} planted facts; a fact it never stored "
-        "counts as missed in the first column. Tokens by `compression.estimation."
+        "counts as missed in the first column. Tokens by `contextplatform.core.estimation."
         "default_estimator()` on the injected memories' text, against the text of every message "
         "of the conversation (what sending the whole history would cost; the question itself "
         "is sent either way and counted in neither)."

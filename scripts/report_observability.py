@@ -229,7 +229,7 @@ def overhead_text(results: ObservabilityResults) -> str:
         "writer thread's INSERT is off the resolve path; the bench drains it after each resolve "
         "(`REPLAY_WRITER.flush()`, outside the timed call, its CPU counted); off = returns "
         "nothing.\n"
-        "- **live**: `live.publish_source_events`, one group message per resolve; off = no-op. "
+        "- **live**: `live_events.publish_source_events`, one group message per resolve; off = no-op. "
         "With Redis the resolve only enqueues and the process's sender thread does the "
         "`group_send` (its CPU is in the bench process and counted); with the in-memory layer "
         "the resolve schedules the `group_send` on the listeners' event loop "

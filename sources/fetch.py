@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from compression.estimation import TokenEstimator, default_estimator
-from contextplatform import metrics
+from contextplatform.core import metrics
+from contextplatform.core.estimation import TokenEstimator, default_estimator
 from sources.base import ContextItem, ContextRequest, ContextSource, OnFailure, SourceStatus
 
 logger = logging.getLogger("contextplatform.sources")

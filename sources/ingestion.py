@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from contextplatform.api.errors import ApiError
+from contextplatform.core.errors import ApiError
 from sources.chunking import TextChunk, chunk_text
 from sources.embedding import Embedder
 from sources.models import Chunk, Collection, Document, IngestionJob

@@ -17,9 +17,9 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from contextplatform.api.errors import ApiError
-from contextplatform.api.form_errors import error_text
-from contextplatform.api.validation import parse
+from contextplatform.core.errors import ApiError
+from contextplatform.core.form_errors import error_text
+from contextplatform.core.validation import parse
 from sources.ingestion import create_collection, delete_document
 from sources.knowledge_views import CollectionBody
 from sources.models import Collection, Document, IngestionJob

@@ -11,8 +11,8 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from contextplatform.api.errors import not_found
-from contextplatform.api.views import ApiView
+from contextplatform.core.errors import not_found
+from contextplatform.core.views import ApiView
 from sources.embedding import get_embedder
 from sources.ingestion import (
     DocumentInput,

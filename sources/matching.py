@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from contextplatform import metrics
+from contextplatform.core import metrics
 from sources.judge import JudgeCandidate, JudgeError, judge_for, known_deployments
 from sources.recall import RecallHit
 

@@ -10,8 +10,8 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from contextplatform.api.errors import not_found
-from contextplatform.api.views import ApiView
+from contextplatform.core.errors import not_found
+from contextplatform.core.views import ApiView
 from sources.models import ChatMessage, UserProfile
 from sources.selectors import session_messages, user_profile
 from sources.services import append_session_messages, put_user_profile

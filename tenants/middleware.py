@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from django_tenants.middleware.main import TenantMainMiddleware
 
-from contextplatform.api.errors import envelope
+from contextplatform.core.errors import envelope
 from tenants.models import ApiKey
 from tenants.selectors import active_api_key
 

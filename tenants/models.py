@@ -10,7 +10,7 @@ from django_tenants.models import DomainMixin, TenantMixin
 
 
 def validate_outbound_allowlist(value: Any) -> None:
-    from sources.outbound import validate_allowlist
+    from contextplatform.core.outbound import validate_allowlist
 
     try:
         validate_allowlist(value)

@@ -13,7 +13,7 @@ from django.db import connection
 from django.test import Client
 from django_tenants.utils import schema_context
 
-from contextplatform.demo import DEMO_RESOLVE_BODY
+from contextplatform.routing.demo import DEMO_RESOLVE_BODY
 from tenants.roles import ROLES
 from tests.conftest import ApiClient
 

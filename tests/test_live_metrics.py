@@ -16,8 +16,8 @@ from asgiref.sync import async_to_sync, sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
 
-from contextplatform import live
 from contextplatform.asgi import application
+from contextplatform.core import live_events
 from tests.conftest import TENANT_KEYS, ApiClient, TenantFixture, logged_in
 from tests.live import live_server
 from tests.routing import source_kinds_for_tests  # noqa: F401  (registers test_hang)
@@ -220,7 +220,7 @@ def test_a_failing_layer_never_fails_the_resolve(
     def broken(*args: Any, **kwargs: Any) -> None:
         raise ConnectionError("layer down")
 
-    monkeypatch.setattr(live, "publish", broken)
+    monkeypatch.setattr("contextplatform.routing.pipeline.live_events.publish", broken)
     assert resolve(acme_api, "live")["sources"][0]["status"] == "ok"
 
 
@@ -245,7 +245,7 @@ def test_events_travel_through_redis(
         await sync_to_async(resolve)(globex_api, "live-globex")
         await sync_to_async(resolve)(acme_api, "live")
         events = await events_of(acme_socket, 1)
-        assert await sync_to_async(live.SENDER.wait_idle)()
+        assert await sync_to_async(live_events.SENDER.wait_idle)()
         assert await acme_socket.receive_nothing(timeout=0.3)
         await acme_socket.disconnect()
         return events

@@ -17,8 +17,8 @@ from django_tenants.utils import schema_context
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from contextplatform import metrics
-from contextplatform.routing.resolver import resolve as run_resolve
+from contextplatform.core import metrics
+from contextplatform.routing.pipeline.resolver import resolve as run_resolve
 from memory.source import BACKEND
 from sources.matching import JudgeConfig, judge_and_keep
 from sources.recall import RecallHit
@@ -264,7 +264,7 @@ WORKER = textwrap.dedent(
     import os
     import sys
 
-    from contextplatform import metrics
+    from contextplatform.core import metrics
 
     increments, stay = int(sys.argv[1]), sys.argv[2] == "stay"
     for _ in range(increments):

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db import models
 
-from contextplatform.routing.config import RouteSpec
+from contextplatform.routing.configuration.schema import RouteSpec
 
 
 class TenantDefaults(models.Model):
@@ -82,7 +82,7 @@ class Route(models.Model):
 
         ``defaults`` saves a query when the caller has already read the tenant defaults; so does a
         route read by ``selectors.with_layers``."""
-        from contextplatform.routing.layering import effective_context
+        from contextplatform.routing.configuration.layering import effective_context
 
         if defaults is None:
             if hasattr(self, self.DEFAULTS_ANNOTATION):
@@ -94,13 +94,13 @@ class Route(models.Model):
 
     def effective_context(self, defaults: dict[str, Any] | None = None) -> dict[str, Any]:
         """Tenant defaults, then the recipe, then the route, merged field by field (unvalidated)."""
-        from contextplatform.routing.layering import effective_context
+        from contextplatform.routing.configuration.layering import effective_context
 
         return effective_context(self.inherited_context(defaults), self.context)
 
     def spec(self, defaults: dict[str, Any] | None = None) -> RouteSpec:
         """The route as resolve runs it: its effective context configuration, validated."""
-        from contextplatform.routing.config import validate_route_spec
+        from contextplatform.routing.configuration.schema import validate_route_spec
 
         return validate_route_spec(
             {

@@ -11,9 +11,9 @@ from typing import Any
 
 from django.db.models import Q, QuerySet, Subquery
 
-from contextplatform.api.errors import invalid_request, not_found
+from contextplatform.core.errors import invalid_request, not_found
 from contextplatform.routing.models import Recipe, ReplayRecord, Route, TenantDefaults
-from contextplatform.routing.replay_writer import flush_current_tenant
+from contextplatform.routing.pipeline.replay_writer import flush_current_tenant
 
 
 def with_layers(routes: QuerySet[Route]) -> QuerySet[Route]:

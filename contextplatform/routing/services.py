@@ -7,9 +7,10 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from contextplatform.api.errors import ApiError, invalid_request
+from contextplatform.core.errors import ApiError, invalid_request
 from contextplatform.routing import selectors
-from contextplatform.routing.config import (
+from contextplatform.routing.configuration.layering import effective_context
+from contextplatform.routing.configuration.schema import (
     ConfigDocument,
     LayerEntry,
     RecipeEntry,
@@ -18,7 +19,6 @@ from contextplatform.routing.config import (
     validate_context,
     validate_route_spec,
 )
-from contextplatform.routing.layering import effective_context
 from contextplatform.routing.models import Recipe, Route, TenantDefaults
 
 

@@ -8,7 +8,7 @@ from typing import Literal
 from asgiref.sync import sync_to_async
 from pydantic import Field
 
-from compression.estimation import default_estimator
+from contextplatform.core.estimation import default_estimator
 from sources.base import (
     ChatTurn,
     ContextItem,

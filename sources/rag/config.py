@@ -6,10 +6,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from contextplatform.api.validation import describe
+from contextplatform.core.outbound import DEFAULT_MAX_RESPONSE_BYTES
+from contextplatform.core.validation import describe
 from sources.base import SourceSettings
 from sources.matching import MatchConfig
-from sources.outbound import DEFAULT_MAX_RESPONSE_BYTES
 
 Backend = Literal["vectorstore", "external_api", "hybrid"]
 

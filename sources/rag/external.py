@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from sources.outbound import OutboundError, fetch_json_limited, guarded_async_client
+from contextplatform.core.outbound import OutboundError, fetch_json_limited, guarded_async_client
 from sources.rag.backends import BackendError, RagBackend, RetrievalRequest
 from sources.rag.config import ExternalApiConfig, ResponseMapping
 from sources.recall import RecallHit

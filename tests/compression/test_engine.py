@@ -26,11 +26,11 @@ from compression.engine import (
     recovery_key,
     uses_judge,
 )
-from compression.estimation import HeuristicEstimator, count_json
 from compression.rewrite import read_at
 from compression.segments import parse_segments
 from compression.text import OMISSION_MARKER
-from contextplatform.routing.injection import SourceBlock, inject
+from contextplatform.core.estimation import HeuristicEstimator, count_json
+from contextplatform.routing.pipeline.injection import SourceBlock, inject
 
 ESTIMATOR = HeuristicEstimator()
 BIG = 1_000_000

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from compression.estimation import (
+from contextplatform.core.estimation import (
     HeuristicEstimator,
     ReflectionEstimator,
     count_json,

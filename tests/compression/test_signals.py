@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compression.config import SignalsConfig
-from compression.estimation import HeuristicEstimator, script_aware_tokens
 from compression.signals import (
     MAX_SENTENCES,
     PROFILES,
@@ -30,6 +29,7 @@ from compression.signals import (
     tfidf_scores,
     tokenize_words,
 )
+from contextplatform.core.estimation import HeuristicEstimator, script_aware_tokens
 
 PROPERTY = settings(max_examples=200, deadline=None)
 

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compression.estimation import HeuristicEstimator, is_cjk
 from compression.text import (
     GAP,
     OMISSION_MARKER,
@@ -21,6 +20,7 @@ from compression.text import (
     tokenize_terms,
     truncate_middle,
 )
+from contextplatform.core.estimation import HeuristicEstimator, is_cjk
 
 estimator = HeuristicEstimator()
 PROPERTY = settings(max_examples=200, deadline=None)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from compression.estimation import ReflectionEstimator
+from contextplatform.core.estimation import ReflectionEstimator
 from memory.reflection import (
     GateDecision,
     RecalledMemory,

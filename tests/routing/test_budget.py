@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contextplatform.routing.budget import (
+from contextplatform.routing.pipeline.budget import (
     Budget,
     BudgetAllocation,
     allocate_budget,

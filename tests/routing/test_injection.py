@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from contextplatform.api.errors import ApiError
-from contextplatform.routing.chat import ChatFormat, detect_format, parse_chat_request
-from contextplatform.routing.injection import (
+from contextplatform.core.errors import ApiError
+from contextplatform.routing.pipeline.chat import ChatFormat, detect_format, parse_chat_request
+from contextplatform.routing.pipeline.injection import (
     INJECTED_TOOL_DESCRIPTION,
     SourceBlock,
     context_tool_name,

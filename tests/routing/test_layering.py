@@ -5,7 +5,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from contextplatform.routing.layering import effective_context, merge_layer, merge_values
+from contextplatform.routing.configuration.layering import (
+    effective_context,
+    merge_layer,
+    merge_values,
+)
 
 RULES = {"type": "skill_guardrails", "name": "rules", "texts": ["Be kind."]}
 PROFILE = {"type": "user_profile"}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contextplatform.routing.packing import PackDecision, pack
+from contextplatform.routing.pipeline.packing import PackDecision, pack
 from sources.base import ContextItem
 
 

@@ -19,11 +19,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_tenants.utils import schema_context
 
-from contextplatform import metrics
+from contextplatform.core import metrics
 from contextplatform.routing.models import ReplayRecord
-from contextplatform.routing.replay_writer import ReplayWriter
-from contextplatform.routing.resolver import RESOLVE_ID, new_resolve_id, resolve_id_age_s
-from contextplatform.routing.turns import await_replay
+from contextplatform.routing.pipeline.replay_writer import ReplayWriter
+from contextplatform.routing.pipeline.resolver import RESOLVE_ID, new_resolve_id, resolve_id_age_s
+from contextplatform.routing.pipeline.turns import await_replay
 from sources.models import ChatSession
 from tests.conftest import TENANT_KEYS, table_locked
 from tests.live import live_server

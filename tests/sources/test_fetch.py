@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal
 
 import pytest
 
-from compression.estimation import HeuristicEstimator, TokenEstimator
+from contextplatform.core.estimation import HeuristicEstimator, TokenEstimator
 from sources.base import ContextItem, ContextRequest, ContextSource, SourceSettings
 from sources.fetch import SourceOutcome, fetch_all, fetch_source
 

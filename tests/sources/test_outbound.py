@@ -16,8 +16,8 @@ import httpx
 import pytest
 from django.core.exceptions import ValidationError
 
-from sources import outbound
-from sources.outbound import (
+from contextplatform.core import outbound
+from contextplatform.core.outbound import (
     InvalidResponse,
     OutboundBlocked,
     ResponseTooLarge,

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from compression.estimation import default_estimator
+from contextplatform.core.estimation import default_estimator
 from sources.base import ChatTurn
 from sources.kinds.recent_messages import compact_digest, first_sentence, render_turns
 

@@ -10,13 +10,13 @@ from django.core.management.base import BaseCommand
 from django.db import connection
 from django_tenants.utils import schema_context
 
-from contextplatform.demo import (
+from contextplatform.routing.configuration.schema import validate_route_spec
+from contextplatform.routing.demo import (
     DEMO_COLLECTION,
     DEMO_DOCUMENTS,
     DEMO_RESOLVE_BODY,
     SUPPORT_ROUTE,
 )
-from contextplatform.routing.config import validate_route_spec
 from contextplatform.routing.services import upsert_route
 from sources.ingestion import DocumentInput, create_collection, submit_documents
 from sources.models import ChatSession, Collection, IngestionJob

@@ -11,9 +11,9 @@ from typing import Any
 import yaml
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from contextplatform.api.errors import ApiError
-from contextplatform.routing.config import parse_config_document
-from contextplatform.routing.migrate_config import MigrationError, migrate_document
+from contextplatform.core.errors import ApiError
+from contextplatform.routing.configuration.legacy import MigrationError, migrate_document
+from contextplatform.routing.configuration.schema import parse_config_document
 
 
 def read_document(path: Path) -> Any:

@@ -25,7 +25,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django_tenants.utils import schema_context
 
-from contextplatform import metrics
+from contextplatform.core import metrics
 from contextplatform.routing.models import ReplayRecord
 
 logger = logging.getLogger("contextplatform.replay")

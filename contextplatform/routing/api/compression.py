@@ -11,15 +11,15 @@ from rest_framework.response import Response
 
 from compression.config import CompressConfig, CompressMatch, CompressRecall
 from compression.engine import uses_judge
-from compression.estimation import count_json, default_estimator
 from compression.views import audited
-from contextplatform.api.errors import ApiError
-from contextplatform.api.validation import parse
-from contextplatform.api.views import ApiView
-from contextplatform.routing.budget import plan_budget
-from contextplatform.routing.chat import parse_chat_request
-from contextplatform.routing.compression_stage import run_compression
-from contextplatform.routing.config import BudgetConfig
+from contextplatform.core.errors import ApiError
+from contextplatform.core.estimation import count_json, default_estimator
+from contextplatform.core.validation import parse
+from contextplatform.core.views import ApiView
+from contextplatform.routing.configuration.schema import BudgetConfig
+from contextplatform.routing.pipeline.budget import plan_budget
+from contextplatform.routing.pipeline.chat import parse_chat_request
+from contextplatform.routing.pipeline.compression_stage import run_compression
 from contextplatform.routing.selectors import existing_route
 
 

@@ -3,8 +3,8 @@
 from django.urls import path
 
 from compression import views as compression
-from contextplatform.routing import compression_views
-from contextplatform.routing import views as routing
+from contextplatform.routing.api import compression as compression_views
+from contextplatform.routing.api import views as routing
 from memory import views as memory
 from sources import knowledge_views as knowledge
 from sources import views as sources

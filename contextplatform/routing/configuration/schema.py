@@ -14,9 +14,9 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validator
 
 from compression.config import CompressConfig
-from contextplatform.api.errors import ApiError, together
-from contextplatform.api.validation import parse
-from contextplatform.routing.migrate_config import (
+from contextplatform.core.errors import ApiError, together
+from contextplatform.core.validation import parse
+from contextplatform.routing.configuration.legacy import (
     legacy_configuration_hint,
     legacy_plugin_hint,
     legacy_top_level_hint,

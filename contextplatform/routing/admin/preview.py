@@ -16,9 +16,9 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
+from contextplatform.routing.admin.route_form import JsonTextField
 from contextplatform.routing.models import Route
-from contextplatform.routing.resolver import Resolution, resolve
-from contextplatform.routing.route_form import JsonTextField
+from contextplatform.routing.pipeline.resolver import Resolution, resolve
 
 
 class PreviewForm(forms.Form):

@@ -13,10 +13,14 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
+from contextplatform.routing.admin.replay_filters import (
+    CreatedFromFilter,
+    CreatedToFilter,
+    UserIdFilter,
+)
+from contextplatform.routing.admin.replay_presentation import replay_sections
 from contextplatform.routing.models import ReplayRecord
-from contextplatform.routing.replay_filters import CreatedFromFilter, CreatedToFilter, UserIdFilter
-from contextplatform.routing.replay_presentation import replay_sections
-from contextplatform.routing.replay_writer import flush_current_tenant
+from contextplatform.routing.pipeline.replay_writer import flush_current_tenant
 from tenants.admin import TenantOnlyAdmin
 
 

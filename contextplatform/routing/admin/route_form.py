@@ -16,8 +16,8 @@ from django.core.exceptions import ValidationError
 from pydantic import ValidationError as PydanticValidationError
 
 from compression.config import CompressConfig, CompressTarget, CompressTargets
-from contextplatform.api.errors import ApiError
-from contextplatform.api.form_errors import (
+from contextplatform.core.errors import ApiError
+from contextplatform.core.form_errors import (
     below,
     error_text,
     is_under,

@@ -8,10 +8,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from contextplatform.api.errors import ApiError
+from contextplatform.core.errors import ApiError
 from contextplatform.routing.models import ReplayRecord
-from contextplatform.routing.replay_writer import flush_current_tenant
-from contextplatform.routing.resolver import resolve_id_age_s
+from contextplatform.routing.pipeline.replay_writer import flush_current_tenant
+from contextplatform.routing.pipeline.resolver import resolve_id_age_s
 from memory.writing import hand_back
 from sources.messages import content_text
 from sources.selectors import session_messages

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from contextplatform.api.errors import ApiError
+from contextplatform.core.errors import ApiError
 
 _LEADING_NAME = re.compile(r"([A-Za-z_]+)\b")
 

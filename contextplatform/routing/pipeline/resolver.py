@@ -15,17 +15,18 @@ from django.conf import settings
 from django.utils import timezone
 
 from compression.config import CompressConfig
-from compression.estimation import TokenEstimator, count_json, default_estimator
-from contextplatform import live, metrics
-from contextplatform.api.errors import ApiError
-from contextplatform.routing.budget import Budget, plan_budget
-from contextplatform.routing.chat import ChatFormat, ChatRequest, parse_chat_request
-from contextplatform.routing.compression_stage import run_compression
-from contextplatform.routing.config import RouteSpec
-from contextplatform.routing.injection import SourceBlock, inject, injected_call_ids
+from contextplatform.core import metrics
+from contextplatform.core.errors import ApiError
+from contextplatform.core.estimation import TokenEstimator, count_json, default_estimator
+from contextplatform.routing.configuration.schema import RouteSpec
 from contextplatform.routing.models import ReplayRecord
-from contextplatform.routing.packing import PackDecision, pack
-from contextplatform.routing.replay_writer import REPLAY_WRITER
+from contextplatform.routing.pipeline import live_events
+from contextplatform.routing.pipeline.budget import Budget, plan_budget
+from contextplatform.routing.pipeline.chat import ChatFormat, ChatRequest, parse_chat_request
+from contextplatform.routing.pipeline.compression_stage import run_compression
+from contextplatform.routing.pipeline.injection import SourceBlock, inject, injected_call_ids
+from contextplatform.routing.pipeline.packing import PackDecision, pack
+from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER
 from contextplatform.routing.selectors import existing_route
 from sources.base import ContextRequest, ContextSource, source_kind
 from sources.fetch import SourceOutcome, fetch_all
@@ -211,7 +212,7 @@ def resolve(
     budget.used = used
     clock.lap("pack")
     if record:  # previews stay off the live stream
-        live.publish_source_events(tenant_schema, route.name, outcomes, decisions)
+        live_events.publish_source_events(tenant_schema, route.name, outcomes, decisions)
         clock.restart()
 
     kept_items = {id(d.item) for d in decisions if d.kept}

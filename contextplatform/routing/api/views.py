@@ -17,19 +17,19 @@ from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from contextplatform.api.errors import ApiError, invalid_request, not_found
-from contextplatform.api.views import ApiView
+from contextplatform.core.errors import ApiError, invalid_request, not_found
+from contextplatform.core.views import ApiView
 from contextplatform.routing import selectors, services
-from contextplatform.routing.config import (
+from contextplatform.routing.configuration.schema import (
     RouteSpec,
     parse_config_document,
     recipe_document,
     route_document,
 )
 from contextplatform.routing.models import ReplayRecord, Route
-from contextplatform.routing.preview import preview_route
-from contextplatform.routing.resolver import resolve
-from contextplatform.routing.turns import begin_memory_turn, begin_turn, complete_turn
+from contextplatform.routing.pipeline.preview import preview_route
+from contextplatform.routing.pipeline.resolver import resolve
+from contextplatform.routing.pipeline.turns import begin_memory_turn, begin_turn, complete_turn
 
 
 class MemoryOptions(BaseModel):

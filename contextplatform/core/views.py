@@ -8,8 +8,8 @@ from pydantic import BaseModel
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from contextplatform.api.errors import invalid_request
-from contextplatform.api.validation import parse
+from contextplatform.core.errors import invalid_request
+from contextplatform.core.validation import parse
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 

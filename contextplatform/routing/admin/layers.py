@@ -14,17 +14,17 @@ from django.contrib import admin
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
-from contextplatform.api.errors import ApiError
-from contextplatform.api.form_errors import below, error_text, is_under
+from contextplatform.core.errors import ApiError
+from contextplatform.core.form_errors import below, error_text, is_under
 from contextplatform.routing import services
-from contextplatform.routing.config import (
+from contextplatform.routing.admin.route_form import JsonTextField
+from contextplatform.routing.configuration.schema import (
     ConfigDocument,
     parse_config_document,
     plugins_document,
     recipe_document,
 )
 from contextplatform.routing.models import Recipe, TenantDefaults
-from contextplatform.routing.route_form import JsonTextField
 from tenants.admin import TenantOnlyAdmin
 
 CONTEXT_HELP = (

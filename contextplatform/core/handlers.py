@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
-from contextplatform.api.errors import envelope, is_api_path
+from contextplatform.core.errors import envelope, is_api_path
 
 
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

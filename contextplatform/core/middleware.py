@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from contextplatform.api.errors import ApiError, envelope, error_response, is_api_path
+from contextplatform.core.errors import ApiError, envelope, error_response, is_api_path
 
 logger = logging.getLogger("contextplatform.api")
 

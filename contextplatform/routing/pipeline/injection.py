@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from contextplatform.routing.chat import ChatFormat
+from contextplatform.routing.pipeline.chat import ChatFormat
 
 TOOL_NAME_FOR_KIND = {"rag": "vsr_rag_context", "memory": "vsr_memory_context"}
 INJECTED_TOOL_DESCRIPTION = (

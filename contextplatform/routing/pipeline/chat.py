@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contextplatform.api.validation import parse
+from contextplatform.core.validation import parse
 from sources.base import ChatTurn
 from sources.messages import content_text
 

@@ -1,5 +1,5 @@
 """The operators' pages of a tenant's admin: routes (with their sources inline and a Preview),
-recipes and the tenant defaults. The auditors' replay pages live in ``replay_admin``."""
+recipes and the tenant defaults. The auditors' replay pages live in ``admin.replay``."""
 
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils.html import format_html
 
-from contextplatform.api.errors import ApiError
-from contextplatform.routing import (
-    layer_admin,  # noqa: F401  (registers recipes and defaults)
-    replay_admin,  # noqa: F401  (registers the replay pages)
-    selectors,
-    services,
+from contextplatform.core.errors import ApiError
+from contextplatform.routing import selectors, services
+from contextplatform.routing.admin.preview import PreviewForm, preview_report, run_preview
+from contextplatform.routing.admin.route_form import (
+    TARGET_KEYS,
+    TARGET_KINDS,
+    RouteForm,
+    target_field,
 )
-from contextplatform.routing.admin_preview import PreviewForm, preview_report, run_preview
 from contextplatform.routing.models import Route
-from contextplatform.routing.route_form import TARGET_KEYS, TARGET_KINDS, RouteForm, target_field
 from tenants.admin import TenantOnlyAdmin
 
 ROUTE_FIELDSETS: tuple[tuple[str | None, dict[str, Any]], ...] = (

@@ -19,12 +19,12 @@ from compression.engine import (
     judge_deployment,
     too_long,
 )
-from compression.estimation import TokenEstimator
 from compression.recovery import DatabaseRecoveryWriter
 from compression.stats import record_outcome
-from contextplatform import metrics
-from contextplatform.api.errors import ApiError
-from contextplatform.routing.chat import ChatFormat
+from contextplatform.core import metrics
+from contextplatform.core.errors import ApiError
+from contextplatform.core.estimation import TokenEstimator
+from contextplatform.routing.pipeline.chat import ChatFormat
 from sources.judge import JudgeCandidate, judge_for
 
 JUDGE_READS_CHARACTERS = 2000

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from contextplatform.api.errors import ApiError, together
+from contextplatform.core.errors import ApiError, together
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 
-from contextplatform.routing.resolver import build_sources
+from contextplatform.routing.pipeline.resolver import build_sources
 from contextplatform.routing.selectors import existing_route
 from sources.base import ContextRequest
 from sources.fetch import fetch_all

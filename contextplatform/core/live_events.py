@@ -1,0 +1,132 @@
+"""The live event bus: group messages to a tenant's dashboards (``/ws/metrics/``), sent without
+ever raising into or waiting inside a resolve. With Redis a background thread sends; the
+in-memory layer (one process) is sent to directly, and only when this process has a listener of
+that tenant."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import queue
+import threading
+import time
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
+
+from contextplatform.core.metrics import LIVE_EVENTS
+
+logger = logging.getLogger("contextplatform.live")
+
+EVENT_TYPE = "metrics.events"
+
+
+def metrics_group(schema: str) -> str:
+    return f"metrics.{schema}"
+
+
+# --- publishing ----------------------------------------------------------------------------------
+
+
+class BackgroundSender:
+    """One daemon thread per process with its own event loop sends queued group messages, so a
+    resolve only enqueues. A full queue drops (counted) rather than slowing resolves down."""
+
+    def __init__(self, capacity: int = 10_000) -> None:
+        self._queue: queue.Queue[tuple[BaseChannelLayer, str, dict[str, Any]]] = queue.Queue(
+            capacity
+        )
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def submit(self, layer: BaseChannelLayer, group: str, message: dict[str, Any]) -> None:
+        self._ensure_thread()
+        try:
+            self._queue.put_nowait((layer, group, message))
+        except queue.Full:
+            LIVE_EVENTS.labels("dropped").inc()
+
+    def wait_idle(self, timeout: float = 5.0) -> bool:
+        """Every submitted message sent (or failed); for tests and benchmarks."""
+        deadline = time.monotonic() + timeout
+        while self._queue.unfinished_tasks:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
+    def _ensure_thread(self) -> None:
+        if self._pid == os.getpid() and self._thread is not None and self._thread.is_alive():
+            return
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child inherits no thread
+                self._queue = queue.Queue(self._queue.maxsize)
+            if self._pid != os.getpid() or self._thread is None or not self._thread.is_alive():
+                self._pid = os.getpid()
+                self._thread = threading.Thread(
+                    target=self._run, name="live-metrics-sender", daemon=True
+                )
+                self._thread.start()
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        while True:
+            layer, group, message = self._queue.get()
+            try:
+                loop.run_until_complete(layer.group_send(group, message))
+                LIVE_EVENTS.labels("sent").inc()
+            except Exception:
+                LIVE_EVENTS.labels("failed").inc()
+                logger.warning("live_publish_failed", extra={"group": group}, exc_info=True)
+            finally:
+                self._queue.task_done()
+
+
+SENDER = BackgroundSender()
+
+
+class ListenerLoop:
+    """The event loop this process's dashboards listen on (the in-memory layer's queues belong to
+    it): a resolve schedules its message there and returns, as with Redis it only enqueues."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def remember(self) -> None:
+        """Called on the listeners' loop when one joins a group."""
+        self._loop = asyncio.get_running_loop()
+
+    def send(self, layer: InMemoryChannelLayer, group: str, message: dict[str, Any]) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed() or not loop.is_running():
+            async_to_sync(layer.group_send)(group, message)  # no known loop: wait for the send
+            LIVE_EVENTS.labels("sent").inc()
+            return
+        future = asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop)
+        future.add_done_callback(count_sent)
+
+
+def count_sent(future: Any) -> None:
+    if future.cancelled() or future.exception() is not None:
+        LIVE_EVENTS.labels("failed").inc()
+    else:
+        LIVE_EVENTS.labels("sent").inc()
+
+
+LISTENER_LOOP = ListenerLoop()
+
+
+def publish(group: str, message: dict[str, Any]) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    if isinstance(layer, InMemoryChannelLayer):
+        # One process: listeners live in this process's event loop; with none, nothing to do.
+        if group in layer.groups:
+            LISTENER_LOOP.send(layer, group, message)
+        return
+    SENDER.submit(layer, group, message)

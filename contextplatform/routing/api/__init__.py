@@ -1,0 +1,1 @@
+"""The HTTP API of routes, resolve, replay and the compression preview."""
