@@ -45,9 +45,13 @@ run: install
 test: install browser
 	$(PY) -m pytest
 
+# ruff, the import contracts of pyproject.toml ([tool.importlinter]) and mypy strict on the pure
+# core ([tool.mypy]): each fails the target.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 format: install
 	$(BIN)/ruff check --fix .

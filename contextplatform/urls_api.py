@@ -4,19 +4,19 @@ from django.urls import path
 
 from compression import views as compression
 from contextplatform.routing.api import compression as compression_views
-from contextplatform.routing.api import views as routing
+from contextplatform.routing.api import replay, resolve, routes
 from memory import views as memory
 from sources import knowledge_views as knowledge
 from sources import views as sources
 
 urlpatterns = [
-    path("resolve", routing.ResolveView.as_view(), name="resolve"),
+    path("resolve", resolve.ResolveView.as_view(), name="resolve"),
     path(
         "resolve/<str:resolve_id>/response",
-        routing.ResolveResponseView.as_view(),
+        resolve.ResolveResponseView.as_view(),
         name="resolve-response",
     ),
-    path("plugins/context/preview", routing.ContextPreviewView.as_view(), name="context-preview"),
+    path("plugins/context/preview", resolve.ContextPreviewView.as_view(), name="context-preview"),
     path(
         "plugins/context/compression/capabilities",
         compression.CapabilitiesView.as_view(),
@@ -47,17 +47,17 @@ urlpatterns = [
         compression.RecoveryInvalidateView.as_view(),
         name="recovery-invalidate",
     ),
-    path("routes", routing.RouteListView.as_view(), name="routes"),
+    path("routes", routes.RouteListView.as_view(), name="routes"),
     path(
         "routes/import",
-        routing.RouteImportView.as_view(),
+        routes.RouteImportView.as_view(),
         {"name": "import"},  # the other methods read and write a route named "import"
         name="routes-import",
     ),
-    path("routes/<str:name>", routing.RouteDetailView.as_view(), name="route"),
-    path("routes/<str:name>/export", routing.RouteExportView.as_view(), name="route-export"),
-    path("replay", routing.ReplayListView.as_view(), name="replay-list"),
-    path("replay/<str:record_id>", routing.ReplayDetailView.as_view(), name="replay-detail"),
+    path("routes/<str:name>", routes.RouteDetailView.as_view(), name="route"),
+    path("routes/<str:name>/export", routes.RouteExportView.as_view(), name="route-export"),
+    path("replay", replay.ReplayListView.as_view(), name="replay-list"),
+    path("replay/<str:record_id>", replay.ReplayDetailView.as_view(), name="replay-detail"),
     path("users/<str:user>/profile", sources.UserProfileView.as_view(), name="user-profile"),
     path("users/<str:user>/memories", memory.MemoryListView.as_view(), name="memories"),
     path(

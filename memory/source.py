@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError
@@ -21,6 +21,9 @@ from sources.base import (
     ContextItem,
     ContextRequest,
     ContextSource,
+    ResolvedTurn,
+    SourceFailed,
+    SourceResult,
     SourceSettings,
     register_source_kind,
 )
@@ -69,6 +72,10 @@ class MemorySettings(SourceSettings):
         return self
 
 
+def unavailable(reason: str) -> dict[str, str]:
+    return {"memory_status": "unavailable", "memory_reason": reason}
+
+
 def wants_write(settings: MemorySettings, requested: bool | None) -> bool:
     """A request may turn the write off, and on only where the route leaves ``store.auto`` unset."""
     if requested is False:
@@ -92,33 +99,21 @@ class MemorySource(ContextSource):
     def match(self) -> MatchConfig:
         return self.memory.match or default_memory_match()
 
-    async def fetch(self, request: ContextRequest) -> list[ContextItem]:
-        self.notes["backend"] = BACKEND
+    async def fetch(self, request: ContextRequest) -> SourceResult:
+        notes: dict[str, Any] = {"backend": BACKEND}
         if not request.user:
-            return self.outcome("missing", "no user on the request", [])
+            return self.outcome(notes, "missing", "no user on the request")
         if not request.query.strip():
-            return self.outcome("missing", "no user query", [])
-        # Until the store answers, the outcome is "unavailable": a timeout cancels this coroutine
-        # before it could say so.
-        self.notes.update(
-            {
-                "memory_status": "unavailable",
-                "memory_reason": "the memory store did not answer in time",
-            }
-        )
+            return self.outcome(notes, "missing", "no user query")
         try:
             hits = await self.recall(request)
         except Exception as error:
             MEMORY_RETRIEVAL.labels(backend=BACKEND, status="error").inc()
-            self.notes.update(
-                {
-                    "memory_status": "unavailable",
-                    "memory_reason": f"{type(error).__name__}: {error}"[:300],
-                }
-            )
-            raise
+            raise SourceFailed(
+                error, {**notes, **unavailable(f"{type(error).__name__}: {error}"[:300])}
+            ) from error
         if not hits:
-            return self.outcome("missing", "no memory above the threshold", [])
+            return self.outcome(notes, "missing", "no memory above the threshold")
         result = await judge_and_keep(request.query, hits, self.match.judge)
         judged = [d for d in result.decisions if d.kept]
         recalled = [
@@ -134,7 +129,7 @@ class MemorySource(ContextSource):
         ]
         gate = reflect(recalled, self.memory.reflection, now=timezone.now())
         kept = [g for g in gate if g.kept]
-        self.trace = [
+        trace = [
             {
                 "memory_id": g.memory.id,
                 "recall_score": round(g.memory.score, 6),
@@ -154,11 +149,13 @@ class MemorySource(ContextSource):
             if not d.kept
         ]
         if result.judge_error:
-            self.notes["judge_error"] = result.judge_error
+            notes["judge_error"] = result.judge_error
         if not kept:
-            return self.outcome("filtered", "every recalled memory was filtered", [])
-        if not request.dry_run:
-            await self.mark_used([g.memory.id for g in kept])
+            return self.outcome(
+                notes, "filtered", "every recalled memory was filtered", trace=trace
+            )
+        if not request.dry_run and not await self.mark_used([g.memory.id for g in kept]):
+            notes["memory_touch"] = "skipped: the memory table was busy"
         items = [
             self.item(
                 g.memory.content,
@@ -167,30 +164,64 @@ class MemorySource(ContextSource):
             )
             for g in kept
         ]
-        return self.outcome("used", None, items)
+        return self.outcome(notes, "used", None, items, trace=trace)
 
-    async def mark_used(self, ids: list[int]) -> None:
+    def notes_on_timeout(self) -> dict[str, Any]:
+        # Cancelled while the store (or the judge after it) had not answered.
+        return {"backend": BACKEND, **unavailable("the memory store did not answer in time")}
+
+    async def mark_used(self, ids: list[int]) -> bool:
         """Reinforce what was recalled, if the table lets us soon: it is worth less than the
-        answer, so a busy table costs a note, not the memories or the source's deadline."""
+        answer, so a busy table costs a note (False), not the memories or the source's deadline."""
         from memory.services import touch_used
 
         deadline = min(TOUCH_DEADLINE_S, self.timeout_seconds / 4)
         try:
             await sync_to_async(within_deadline)(deadline, lambda: touch_used(ids))
         except DatabaseError as error:
-            self.notes["memory_touch"] = "skipped: the memory table was busy"
             logger.warning("memory_touch_skipped", extra={"memories": len(ids), "err": str(error)})
+            return False
+        return True
 
     def outcome(
-        self, status: str, reason: str | None, items: list[ContextItem]
-    ) -> list[ContextItem]:
+        self,
+        notes: dict[str, Any],
+        status: str,
+        reason: str | None,
+        items: list[ContextItem] | None = None,
+        *,
+        trace: list[dict[str, Any]] | None = None,
+    ) -> SourceResult:
+        items = items or []
         MEMORY_RETRIEVAL.labels(backend=BACKEND, status="hit" if items else "miss").inc()
-        self.notes["memory_status"] = status
-        self.notes["memory_result_count"] = len(items)
-        self.notes.pop("memory_reason", None)
+        notes["memory_status"] = status
+        notes["memory_result_count"] = len(items)
         if reason:
-            self.notes["memory_reason"] = reason
-        return items
+            notes["memory_reason"] = reason
+        return SourceResult(items, trace or [], notes)
+
+    def after_resolve(self, turn: ResolvedTurn) -> bool:
+        """Queue the turn's memory write, to run once the answer is handed back. One write per
+        turn whatever the number of memory sources: the first that wants it queues it."""
+        from memory.writing import queue_turn
+
+        settings: MemorySettings = self.settings  # type: ignore[assignment]
+        if not turn.user or not wants_write(settings, turn.store_requested):
+            return False
+        queue_turn(
+            resolve_id=turn.resolve_id,
+            route=turn.route,
+            user=turn.user,
+            user_text=turn.user_text,
+            extractor=settings.store.extractor,
+        )
+        return True
+
+    @classmethod
+    def after_response(cls, resolve_id: str, answer: str) -> bool:
+        from memory.writing import hand_back
+
+        return hand_back(resolve_id=resolve_id, assistant_text=answer)
 
     async def recall(self, request: ContextRequest) -> list[RecallHit]:
         from memory.selectors import newest_memories, search_memories

@@ -1,4 +1,4 @@
-"""``make bench`` section 6: memory. Three measurements (issue 5, "Benchmark"):
+"""``make bench`` section 6: memory. Three measurements (results in docs/benchmarks.md, section 6):
 
 1. Write to searchable, end to end over HTTP: a real uvicorn server and a real Celery worker
    (solo pool, Redis broker, a queue of this run's own). Each turn is resolved on a route whose
@@ -434,9 +434,9 @@ def through_source(user: str, question: str, min_similarity: float) -> tuple[set
         session=None,
         query=question,
     )
-    items = async_to_sync(source.fetch)(request)
-    recalled = {int(entry["memory_id"]) for entry in source.trace}
-    return recalled, items
+    result = async_to_sync(source.fetch)(request)
+    recalled = {int(entry["memory_id"]) for entry in result.trace}
+    return recalled, result.items
 
 
 def write_conversation(

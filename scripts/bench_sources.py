@@ -12,9 +12,9 @@ from typing import Literal
 from pydantic import Field
 
 from sources.base import (
-    ContextItem,
     ContextRequest,
     ContextSource,
+    SourceResult,
     SourceSettings,
     register_source_kind,
 )
@@ -79,12 +79,16 @@ class BenchStaticSource(ContextSource):
     type = BENCH_SOURCE_TYPE
     Settings = BenchStaticSettings
 
-    async def fetch(self, request: ContextRequest) -> list[ContextItem]:
+    async def fetch(self, request: ContextRequest) -> SourceResult:
         settings: BenchStaticSettings = self.settings  # type: ignore[assignment]
         texts = item_texts(self.name, settings.items, settings.min_words, settings.max_words)
         await asyncio.sleep(settings.sleep_ms / 1000)
         # Within a source, later items rank a little lower, so packing has to interleave sources.
-        return [
-            self.item(text, priority=max(self.priority - index % 5, 0), metadata={"index": index})
-            for index, text in enumerate(texts)
-        ]
+        return SourceResult(
+            [
+                self.item(
+                    text, priority=max(self.priority - index % 5, 0), metadata={"index": index}
+                )
+                for index, text in enumerate(texts)
+            ]
+        )

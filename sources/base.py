@@ -1,7 +1,10 @@
 """The shape every context source shares, and the registry of source kinds.
 
 A source kind is a ``ContextSource`` subclass with a ``type`` and a pydantic ``Settings`` model
-(its part of the route configuration). Later kinds (rag, memory, mcp, http) register the same way.
+(its part of the route configuration), registered with ``register_source_kind``. ``fetch`` returns
+a ``SourceResult`` (items, trace, notes) and leaves the source object as it was; a kind that acts
+once the model has answered (memory writes the turn) overrides ``after_resolve`` and
+``after_response``, so the pipeline never needs to know which kinds do.
 """
 
 from __future__ import annotations
@@ -68,6 +71,41 @@ class ContextRequest:
     dry_run: bool = False
 
 
+@dataclass
+class SourceResult:
+    """What one fetch found: the items, and what it considered and decided, without content."""
+
+    items: list[ContextItem] = field(default_factory=list)
+    # One entry per candidate the source weighed (ids, scores, kept, reason): the report's
+    # ``candidates``.
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    # How the fetch went (cache hit or miss, backend, judge error…): the report's ``notes``.
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+class SourceFailed(Exception):
+    """A fetch failed after learning something worth reporting (a hybrid backend's primary error,
+    the memory store's status): the outcome names ``error`` and keeps ``notes``."""
+
+    def __init__(self, error: BaseException, notes: dict[str, Any]):
+        super().__init__(str(error))
+        self.error = error
+        self.notes = notes
+
+
+@dataclass(frozen=True)
+class ResolvedTurn:
+    """A resolve the caller accepted (not refused): what a source may act on after the response."""
+
+    resolve_id: str
+    route: str
+    user: str | None
+    session: str | None
+    user_text: str
+    # The request's own say on storing the turn: True asks for it, False opts out, None is silent.
+    store_requested: bool | None = None
+
+
 class ContextSource(ABC):
     type: ClassVar[str]
     Settings: ClassVar[type[SourceSettings]]
@@ -77,9 +115,6 @@ class ContextSource(ABC):
     def __init__(self, settings: SourceSettings, *, default_timeout_ms: int = 1500):
         self.settings = settings
         self.default_timeout_ms = default_timeout_ms
-        # What the source considered and decided (no content): filled by fetch, read by the report.
-        self.trace: list[dict[str, Any]] = []
-        self.notes: dict[str, Any] = {}
 
     @property
     def name(self) -> str:
@@ -102,8 +137,25 @@ class ContextSource(ABC):
         return ContextItem(source=self.name, content=content, **fields)
 
     @abstractmethod
-    async def fetch(self, request: ContextRequest) -> list[ContextItem]:
-        """Return this source's items for the request; raising means the source failed."""
+    async def fetch(self, request: ContextRequest) -> SourceResult:
+        """This source's items for the request; raising means the source failed (raise
+        ``SourceFailed`` to keep notes)."""
+
+    def notes_on_timeout(self) -> dict[str, Any]:
+        """The report's notes when the fetch ran out of time (it was cancelled, so it could not
+        say)."""
+        return {}
+
+    def after_resolve(self, turn: ResolvedTurn) -> bool:
+        """Called once the resolve this source served is accepted: queue what the kind does after
+        the model's answer. True if it queued something."""
+        return False
+
+    @classmethod
+    def after_response(cls, resolve_id: str, answer: str) -> bool:
+        """Called when the model's answer to a resolve that used this kind is handed back. True if
+        the kind acted on it."""
+        return False
 
 
 SOURCE_KINDS: dict[str, type[ContextSource]] = {}
@@ -116,3 +168,7 @@ def register_source_kind(source_class: type[ContextSource]) -> type[ContextSourc
 
 def source_kind(type_name: str) -> type[ContextSource] | None:
     return SOURCE_KINDS.get(type_name)
+
+
+def registered_kinds() -> list[type[ContextSource]]:
+    return list(SOURCE_KINDS.values())

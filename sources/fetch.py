@@ -10,7 +10,14 @@ from typing import Any
 
 from contextplatform.core import metrics
 from contextplatform.core.estimation import TokenEstimator, default_estimator
-from sources.base import ContextItem, ContextRequest, ContextSource, OnFailure, SourceStatus
+from sources.base import (
+    ContextItem,
+    ContextRequest,
+    ContextSource,
+    OnFailure,
+    SourceFailed,
+    SourceStatus,
+)
 
 logger = logging.getLogger("contextplatform.sources")
 
@@ -62,28 +69,37 @@ async def fetch_one(
         return outcome
     outcome.started_at = time.perf_counter()
     try:
-        items = await asyncio.wait_for(source.fetch(request), timeout=source.timeout_seconds)
+        result = await asyncio.wait_for(source.fetch(request), timeout=source.timeout_seconds)
     except TimeoutError:
         outcome.status = "timeout"
         outcome.error = f"timed out after {source.timeout_seconds * 1000:.0f} ms"
+        outcome.notes = source.notes_on_timeout()
     except asyncio.CancelledError:
         raise
+    except SourceFailed as failure:
+        outcome.status = "failed"
+        outcome.error = failure_text(failure.error)
+        outcome.notes = failure.notes
     except Exception as error:  # a source's failure is recorded, never raised
         outcome.status = "failed"
-        outcome.error = f"{type(error).__name__}: {error}"[:500]
+        outcome.error = failure_text(error)
     else:
-        outcome.items = items
-        outcome.status = "ok" if items else "empty"
+        outcome.items = result.items
+        outcome.status = "ok" if result.items else "empty"
+        outcome.candidates = result.trace
+        outcome.notes = result.notes
     outcome.ended_at = time.perf_counter()
     outcome.ms = round((outcome.ended_at - outcome.started_at) * 1000, 3)
-    outcome.candidates = source.trace
-    outcome.notes = source.notes
     for item in outcome.items:  # after the clock stops: estimation is our cost, not the source's
         if not item.tokens:
             item.tokens = estimator.count(item.content)
             item.estimator = estimator.name
     log_outcome(outcome, request)
     return outcome
+
+
+def failure_text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:500]
 
 
 def log_outcome(outcome: SourceOutcome, request: ContextRequest) -> None:

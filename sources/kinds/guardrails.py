@@ -7,9 +7,9 @@ from typing import Literal
 from pydantic import Field
 
 from sources.base import (
-    ContextItem,
     ContextRequest,
     ContextSource,
+    SourceResult,
     SourceSettings,
     register_source_kind,
 )
@@ -26,10 +26,12 @@ class GuardrailSource(ContextSource):
     type = "skill_guardrails"
     Settings = GuardrailSettings
 
-    async def fetch(self, request: ContextRequest) -> list[ContextItem]:
+    async def fetch(self, request: ContextRequest) -> SourceResult:
         settings: GuardrailSettings = self.settings  # type: ignore[assignment]
-        return [
-            self.item(text, metadata={"index": index})
-            for index, text in enumerate(settings.texts)
-            if text.strip()
-        ]
+        return SourceResult(
+            [
+                self.item(text, metadata={"index": index})
+                for index, text in enumerate(settings.texts)
+                if text.strip()
+            ]
+        )

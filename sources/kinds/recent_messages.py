@@ -11,9 +11,9 @@ from pydantic import Field
 from contextplatform.core.estimation import default_estimator
 from sources.base import (
     ChatTurn,
-    ContextItem,
     ContextRequest,
     ContextSource,
+    SourceResult,
     SourceSettings,
     register_source_kind,
 )
@@ -70,16 +70,16 @@ class RecentMessagesSource(ContextSource):
     type = "recent_messages"
     Settings = RecentMessagesSettings
 
-    async def fetch(self, request: ContextRequest) -> list[ContextItem]:
+    async def fetch(self, request: ContextRequest) -> SourceResult:
         if not request.session:
-            return []
+            return SourceResult()
         stored = await sync_to_async(self._load)(request.session, request.user)
         already_sent = {(turn.role, turn.text) for turn in request.turns}
         turns = [
             turn for turn in stored if (turn.role, turn.text) not in already_sent and turn.text
         ]
         if not turns:
-            return []
+            return SourceResult()
         settings: RecentMessagesSettings = self.settings  # type: ignore[assignment]
         recent, older = turns[-settings.last_n_turns :], turns[: -settings.last_n_turns]
         items = [self.item(render_turns(recent), metadata={"kind": "recent", "turns": len(recent)})]
@@ -97,7 +97,7 @@ class RecentMessagesSource(ContextSource):
                     metadata={"kind": "digest", "turns": len(older)},
                 )
             )
-        return items
+        return SourceResult(items)
 
     @staticmethod
     def _load(session_key: str, user_id: str | None) -> list[ChatTurn]:

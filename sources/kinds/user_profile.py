@@ -9,9 +9,9 @@ from asgiref.sync import sync_to_async
 from pydantic import Field
 
 from sources.base import (
-    ContextItem,
     ContextRequest,
     ContextSource,
+    SourceResult,
     SourceSettings,
     register_source_kind,
 )
@@ -31,19 +31,22 @@ class UserProfileSource(ContextSource):
     type = "user_profile"
     Settings = UserProfileSettings
 
-    async def fetch(self, request: ContextRequest) -> list[ContextItem]:
+    async def fetch(self, request: ContextRequest) -> SourceResult:
         if not request.user:
-            return []
+            return SourceResult()
         profile = await sync_to_async(user_profile)(request.user)
         if profile is None:
-            return []
+            return SourceResult()
         settings: UserProfileSettings = self.settings  # type: ignore[assignment]
         attributes = profile.attributes
         if settings.fields is not None:
             attributes = {key: attributes[key] for key in settings.fields if key in attributes}
         body = {"user_id": request.user, **attributes}
-        return [
-            self.item(
-                json.dumps(body, ensure_ascii=False, sort_keys=True), metadata={"kind": "profile"}
-            )
-        ]
+        return SourceResult(
+            [
+                self.item(
+                    json.dumps(body, ensure_ascii=False, sort_keys=True),
+                    metadata={"kind": "profile"},
+                )
+            ]
+        )

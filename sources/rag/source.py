@@ -6,7 +6,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sources.base import ContextItem, ContextRequest, ContextSource, register_source_kind
+from sources.base import (
+    ContextItem,
+    ContextRequest,
+    ContextSource,
+    SourceFailed,
+    SourceResult,
+    register_source_kind,
+)
 from sources.matching import MatchConfig, MatchResult, cap_characters, default_match, judge_and_keep
 from sources.rag import cache
 from sources.rag.backends import RagBackend, RetrievalRequest, VectorstoreBackend
@@ -78,10 +85,16 @@ class RagSource(ContextSource):
             timeout_seconds=self.timeout_seconds,
         )
 
-    async def fetch(self, request: ContextRequest) -> list[ContextItem]:
+    async def fetch(self, request: ContextRequest) -> SourceResult:
         if not request.query.strip():
-            self.notes["skipped"] = "no user query"
-            return []
+            return SourceResult(notes={"skipped": "no user query"})
+        notes: dict[str, Any] = {}
+        try:
+            return await self.retrieve(request, notes)
+        except Exception as error:  # what the fetch learned before failing stays in the report
+            raise SourceFailed(error, notes) from error
+
+    async def retrieve(self, request: ContextRequest, notes: dict[str, Any]) -> SourceResult:
         backend = build_backend(self.rag.backend_settings())
         retrieval = self.retrieval_request(request)
         key = None
@@ -104,22 +117,24 @@ class RagSource(ContextSource):
             )
             cached = await cache.get(key)
             if cached is not None:
-                self.notes["cache"] = "hit"
-                self.trace = [entry["trace"] for entry in cached]
-                return [self.item(**entry["item"]) for entry in cached]
-            self.notes["cache"] = "miss"
+                notes["cache"] = "hit"
+                return SourceResult(
+                    items=[self.item(**entry["item"]) for entry in cached],
+                    trace=[entry["trace"] for entry in cached],
+                    notes=notes,
+                )
+            notes["cache"] = "miss"
         try:
             hits = await backend.retrieve(retrieval)
         finally:  # also when the fallback fails too: the primary's error must not be lost
             for attribute in ("served_by", "primary_error"):
                 if getattr(backend, attribute, None):
-                    self.notes[attribute] = getattr(backend, attribute)
+                    notes[attribute] = getattr(backend, attribute)
         result = await judge_and_keep(request.query, hits, self.match.judge)
         cap_characters(result, self.rag.max_context_length)
-        self.trace = [trace_entry(d) for d in result.decisions]
-        self.notes.update({"backend": self.rag.backend, "judged": result.judged})
+        notes.update({"backend": self.rag.backend, "judged": result.judged})
         if result.judge_error:
-            self.notes["judge_error"] = result.judge_error
+            notes["judge_error"] = result.judge_error
         items = self.items_of(result)
         if key is not None and result.cacheable:
             await cache.put(
@@ -131,7 +146,7 @@ class RagSource(ContextSource):
                 ],
                 self.rag.cache_ttl_seconds,
             )
-        return items
+        return SourceResult(items, [trace_entry(d) for d in result.decisions], notes)
 
     def item_fields(self, decision: Any) -> dict[str, Any]:
         hit = decision.hit

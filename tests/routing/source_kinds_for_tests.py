@@ -17,9 +17,9 @@ from typing import Literal
 from pydantic import Field
 
 from sources.base import (
-    ContextItem,
     ContextRequest,
     ContextSource,
+    SourceResult,
     SourceSettings,
     register_source_kind,
 )
@@ -39,17 +39,21 @@ class SleepSource(ContextSource):
     type = "test_sleep"
     Settings = SleepSettings
 
-    async def fetch(self, request: ContextRequest) -> list[ContextItem]:
+    async def fetch(self, request: ContextRequest) -> SourceResult:
         settings: SleepSettings = self.settings  # type: ignore[assignment]
         if settings.sleep_ms:
             await asyncio.sleep(settings.sleep_ms / 1000)
         if settings.fail:
             raise RuntimeError(f"test source {self.name} failed on purpose")
         priorities = settings.priorities or [self.priority] * len(settings.items)
-        return [
-            self.item(text, priority=priority, metadata={"index": index})
-            for index, (text, priority) in enumerate(zip(settings.items, priorities, strict=True))
-        ]
+        return SourceResult(
+            [
+                self.item(text, priority=priority, metadata={"index": index})
+                for index, (text, priority) in enumerate(
+                    zip(settings.items, priorities, strict=True)
+                )
+            ]
+        )
 
 
 class HangSettings(SourceSettings):
@@ -62,7 +66,7 @@ class HangSource(ContextSource):
     type = "test_hang"
     Settings = HangSettings
 
-    async def fetch(self, request: ContextRequest) -> list[ContextItem]:
+    async def fetch(self, request: ContextRequest) -> SourceResult:
         await asyncio.Event().wait()  # nobody ever sets it
         raise AssertionError("unreachable")
 
@@ -84,7 +88,7 @@ class BarrierSource(ContextSource):
     type = "test_barrier"
     Settings = BarrierSettings
 
-    async def fetch(self, request: ContextRequest) -> list[ContextItem]:
+    async def fetch(self, request: ContextRequest) -> SourceResult:
         settings: BarrierSettings = self.settings  # type: ignore[assignment]
         started = time.perf_counter()
         key = request.request_id
@@ -98,4 +102,4 @@ class BarrierSource(ContextSource):
         finally:
             IN_FLIGHT[key].discard(self.name)
             INTERVALS[key][self.name] = (started, time.perf_counter())
-        return [self.item(f"{self.name} met {settings.parties - 1} others")]
+        return SourceResult([self.item(f"{self.name} met {settings.parties - 1} others")])

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 import pytest
 
 from contextplatform.core.estimation import HeuristicEstimator, TokenEstimator
-from sources.base import ContextItem, ContextRequest, ContextSource, SourceSettings
+from sources.base import ContextRequest, ContextSource, SourceResult, SourceSettings
 from sources.fetch import SourceOutcome, fetch_all, fetch_source
 
 REQUEST = ContextRequest(
@@ -39,7 +39,7 @@ class FakeSource(ContextSource):
         self.called = False
         self.cancelled = False
 
-    async def fetch(self, request: ContextRequest) -> list[ContextItem]:
+    async def fetch(self, request: ContextRequest) -> SourceResult:
         self.called = True
         settings = self.fake_settings
         try:
@@ -51,7 +51,7 @@ class FakeSource(ContextSource):
             raise
         if settings.error is not None:
             raise RuntimeError(settings.error)
-        return [self.item(text) for text in settings.texts]
+        return SourceResult([self.item(text) for text in settings.texts])
 
 
 class GatedSource(ContextSource):
@@ -68,12 +68,12 @@ class GatedSource(ContextSource):
         self.gate = gate
         self.opens = opens
 
-    async def fetch(self, request: ContextRequest) -> list[ContextItem]:
+    async def fetch(self, request: ContextRequest) -> SourceResult:
         if self.opens is not None:
             self.opens.set()
         if self.gate is not None:
             await self.gate.wait()
-        return [self.item(f"from {self.name}")]
+        return SourceResult([self.item(f"from {self.name}")])
 
 
 def fake(name: str, **fields: Any) -> FakeSource:
@@ -248,8 +248,8 @@ def test_a_custom_estimator_is_used_and_named() -> None:
 
 def test_tokens_a_source_counted_itself_are_kept() -> None:
     class Precounted(FakeSource):
-        async def fetch(self, request: ContextRequest) -> list[ContextItem]:
-            return [self.item("some text", tokens=7, estimator="exact")]
+        async def fetch(self, request: ContextRequest) -> SourceResult:
+            return SourceResult([self.item("some text", tokens=7, estimator="exact")])
 
     [outcome] = run([Precounted(FakeSettings(name="pre"))])
     assert (outcome.items[0].tokens, outcome.items[0].estimator) == (7, "exact")

@@ -95,7 +95,7 @@ class CompressionPreviewView(ApiView):
                 config=config,
                 body=chat.body,
                 chat_format=chat.format,
-                max_input_tokens=budget.max_input,
+                budget=budget,
                 tokens=tokens,
                 estimator=estimator,
                 injected={},

@@ -17,14 +17,15 @@ from compression.engine import (
     Provenance,
     compress_request,
     judge_deployment,
-    too_long,
 )
 from compression.recovery import DatabaseRecoveryWriter
 from compression.stats import record_outcome
 from contextplatform.core import metrics
 from contextplatform.core.errors import ApiError
 from contextplatform.core.estimation import TokenEstimator
+from contextplatform.routing.pipeline.budget import Budget
 from contextplatform.routing.pipeline.chat import ChatFormat
+from contextplatform.routing.pipeline.refusals import context_length_exceeded
 from sources.judge import JudgeCandidate, judge_for
 
 JUDGE_READS_CHARACTERS = 2000
@@ -101,7 +102,7 @@ def run_compression(
     config: CompressConfig | None,
     body: dict[str, Any],
     chat_format: ChatFormat,
-    max_input_tokens: int,
+    budget: Budget,
     tokens: int,
     estimator: TokenEstimator,
     injected: dict[str, str],
@@ -115,14 +116,15 @@ def run_compression(
 ) -> StageOutcome:
     """Raises ApiError 400 context_length_exceeded (nothing rewritten) or, under fail_closed,
     500 compression_failed; under fail_open a failed rewrite sends the request as it was."""
+    max_input_tokens = budget.max_input
     if config is None or not config.compresses_request:
         if tokens > max_input_tokens:
-            raise context_length_exceeded(tokens, max_input_tokens)
+            raise context_length_exceeded(tokens, budget)
         return StageOutcome(body, skipped("not_configured", tokens, estimator))
     controls = parse_controls(headers.get(config.request_controls.header), config.request_controls)
     if controls.bypass:
         if tokens > max_input_tokens:
-            raise context_length_exceeded(tokens, max_input_tokens)
+            raise context_length_exceeded(tokens, budget)
         if persist:
             record(route, "bypassed", tokens, tokens)
         return StageOutcome(body, skipped("bypassed", tokens, estimator))
@@ -162,7 +164,7 @@ def run_compression(
     except ContextLengthExceeded as error:
         if persist:
             record(route, "context_length_exceeded", tokens, tokens)
-        raise context_length_exceeded(error.tokens, error.budget) from error
+        raise context_length_exceeded(error.tokens, budget, after_compression=True) from error
     except CompressionFailed as error:
         if persist:
             record(route, "compression_failed", tokens, tokens)
@@ -173,7 +175,7 @@ def run_compression(
                 status=500,
             ) from error
         if tokens > max_input_tokens:
-            raise context_length_exceeded(tokens, max_input_tokens) from error
+            raise context_length_exceeded(tokens, budget) from error
         report = skipped("compression_failed", tokens, estimator)
         report["error"] = str(error)
         return StageOutcome(body, report)
@@ -207,9 +209,3 @@ class InMemoryRecovery:
 
     def store(self, originals: Any) -> None:
         self.originals.extend(originals)
-
-
-def context_length_exceeded(tokens: int, budget: int) -> ApiError:
-    return ApiError(
-        "context_length_exceeded", str(too_long(tokens, budget)), status=400, param="request"
-    )

@@ -26,6 +26,7 @@ from contextplatform.routing.pipeline.chat import ChatFormat, ChatRequest, parse
 from contextplatform.routing.pipeline.compression_stage import run_compression
 from contextplatform.routing.pipeline.injection import SourceBlock, inject, injected_call_ids
 from contextplatform.routing.pipeline.packing import PackDecision, pack
+from contextplatform.routing.pipeline.refusals import context_length_exceeded, source_failed
 from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER
 from contextplatform.routing.selectors import existing_route
 from sources.base import ContextRequest, ContextSource, source_kind
@@ -86,10 +87,17 @@ class Resolution:
     duration_ms: float
     compression: dict[str, Any] = field(default_factory=dict)
     spec: RouteSpec | None = None
+    # The route's sources as built for this resolve (fetched only when its context is enabled).
+    sources: list[ContextSource] = field(default_factory=list)
 
     @property
     def blocked(self) -> list[SourceOutcome]:
         return [o for o in self.outcomes if o.failed and o.on_failure == "block"]
+
+    def refusal(self) -> ApiError | None:
+        """The 503 this resolve answers when a source with ``on_failure: block`` failed."""
+        blocked = self.blocked
+        return source_failed(blocked[0], self.id) if blocked else None
 
     @property
     def status(self) -> str:
@@ -182,15 +190,10 @@ def resolve(
     compress = spec.context.compress
     compresses = compress is not None and compress.compresses_request
     if budget.max_input <= 0 or (tokens_before > budget.max_input and not compresses):
-        raise ApiError(
-            "context_length_exceeded",
-            f"the request needs about {tokens_before} input tokens but the route allows "
-            f"{max(budget.max_input, 0)} ({spec.model.context_window} window less "
-            f"{budget.reserved_output} reserved for output)",
-            status=400,
-            param="request",
-        )
-    sources = build_sources(spec) if spec.context.enabled else []
+        raise context_length_exceeded(tokens_before, budget)
+    # Built even when the route's context is off: a kind's after-resolve hook (the memory write)
+    # still applies to the turn.
+    sources = build_sources(spec)
     context_request = ContextRequest(
         request_id=resolution_id,
         tenant=tenant_schema,
@@ -203,7 +206,8 @@ def resolve(
         dry_run=not record,
     )
     clock = metrics.StageClock()
-    outcomes = async_to_sync(fetch_all)(sources, context_request, estimator) if sources else []
+    fetched = sources if spec.context.enabled else []
+    outcomes = async_to_sync(fetch_all)(fetched, context_request, estimator) if fetched else []
     clock.lap("fetch")
 
     usable = [o for o in outcomes if o.status == "ok"]
@@ -240,7 +244,7 @@ def resolve(
         config=compress,
         body=rewritten,
         chat_format=chat.format,
-        max_input_tokens=budget.max_input,
+        budget=budget,
         tokens=(injected_tokens := count_json(rewritten, estimator)),
         estimator=estimator,
         injected=injected,
@@ -270,6 +274,7 @@ def resolve(
         estimator=estimator.name,
         duration_ms=0.0,
         compression=stage.report,
+        sources=sources,
     )
     resolution.duration_ms = round((time.perf_counter() - started) * 1000, 3)
     if record:
@@ -294,13 +299,8 @@ def save_replay(
 ) -> ReplayRecord:
     """Build the resolve's replay record and hand it to the writer (written off the resolve path;
     see ``replay_writer``)."""
-    blocked = resolution.blocked
-    error = None
-    if blocked:
-        error = {
-            "code": "source_failed",
-            "message": f"source {blocked[0].name!r} failed ({blocked[0].status}) and has on_failure: block",
-        }
+    refusal = resolution.refusal()
+    error = {"code": refusal.code, "message": refusal.message} if refusal else None
     record = ReplayRecord(
         id=resolution.id,
         route=resolution.route,
@@ -321,7 +321,7 @@ def save_replay(
         compression=resolution.compression,
         error=error,
         request_body=resolution.chat.body if capture_content else None,
-        rewritten_body=resolution.rewritten if capture_content and not blocked else None,
+        rewritten_body=resolution.rewritten if capture_content and refusal is None else None,
     )
     REPLAY_WRITER.submit(tenant_schema, record)
     return record

@@ -1,4 +1,5 @@
-"""A turn in the session store: the user's message at resolve, the model's answer at hand-back."""
+"""A turn in the session store: the user's message at resolve, the model's answer at hand-back
+(which also reaches each source kind's after-response hook)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from contextplatform.core.errors import ApiError
 from contextplatform.routing.models import ReplayRecord
 from contextplatform.routing.pipeline.replay_writer import flush_current_tenant
 from contextplatform.routing.pipeline.resolver import resolve_id_age_s
-from memory.writing import hand_back
+from sources.base import registered_kinds
 from sources.messages import content_text
 from sources.selectors import session_messages
 from sources.services import append_session_messages
@@ -42,32 +43,6 @@ def begin_turn(
         messages=[{"role": "user", "content": latest.get("content")}],
         resolve_id=resolve_id,
     )
-
-
-def begin_memory_turn(*, resolution: Any, user: str | None, requested: bool | None) -> int:
-    """Queue the turn for each memory source that writes it; returns how many were queued."""
-    from memory.source import MemorySettings, wants_write
-    from memory.writing import queue_turn
-
-    if not user or resolution.spec is None:
-        return 0
-    queued = 0
-    for settings in resolution.spec.context.sources:
-        if (
-            isinstance(settings, MemorySettings)
-            and settings.enabled
-            and wants_write(settings, requested)
-        ):
-            queue_turn(
-                resolve_id=resolution.id,
-                route=resolution.route,
-                user=user,
-                user_text=resolution.chat.query,
-                extractor=settings.store.extractor,
-            )
-            queued += 1
-            break  # one write per turn, whatever the number of memory sources
-    return queued
 
 
 def assistant_message(response: Any) -> dict[str, Any]:
@@ -142,9 +117,10 @@ def _complete_turn(*, record_id: str, response: Any, capture_content: bool) -> d
             resolve_id=record.id,
         )
         written = 1
-    memory_queued = hand_back(
-        resolve_id=record.id, assistant_text=content_text(message.get("content"))
-    )
+    answer = content_text(message.get("content"))
+    # Every kind hears of the answer (not only those in the record): a route whose context is off
+    # still queued its memory write at resolve.
+    acted = [kind.after_response(record.id, answer) for kind in registered_kinds()]
     record.response_received_at = timezone.now()
     if capture_content:
         record.response_body = response
@@ -154,5 +130,5 @@ def _complete_turn(*, record_id: str, response: Any, capture_content: bool) -> d
         "status": "accepted",
         "duplicate": False,
         "messages_written": written,
-        "memory_write": "queued" if memory_queued else "none",
+        "memory_write": "queued" if any(acted) else "none",
     }

@@ -1,0 +1,176 @@
+"""HTTP endpoints of routes: list, create, read, replace, merge-patch, delete, export and import.
+Thin: parse, call a service or selector, present."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import status
+from rest_framework.renderers import BaseRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from contextplatform.core.errors import ApiError, invalid_request
+from contextplatform.core.views import ApiView
+from contextplatform.routing import selectors, services
+from contextplatform.routing.configuration.documents import (
+    EXPORT_FORMATS,
+    decode_document,
+    dump_yaml,
+    export_document,
+)
+from contextplatform.routing.configuration.schema import RouteSpec, parse_config_document
+from contextplatform.routing.models import Route
+
+
+def route_representation(route: Route) -> dict[str, Any]:
+    """``context`` is the effective configuration resolve runs (tenant defaults, recipe, route);
+    ``own_context`` what the route writes itself (what PUT, PATCH and export work on)."""
+    representation = {
+        "name": route.name,
+        "description": route.description,
+        "model": route.model,
+        "recipe": route.recipe.name if route.recipe_id is not None else None,
+        "context": route.context,
+        "own_context": route.context,
+        "created_at": route.created_at.isoformat(),
+        "updated_at": route.updated_at.isoformat(),
+    }
+    try:
+        representation["context"] = route.spec().context.model_dump(mode="json")
+    except ApiError as error:  # e.g. a source kind removed since: show what is stored
+        representation["invalid"] = error.message
+    return representation
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return patch
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged
+
+
+class RouteListView(ApiView):
+    required_scopes = {"GET": "routes.read", "POST": "routes.write"}
+
+    @extend_schema(responses={200: dict}, summary="List routes")
+    def get(self, request: Request) -> Response:
+        routes = [route_representation(r) for r in selectors.all_routes()]
+        return Response({"data": routes})
+
+    @extend_schema(request=RouteSpec, responses={201: dict}, summary="Create a route")
+    def post(self, request: Request) -> Response:
+        prepared = services.prepare_route(request.data)
+        route = services.create_route(
+            spec=prepared.spec, layer=prepared.layer, recipe=prepared.recipe
+        )
+        return Response(route_representation(route), status=status.HTTP_201_CREATED)
+
+
+class RouteDetailView(ApiView):
+    required_scopes = {
+        "GET": "routes.read",
+        "PUT": "routes.write",
+        "PATCH": "routes.write",
+        "DELETE": "routes.write",
+    }
+
+    @staticmethod
+    def route(name: str) -> Route:
+        return selectors.existing_route(name, param=None)
+
+    @extend_schema(responses={200: dict}, summary="Read a route")
+    def get(self, request: Request, name: str) -> Response:
+        return Response(route_representation(self.route(name)))
+
+    @extend_schema(request=RouteSpec, responses={200: dict}, summary="Replace a route")
+    def put(self, request: Request, name: str) -> Response:
+        route = self.route(name)
+        data = request.data
+        if isinstance(data, dict):
+            data = {"name": name, **data}
+        return Response(route_representation(self.save(route, data)))
+
+    @extend_schema(
+        request=dict, responses={200: dict}, summary="Change part of a route (JSON merge patch)"
+    )
+    def patch(self, request: Request, name: str) -> Response:
+        route = self.route(name)
+        if not isinstance(request.data, dict):
+            raise invalid_request("expected a JSON object (a merge patch of the route)")
+        current = {
+            "name": route.name,
+            "description": route.description,
+            "model": route.model,
+            "recipe": route.recipe.name if route.recipe_id is not None else None,
+            "context": route.context,
+        }
+        return Response(route_representation(self.save(route, merge_patch(current, request.data))))
+
+    @staticmethod
+    def save(route: Route, data: Any) -> Route:
+        prepared = services.prepare_route(data)
+        return services.update_route(
+            route=route, spec=prepared.spec, layer=prepared.layer, recipe=prepared.recipe
+        )
+
+    @extend_schema(responses={204: None}, summary="Delete a route")
+    def delete(self, request: Request, name: str) -> Response:
+        services.delete_route(route=self.route(name))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class RouteExportView(ApiView):
+    required_scopes = {"GET": "routes.read"}
+
+    def perform_content_negotiation(
+        self, request: Request, force: bool = False
+    ) -> tuple[BaseRenderer, str]:
+        """``?format=`` picks the document's form here, not a DRF renderer; errors stay JSON."""
+        renderer = self.get_renderers()[0]
+        return renderer, renderer.media_type
+
+    @extend_schema(
+        parameters=[OpenApiParameter("format", str, enum=list(EXPORT_FORMATS), required=False)],
+        responses={(200, "text/yaml"): OpenApiTypes.STR, (200, "application/json"): dict},
+        summary="Export a route as a YAML (or JSON) configuration document",
+    )
+    def get(self, request: Request, name: str) -> HttpResponse:
+        export_format = request.query_params.get("format", "yaml")
+        if export_format not in EXPORT_FORMATS:
+            raise invalid_request("format: must be yaml or json", "format")
+        document = export_document(RouteDetailView.route(name))
+        if export_format == "json":
+            return Response(document)
+        return HttpResponse(dump_yaml(document), content_type="text/yaml; charset=utf-8")
+
+
+@extend_schema_view(
+    get=extend_schema(exclude=True),
+    put=extend_schema(exclude=True),
+    patch=extend_schema(exclude=True),
+    delete=extend_schema(exclude=True),
+)
+class RouteImportView(RouteDetailView):
+    """POST imports a document; the other methods are those of a route named ``import``."""
+
+    required_scopes = {**RouteDetailView.required_scopes, "POST": "routes.write"}
+
+    @extend_schema(
+        request={"application/yaml": OpenApiTypes.STR, "application/json": dict},
+        responses={200: dict},
+        summary="Import routes, recipes and defaults (YAML or JSON), all or nothing",
+    )
+    def post(self, request: Request, name: str = "import") -> Response:
+        body = request._request.body  # the API's parser reads every body as JSON; YAML is welcome
+        document = parse_config_document(decode_document(body, request.content_type or ""))
+        return Response(services.import_document(document).as_dict())

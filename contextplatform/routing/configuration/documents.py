@@ -1,0 +1,119 @@
+"""Routes as documents: YAML or JSON in (decoded to plain JSON values under size and depth
+limits), and a route exported with its recipe so the document imports on its own."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from contextplatform.core.errors import invalid_request
+from contextplatform.routing.configuration.schema import recipe_document, route_document
+
+if TYPE_CHECKING:
+    from contextplatform.routing.models import Route
+
+EXPORT_FORMATS = ("yaml", "json")
+MAX_DOCUMENT_VALUES = 200_000
+MAX_DOCUMENT_DEPTH = 64
+
+
+def export_document(route: Route) -> dict[str, Any]:
+    """The route as a configuration document (``routes``, and ``recipes`` when it has one, so the
+    document imports on its own)."""
+    document: dict[str, Any] = {
+        "routes": [
+            route_document(
+                name=route.name,
+                description=route.description,
+                model=route.model,
+                recipe=route.recipe.name if route.recipe_id is not None else None,
+                context=route.context,
+            )
+        ]
+    }
+    if route.recipe_id is not None:
+        document["recipes"] = [
+            recipe_document(name=route.recipe.name, context=route.recipe.context)
+        ]
+    return document
+
+
+def dump_yaml(document: Any) -> str:
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True, default_flow_style=False)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _load_json(text: str) -> Any:
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except ValueError as error:
+        raise invalid_request(f"body: not valid JSON: {error}") from None
+
+
+def _load_yaml(text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(error, "problem", None) or "malformed"
+        raise invalid_request(f"body: not valid YAML: {problem}{where}") from None
+
+
+def _plain(value: Any, path: str, budget: list[int], depth: int = 0) -> Any:
+    """The document as JSON values (YAML also has dates, sets, binary, non-string keys, and aliases
+    that repeat a subtree: the budget of values bounds what the aliases expand to)."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise invalid_request(f"body: over {MAX_DOCUMENT_VALUES} values; split the document")
+    if depth > MAX_DOCUMENT_DEPTH:
+        raise invalid_request(f"{path or 'body'}: nested deeper than {MAX_DOCUMENT_DEPTH} levels")
+    if isinstance(value, dict):
+        plain: dict[str, Any] = {}
+        for key, member in value.items():
+            if not isinstance(key, str):
+                raise invalid_request(
+                    f"{path or 'body'}: key {key!r} is not text; quote it", path or None
+                )
+            member_path = f"{path}.{key}" if path else key
+            plain[key] = _plain(member, member_path, budget, depth + 1)
+        return plain
+    if isinstance(value, list):
+        return [_plain(item, f"{path}[{i}]", budget, depth + 1) for i, item in enumerate(value)]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise invalid_request(f"{path}: not a finite number", path)
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    kind = type(value).__name__
+    raise invalid_request(f"{path}: a YAML {kind} is not a JSON value; quote it", path or None)
+
+
+def decode_document(body: bytes, content_type: str) -> Any:
+    """YAML or JSON, by Content-Type, else JSON first and then YAML (the API's size limit applies
+    before this reads anything)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise invalid_request("body: not UTF-8 text") from None
+    if not text.strip():
+        raise invalid_request("body: empty; send the document as YAML or JSON")
+    media_type = content_type.split(";")[0].strip().lower()
+    try:
+        if "json" in media_type:
+            data = _load_json(text)
+        elif "yaml" in media_type:
+            data = _load_yaml(text)
+        else:
+            try:
+                data = json.loads(text, parse_constant=_reject_constant)
+            except ValueError:
+                data = _load_yaml(text)
+        return _plain(data, "", [MAX_DOCUMENT_VALUES])
+    except RecursionError:
+        raise invalid_request(f"body: nested deeper than {MAX_DOCUMENT_DEPTH} levels") from None
