@@ -1,4 +1,5 @@
-"""The ``compress`` block of a route's context configuration (the seed's fields, vSR's defaults)."""
+"""The ``compress`` block of a route's context configuration (defaults as in vLLM Semantic
+Router's context compression)."""
 
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ class CompressTargets(Strict):
         return self
 
     def of(self, kind: TargetKind) -> CompressTarget:
-        return getattr(self, kind)
+        target: CompressTarget = getattr(self, kind)
+        return target
 
 
 class CompressRecall(Strict):

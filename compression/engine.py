@@ -4,15 +4,15 @@ Pure (no Django); persistence of recovery originals goes through the ``RecoveryW
 passes in. The input body is never modified: every pass works on a deep copy, and a request that
 cannot fit raises ``ContextLengthExceeded`` with nothing rewritten.
 
-Order of work (vSR §2.3, §2.7, §2.8):
+Order of work (as vLLM Semantic Router's context compression):
 
 1. Parse the body into blocks (``compression.segments``); candidates are the blocks whose target
    is not ``preserve`` and, in ``mode: auto``, whose size reaches the target's ``min_tokens``.
 2. Rank: BM25 of each block against its query over the candidate set; with a judge (and a match
    block that is not lexical-only) one judge call scores the ``max_candidates`` best by BM25. The
    least relevant are shrunk first, then the ones the judge did not read.
-3. Allocate the request's excess over the candidates (§2.3.8), compress each to its item target
-   (extractive or recoverable), add ``vsr_context_retrieve`` for the issued recovery keys, then
+3. Allocate the request's excess over the candidates (``allocate``), compress each to its item
+   target (extractive or recoverable), add ``vsr_context_retrieve`` for the issued recovery keys, then
    truncate the latest user message (``current_user: truncate``) only as far as the budget needs.
 4. Recount the whole body: no reduction reverts everything; still over ``max_input_tokens`` after
    every permitted compression (in ``auto`` mode the ``min_tokens`` gate is lifted for a second
@@ -24,7 +24,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -42,6 +41,7 @@ from compression.rewrite import (
     write_at,
 )
 from compression.segments import Block, Path, Segments, UnsupportedShape, parse_segments
+from contextplatform.core import bm25
 from contextplatform.core.estimation import TokenEstimator, count_json
 
 __all__ = [
@@ -323,27 +323,14 @@ def score_lexically(candidates: list[Candidate]) -> list[Candidate]:
 
 def block_bm25(queries: list[str], texts: list[str]) -> list[float]:
     """``text.bm25_scores`` with one query per text: ``scores[i]`` is
-    ``bm25_scores(queries[i], texts)[i]``, each text tokenized once however many queries there
-    are (a request holds one query per tool call)."""
-    if len(set(queries)) <= 1:
-        return textops.bm25_scores(queries[0], texts) if queries else []
-    documents = [Counter(textops.tokenize_terms(text)) for text in texts]
-    lengths = [sum(document.values()) for document in documents]
-    average = max(1.0, sum(lengths) / len(documents))
-    idf: dict[str, float] = {}
-    scores = []
-    for query, document, length in zip(queries, documents, lengths, strict=True):
-        norm = textops.BM25_K1 * (1 - textops.BM25_B + textops.BM25_B * length / average)
-        score = 0.0
-        for term in dict.fromkeys(textops.tokenize_terms(query)):
-            tf = document.get(term, 0)
-            if tf:
-                if term not in idf:
-                    df = sum(1 for other in documents if term in other)
-                    idf[term] = math.log(1 + (len(documents) - df + 0.5) / (df + 0.5))
-                score += idf[term] * (tf * (textops.BM25_K1 + 1)) / (tf + norm)
-        scores.append(score)
-    return scores
+    ``bm25_scores(queries[i], texts)[i]``, each text and each distinct query tokenized once however
+    many queries there are (a request holds one query per tool call)."""
+    terms = {query: textops.tokenize_terms(query) for query in set(queries)}
+    return bm25.own_query_scores(
+        [terms[query] for query in queries],
+        [textops.tokenize_terms(text) for text in texts],
+        average_length_floor=textops.AVERAGE_LENGTH_FLOOR,
+    )
 
 
 def judge_scores(request: Request, ranked: list[Candidate]) -> dict[Path, float]:
@@ -372,8 +359,9 @@ def order_candidates(ranked: list[Candidate], judged: dict[Path, float]) -> list
 
 
 def allocate(candidates: list[Candidate], needed: int) -> None:
-    """vSR ``allocateGlobalBudget``: every candidate goes to its item target, except the one whose
-    saving first covers what is still needed, which keeps what the budget lets it keep."""
+    """vLLM Semantic Router's ``allocateGlobalBudget``: every candidate goes to its item target,
+    except the one whose saving first covers what is still needed, which keeps what the budget lets
+    it keep."""
     for candidate in candidates:
         candidate.allocated = candidate.item_target
         candidate.raised = False
@@ -391,7 +379,7 @@ def allocate(candidates: list[Candidate], needed: int) -> None:
 # --- one pass ----------------------------------------------------------------------------------
 
 
-def run_pass(request: Request, candidates: list[Candidate], judged: dict[tuple, float]) -> Pass:
+def run_pass(request: Request, candidates: list[Candidate], judged: dict[Path, float]) -> Pass:
     check_recovery_possible(request, candidates)
     work = copy.deepcopy(request.body)
     ranked = [c for c in candidates if c.block.kind != "current_user"]

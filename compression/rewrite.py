@@ -72,9 +72,9 @@ def tool_name(tool: Any) -> str | None:
     if not isinstance(tool, dict):
         return None
     function = tool.get("function")
-    if isinstance(function, dict) and isinstance(function.get("name"), str):
-        return function["name"]
-    name = tool.get("name")
+    name = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(name, str):
+        name = tool.get("name")
     return name if isinstance(name, str) else None
 
 

@@ -5,7 +5,7 @@ what it is (``kind``), and what it is about (``query``). Everything that is not 
 changed: system and developer messages, tool calls and their ids, tool definitions, media,
 citations, thinking blocks, and every key besides the text itself.
 
-Kinds (vSR §2.2):
+Kinds (those of vLLM Semantic Router's context compression):
 
 * ``tool_output`` — the result of a tool call: OpenAI ``role: tool`` / ``function`` string content
   or its text parts; Anthropic ``tool_result`` string content or its nested ``text`` items
@@ -155,7 +155,8 @@ def openai_calls(index: int, message: dict[str, Any]) -> Iterator[ToolCall]:
     for call in message.get("tool_calls") or []:
         if not isinstance(call, dict) or not isinstance(call.get("id"), str):
             continue
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        raw_function = call.get("function")
+        function: dict[str, Any] = raw_function if isinstance(raw_function, dict) else {}
         name = str(function.get("name", ""))
         query = f"{name} {arguments_text(function.get('arguments'))}".strip()
         yield ToolCall(call["id"], name, query, index)

@@ -1,11 +1,11 @@
 """Prompt (signal) compression: the text the routing signals, the sources and the judge read.
 
-vLLM Semantic Router's ``promptcompression`` (vSR §2.14, profiles of §1.4): the text is split into
+vLLM Semantic Router's ``promptcompression``, with its profiles: the text is split into
 sentences, each scored by TextRank, a U-shaped position weight, TF-IDF density and novelty, and the
 first and last sentences plus the best of the rest are kept within ``max_tokens``, in their
 original order. No model is involved, and the request sent to the model is never changed by this.
 
-Tokens are vSR's ``CountTokensApprox``, the script-aware heuristic, for ``max_tokens`` and every
+Tokens are vLLM Semantic Router's ``CountTokensApprox``, the script-aware heuristic, for ``max_tokens`` and every
 skip decision, whichever estimator the caller uses elsewhere.
 
 Decisions where upstream leaves room:
@@ -108,7 +108,7 @@ def compress_signal_text(
 def compress_signal(
     text: str, config: SignalsConfig, estimator: TokenEstimator | None = None
 ) -> SignalResult:
-    """``max_tokens`` is in vSR's unit, the script-aware ``CountTokensApprox``, whatever the
+    """``max_tokens`` is in vLLM Semantic Router's unit, the script-aware ``CountTokensApprox``, whatever the
     estimator; the estimator, when given, is only what ``tokens_before`` and ``tokens_after`` are
     reported in (the platform's own counts for metrics)."""
     tokens = script_aware_tokens(text)
@@ -143,7 +143,7 @@ def compress_signal(
 
 
 def split_sentences(text: str) -> list[str]:
-    """vSR ``SplitSentences``: split after ``. ! ?`` and the CJK, Arabic, Devanagari, Ethiopic and
+    """vLLM Semantic Router's ``SplitSentences``: split after ``. ! ?`` and the CJK, Arabic, Devanagari, Ethiopic and
     Armenian terminators, keeping repeated terminators ("?!", "...") with their sentence; a period
     between digits (3.14) or after a single capital followed by a space and a capital ("A. B") does
     not end a sentence."""
@@ -198,7 +198,7 @@ FIELD_CORE = re.compile(r"[^\W_](?:\S*[^\W_])?")
 
 
 def tokenize_words(text: str) -> list[str]:
-    """vSR ``TokenizeWords``: per whitespace field, lower-cased, without its leading and trailing
+    """vLLM Semantic Router's ``TokenizeWords``: per whitespace field, lower-cased, without its leading and trailing
     punctuation; CJK characters are tokens of their own, plus the bigram of two adjacent ones."""
     tokens: list[str] = []
     for core in FIELD_CORE.findall(text):

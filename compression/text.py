@@ -3,14 +3,15 @@
 Pure functions; deterministic; an applied result never counts more tokens than its input or its
 target, and an input that cannot be shrunk comes back as it was (``applied=False``).
 
-* ``compress_extractive`` is vLLM Semantic Router's ``CompressToolOutput`` (vSR §2.4, §2.5): lines
+* ``compress_extractive`` is vLLM Semantic Router's ``CompressToolOutput``: lines
   become chunks, BM25 against the query plus a boundary bonus ranks them, and the best chunk, the
   first, the last and then the rest by score are kept while the joined result fits the target.
   JSON objects and arrays only lose text inside their string leaves (key order, duplicate keys,
   array lengths and the exact text of numbers are kept), a JSON string document is decoded,
   compressed and re-encoded, and text that starts like JSON but does not parse is left alone.
-* ``truncate_middle`` keeps the beginning and the end of a text (vSR §2.8).
-* ``tokenize_terms`` and ``bm25_scores`` are the ranking helpers the engine uses.
+* ``truncate_middle`` keeps the beginning and the end of a text, as vLLM Semantic Router does.
+* ``tokenize_terms`` and ``bm25_scores`` (the shared ``contextplatform.core.bm25`` on these
+  terms) are the ranking helpers the engine uses.
 
 Every count goes through the estimator passed in. For ``HeuristicEstimator`` the counts of joined
 chunks are computed from per-chunk sums instead of re-counting each candidate text; they are exactly
@@ -21,17 +22,16 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import re
 import sys
 import unicodedata
 from bisect import bisect_left, insort
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, Literal
 
+from contextplatform.core import bm25
 from contextplatform.core.estimation import (
     CJK_CHAR,
     CJK_FREE_FIELD,
@@ -48,9 +48,12 @@ OMISSION_MARKER = "[... context omitted by route compression ...]"
 GAP = f"\n{OMISSION_MARKER}\n"
 
 BOUNDARY_BONUS = 0.35
-BM25_K1 = 1.2
-BM25_B = 0.75
-JSON_ATTEMPTS = 6  # vSR tries 3; whole chunks move in steps, so a few more tries reach the target
+# The compression stage's BM25 floors the average document length at one term, so chunks or blocks
+# that are mostly empty of terms do not inflate the length penalty of the rest.
+AVERAGE_LENGTH_FLOOR = 1.0
+# vLLM Semantic Router tries 3 times; whole chunks move in steps, so a few more tries reach the
+# target.
+JSON_ATTEMPTS = 6
 
 
 @dataclass(frozen=True)
@@ -72,9 +75,9 @@ class TextResult:
 def compress_extractive(
     text: str, query: str, target_tokens: int, estimator: TokenEstimator
 ) -> TextResult:
-    """vSR §2.4 for text, §2.5 for JSON (object/array: string leaves only; a JSON string document:
-    its inner text); text that starts like JSON but is not valid JSON is left unchanged, and so is
-    any other JSON scalar."""
+    """Text by its chunks; JSON objects and arrays by their string leaves only, a JSON string
+    document by its inner text; text that starts like JSON but is not valid JSON is left unchanged,
+    and so is any other JSON scalar."""
     if not _utf8(text):
         return _unchanged_unencodable(text, estimator)
     meter = _meter(estimator)
@@ -93,7 +96,7 @@ def compress_extractive(
 
 
 def truncate_middle(text: str, target_tokens: int, estimator: TokenEstimator) -> TextResult:
-    """vSR §2.8: keep the beginning and the end, ``OMISSION_MARKER`` on its own line between them.
+    """Keep the beginning and the end, ``OMISSION_MARKER`` on its own line between them.
 
     Binary search over the number of kept code points (2 … n-1): the head gets ``(keep + 1) // 2``,
     the tail the rest, and the largest candidate that fits the target wins. Nothing fits → unchanged.
@@ -120,9 +123,10 @@ def truncate_middle(text: str, target_tokens: int, estimator: TokenEstimator) ->
 
 
 def tokenize_terms(text: str) -> list[str]:
-    """The BM25 term tokenizer of vSR ``tokenizeTerms``: lower-cased words of letters, digits and
-    ``_`` (one-character words dropped), every CJK character plus the bigram of consecutive CJK
-    characters, and every Unicode symbol as a term of its own; everything else separates.
+    """The BM25 term tokenizer of vLLM Semantic Router (``tokenizeTerms``): lower-cased words of
+    letters, digits and ``_`` (one-character words dropped), every CJK character plus the bigram of
+    consecutive CJK characters, and every Unicode symbol as a term of its own; everything else
+    separates.
 
     The terms are a bag: BM25 only counts them, so words, CJK terms and symbols
     come out in separate groups, not in text order."""
@@ -130,9 +134,14 @@ def tokenize_terms(text: str) -> list[str]:
 
 
 def bm25_scores(query: str, texts: Sequence[str]) -> list[float]:
-    """BM25 (k1=1.2, b=0.75, idf ``ln(1 + (N - df + 0.5) / (df + 0.5))``) of each text against the
-    query, the texts being the whole document collection; unique query terms only."""
-    return _bm25(tokenize_terms(query), [tokenize_terms(text) for text in texts])
+    """BM25 (``contextplatform.core.bm25``) of each text against the query, the texts being the
+    whole document collection, on ``tokenize_terms``."""
+    return chunk_scores(tokenize_terms(query), [tokenize_terms(text) for text in texts])
+
+
+def chunk_scores(query_terms: list[str], documents: Sequence[Sequence[str]]) -> list[float]:
+    """BM25 as the compression stage ranks: the average length is floored at one term."""
+    return bm25.bm25_scores(query_terms, documents, average_length_floor=AVERAGE_LENGTH_FLOOR)
 
 
 # --- shared helpers -------------------------------------------------------------------------------
@@ -164,7 +173,7 @@ def _head_and_tail(text: str, keep: int) -> str:
     return text[:head] + GAP + text[len(text) - tail :]
 
 
-# --- term tokenizer and BM25 ----------------------------------------------------------------------
+# --- term tokenizer -------------------------------------------------------------------------------
 
 
 def _char_class(code_points: list[int]) -> str:
@@ -260,29 +269,6 @@ class _TermTokenizer:
 @functools.cache
 def _term_tokenizer() -> _TermTokenizer:
     return _TermTokenizer()
-
-
-def _bm25(query_terms: list[str], documents: list[list[str]]) -> list[float]:
-    order = {term: position for position, term in enumerate(dict.fromkeys(query_terms))}
-    query = frozenset(order)
-    found = [query.intersection(terms) for terms in documents]
-    df: Counter[str] = Counter()
-    for terms in found:
-        df.update(terms)
-    count = len(documents)
-    average_length = max(1.0, sum(map(len, documents)) / max(1, count))
-    idf = {term: math.log(1 + (count - df[term] + 0.5) / (df[term] + 0.5)) for term in df}
-    scores: list[float] = []
-    for terms, present in zip(documents, found, strict=True):
-        score = 0.0
-        if present:
-            norm = BM25_K1 * (1 - BM25_B + BM25_B * len(terms) / average_length)
-            # Summed in the query's order, as upstream, for the same floating-point result.
-            for term in sorted(present, key=order.__getitem__):
-                tf = terms.count(term)
-                score += idf[term] * (tf * (BM25_K1 + 1)) / (tf + norm)
-        scores.append(score)
-    return scores
 
 
 # --- token metering -------------------------------------------------------------------------------
@@ -403,11 +389,11 @@ def _last_fitting(fits: Callable[[int], bool], low: int, high: int) -> int:
 
 
 def _greedy_spans(length: int, fits: Callable[[int, int], bool]) -> list[tuple[int, int]]:
-    """vSR's greedy split: each span grows while it still fits, and takes at least one item."""
+    """vLLM Semantic Router's greedy split: each span grows while it still fits, and takes at least one item."""
     spans: list[tuple[int, int]] = []
     start = 0
     while start < length:
-        stop = _last_fitting(lambda stop, start=start: fits(start, stop), start + 1, length)
+        stop = _last_fitting(functools.partial(fits, start), start + 1, length)
         spans.append((start, stop))
         start = stop
     return spans
@@ -577,7 +563,7 @@ def _ranked_chunks(
         return cached
     chunks = _chunk_text(text, target_tokens, meter)
     tokenize = _term_tokenizer().terms
-    scores = _bm25(tokenize(query), [tokenize(chunk) for chunk in chunks.texts])
+    scores = chunk_scores(tokenize(query), [tokenize(chunk) for chunk in chunks.texts])
     if scores:
         scores[0] += BOUNDARY_BONUS
         scores[-1] += BOUNDARY_BONUS
@@ -715,7 +701,7 @@ def _leaf_tokens(leaf: str, meter: _Meter) -> int:
 def _compress_json(
     value: Any, query: str, original: int, target_tokens: int, meter: _Meter
 ) -> TextResult | None:
-    """vSR §2.5: each string leaf gets a share of the budget the skeleton leaves, in proportion to
+    """Each string leaf gets a share of the budget the skeleton leaves, in proportion to
     its tokens; leaves over their share go through the text path with the query plus the keys
     above them; up to three attempts, the budget scaled down by how far the last one overshot."""
     try:
@@ -757,7 +743,7 @@ def _compress_json_string(
 ) -> TextResult | None:
     """A JSON string document: compress the decoded text, re-encode it. Upstream tries once with
     the whole target, which the escapes added by re-encoding often overshoot; here the inner target
-    starts scaled by the document's own escape overhead and is retried like §2.5's attempts."""
+    starts scaled by the document's own escape overhead and is retried like ``_compress_json``."""
     if not _utf8(decoded):
         return None
     inner_original = meter.count(decoded)

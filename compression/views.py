@@ -1,4 +1,5 @@
-"""Compression management endpoints (the seed's paths) and recovery retrieval."""
+"""Compression management endpoints (capabilities, health, stats; docs/api.md) and the recovery
+store's retrieve and invalidate."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""The reflection gate: what of the recalled memories is injected (vsr-context §2.12, §1.3).
+"""The reflection gate: what of the recalled memories is injected, after vLLM Semantic Router's.
 
 Pure: no database, no model call. ``reflect`` takes the memories the store recalled (each with its
 relevance score) and decides, for every one of them, whether it is injected and why not:
 
 1. ``blocked``: its content matches one of ``block_patterns`` (``re.search``, case-sensitive as in
-   vSR; write ``(?i)`` for a case-insensitive pattern).
+   vLLM Semantic Router; write ``(?i)`` for a case-insensitive pattern).
 2. Recency decay: ``adjusted = score · 0.5 ** (age_days / recency_half_life_days)``, the age taken
    from ``updated_at`` (a memory restated later is young again). A future ``updated_at`` counts as
    age 0; a naive datetime is read as UTC.
@@ -17,8 +17,8 @@ relevance score) and decides, for every one of them, whether it is injected and 
      left of ``max_inject_tokens``; a smaller memory further down may still fit;
    * ``kept`` otherwise.
 
-Departures from vSR, on purpose: dedup is by embedding cosine (vSR: word-set Jaccard), and a memory
-larger than the whole budget is skipped (vSR always keeps the first).
+Departures from vLLM Semantic Router, on purpose: dedup is by embedding cosine (it uses word-set
+Jaccard), and a memory larger than the whole budget is skipped (it always keeps the first).
 
 A disabled gate keeps everything, in score order, with no decay, blocking, dedup or budget.
 The decisions come back in the order the gate considered them (adjusted score, highest first), so
@@ -57,7 +57,8 @@ ESTIMATOR = ReflectionEstimator()
 
 
 class ReflectionConfig(BaseModel):
-    """The gate's settings; vSR's defaults. ``recency_decay_days`` (vSR's name) is accepted too."""
+    """The gate's settings, with vLLM Semantic Router's defaults; ``recency_decay_days`` (its name
+    for the half-life) is accepted too."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -186,7 +187,9 @@ def _aware(moment: datetime) -> datetime:
 
 def decayed(score: float, age: float, half_life_days: float) -> float:
     """``score · 0.5 ** (age / half_life_days)``."""
-    return score * 0.5 ** (age / half_life_days)
+    # A float power is typed as possibly complex; a positive base keeps it real.
+    weight: float = 0.5 ** (age / half_life_days)
+    return score * weight
 
 
 def is_blocked(content: str, patterns: Sequence[re.Pattern[str]]) -> bool:

@@ -25,7 +25,9 @@ from sources.fusion import reciprocal_rank, weighted
 
 HybridMode = Literal["weighted", "rrf"]
 HYBRID_MODES: tuple[str, ...] = ("weighted", "rrf")
-MIN_CANDIDATES = 20  # per retriever, in hybrid search (vSR: limit x 4, at least 20)
+# Hybrid search asks each retriever for four candidates per result wanted, and at least 20, as
+# vLLM Semantic Router's memory hybrid search does, so fusion has more than the final few to rank.
+MIN_CANDIDATES = 20
 CANDIDATES_PER_RESULT = 4
 TEXT_CONFIG = "english"
 HIT_FIELDS = (

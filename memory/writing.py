@@ -16,13 +16,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from contextplatform.core.errors import ApiError
-from memory.extraction import (
-    ExistingMemory,
-    LLMExtractor,
-    MemoryDecision,
-    extract_local,
-    plan_writes,
-)
+from memory.extraction.llm import LLMExtractor
+from memory.extraction.local import extract_local
+from memory.extraction.planning import plan_writes
+from memory.extraction.types import ExistingMemory, MemoryDecision
 from memory.metrics import MEMORY_EXTRACTION, MEMORY_STORE_OPERATIONS
 from memory.models import Memory, MemoryTurn
 from sources.embedding import Embedder, get_embedder

@@ -91,7 +91,9 @@ CITIES = words(
     "Aarhus Graz Sibiu Funchal Pokhara"
 )
 SENTENCE_END = re.compile(r"[.!?](?=\s|[A-Z\"])")
-JSON_START = ("[", "{")  # text starting like JSON is left whole by the engine (vSR's JSON flag)
+# Text whose first character is "[" or "{" is read as JSON by the engine, as vLLM Semantic Router
+# flags it, and shortened only through its string leaves; malformed, it is left whole.
+JSON_START = ("[", "{")
 
 
 # Results -----------------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ EF_SEARCH_SWEEP = (40, 100, 200)  # plus whatever nearest_chunks sets
 PGVECTOR_DEFAULT_EF_SEARCH = 40
 FILTER_GROUPS = 10
 FILTER = {"group": "g3"}  # one group of FILTER_GROUPS: 10 % of the rows
-RECALL_POOL = 20  # chunks each configuration recalls (the seed's recall top_k)
+RECALL_POOL = 20  # chunks each configuration recalls (the default match block's recall top_k)
 CUTOFF = 10
 TARGET_RATIO = 1.10
 TARGET_P99_MS = 10.0
@@ -438,7 +438,7 @@ class QualityRunner:
         from sources.matching import cap_characters, judge_and_keep
 
         result = self.loop.run_until_complete(judge_and_keep(self.queries[index].text, hits, judge))
-        cap_characters(result, 10_000)  # the seed's max_context_length
+        cap_characters(result, 10_000)  # a rag source's default max_context_length, in characters
         return result.kept
 
     def run(self, spec: ConfigSpec) -> Quality:
@@ -478,7 +478,8 @@ class QualityRunner:
 
 
 def default_spec() -> ConfigSpec:
-    """The seed's default match block, as ``RagSource`` runs it with the local judge."""
+    """The default match block (``default_match()``: recall 20 at a similarity of at least 0.3,
+    the judge keeps 6 scoring at least 0.5), as ``RagSource`` runs it with the local judge."""
     from sources.matching import default_match
 
     match = default_match()

@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from compression.text import JSON_ATTEMPTS
 from scripts.bench_compression import (
     CITIES,
     CONTEXT_WINDOW,
@@ -285,8 +286,8 @@ def stage_result_text(stage: StageSpeed) -> str:
         text += (
             f" `compress_extractive` leaves {len(whole)} tool output(s) over {target:,} tokens "
             f"whole at that target: {described}. JSON is shortened only through its string "
-            "leaves, in at most three attempts (vSR §2.5), and a block none of whose attempts "
-            "fits its target stays as it was."
+            f"leaves, in at most {JSON_ATTEMPTS} attempts (each with a budget cut by the last "
+            "one's overshoot), and a block none of whose attempts fits its target stays as it was."
         )
     return text
 

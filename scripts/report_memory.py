@@ -465,7 +465,7 @@ def section(results: MemoryResults, commit: str) -> str:
         f"section alone. Load average at the end of the run: {results.load_average} (2 cores, "
         "shared with whatever else runs on the machine: every latency here moves with it)."
         f"{quick_note(results.quick)}",
-        "Issue 5 sets no numeric target for these; each figure is reported as measured.",
+        "No numeric target is set for these; each figure is reported as measured.",
         table(["measure", "target", "measured", "result"], headline_rows(results)),
         "### Write to searchable (HTTP, real worker)",
         write_text(write),

@@ -213,16 +213,16 @@ def verdict_text(results: RetrievalResults) -> str:
         from sources.matching import JudgeConfig  # Django is set up by the time reports run
 
         default_top_k = JudgeConfig().top_k
-        seed_top_k = [p for p in results.sweep if p.judge_top_k == default_top_k]
-        if seed_top_k:
-            best = max(seed_top_k, key=lambda p: p.ndcg)
+        at_default_top_k = [p for p in results.sweep if p.judge_top_k == default_top_k]
+        if at_default_top_k:
+            best = max(at_default_top_k, key=lambda p: p.ndcg)
             head += (
-                f" The cut is not the only limit: with the seed's top_k {default_top_k}, the "
+                f" The cut is not the only limit: with the default top_k {default_top_k}, the "
                 f"best the local judge reaches at any min_score is {best.ndcg:.4f} = "
                 f"{best.ndcg / baseline.ndcg:.2f} x (min_score {best.min_score:g}, "
                 f"{best.kept:.2f} documents kept), so with this judge no min_score meets the "
-                "target; reaching it takes a judge that ranks the first six better (the seed's "
-                "judge is the decision model, an LLM; see the closing notes of issue 3)."
+                "target; reaching it takes a judge that ranks the first six better (vLLM Semantic "
+                "Router's judge is the decision model, an LLM, which this benchmark does not call)."
             )
     if meets:
         tail = "Configurations measured here that meet it: " + "; ".join(meets) + "."

@@ -9,6 +9,7 @@ once the model has answered (memory writes the turn) overrides ``after_resolve``
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -108,7 +109,8 @@ class ResolvedTurn:
 
 class ContextSource(ABC):
     type: ClassVar[str]
-    Settings: ClassVar[type[SourceSettings]]
+    # builtins.type: in this class body the name ``type`` is the kind's name above.
+    Settings: ClassVar[builtins.type[SourceSettings]]
     default_priority: ClassVar[int] = 0
     previewable: ClassVar[bool] = False  # shown by POST /api/v1/plugins/context/preview
 

@@ -47,7 +47,7 @@ def isolated_task_and_cache_settings() -> None:
     app.conf.task_always_eager = True
     # Each test runs in a transaction that is rolled back; a writer thread's own connection would
     # commit replay records past it. Tests write them inline; the live-server tests (and
-    # tests/routing/test_replay_writer.py) run the background writer.
+    # tests/routing/pipeline/test_replay_writer.py) run the background writer.
     settings.REPLAY_WRITES = "inline"
     settings.CACHES = {
         name: {**config, "KEY_PREFIX": f"test-{uuid.uuid4().hex[:12]}"}

@@ -2,8 +2,9 @@
 
 ``running_service()`` starts a threaded ``http.server`` on a free loopback port. Each request is
 recorded (method, path, headers, JSON body) and answered by the service's ``responder``, which a
-test swaps to play Pinecone, Weaviate, Elasticsearch, an OpenAI-compatible chat model, a slow or
-broken service.
+test swaps to play Pinecone, Weaviate, Elasticsearch, a redirecting, slow or broken service.
+``tests/fake_models.py`` builds the fake models on it: an OpenAI-compatible chat model and an
+embeddings endpoint.
 """
 
 from __future__ import annotations
@@ -67,8 +68,12 @@ class Service:
         self.lock = threading.Lock()
 
     @property
+    def port(self) -> int:
+        return self.server.server_address[1]
+
+    @property
     def base(self) -> str:
-        return f"http://{LOOPBACK}:{self.server.server_address[1]}"
+        return f"http://{LOOPBACK}:{self.port}"
 
     def url(self, path: str) -> str:
         return self.base + path
@@ -77,6 +82,19 @@ class Service:
     def hits(self) -> int:
         with self.lock:
             return len(self.requests)
+
+    @property
+    def paths(self) -> list[str]:
+        """The path (with its query) of every request so far, in order."""
+        with self.lock:
+            return [seen.path for seen in self.requests]
+
+    def stop(self) -> None:
+        """Close the port, waking any handler still sleeping on a delayed reply. Stopping twice is
+        harmless: a test may stop the service early to play one that is unreachable."""
+        self.stopping.set()
+        self.server.shutdown()
+        self.server.server_close()
 
     def answer(self, payload: Any, status: int = 200) -> None:
         """Always answer ``payload`` as JSON."""
@@ -145,53 +163,8 @@ def running_service() -> Iterator[Service]:
     try:
         yield service
     finally:
-        service.stopping.set()  # wake any handler still sleeping
-        server.shutdown()
-        server.server_close()
+        service.stop()
         thread.join(timeout=5)
-
-
-# --- an OpenAI-compatible chat model -------------------------------------------------------------
-
-ModelReply = tuple[int, bytes]  # status, body
-
-
-def chat_reply(content: Any) -> ModelReply:
-    """A chat completion whose assistant message is ``content``."""
-    payload = {"choices": [{"message": {"role": "assistant", "content": content}}]}
-    return 200, json.dumps(payload).encode()
-
-
-class PlayedModel:
-    """A loopback service that plays a chat model: ``reply(body)`` answers each request; with
-    ``hang`` set it never answers (until the service stops), for timeouts."""
-
-    def __init__(self, service: Service) -> None:
-        self.service = service
-        self.reply: Callable[[dict[str, Any]], ModelReply] = lambda body: (200, b"{}")
-        self.hang = False
-        service.responder = self._respond
-
-    def _respond(self, seen: Seen) -> Reply:
-        if self.hang:
-            return Reply(delay_s=30)
-        status, payload = self.reply(seen.body)
-        return Reply(status=status, body=payload)
-
-    @property
-    def url(self) -> str:
-        return self.service.base
-
-    @property
-    def seen(self) -> list[Seen]:
-        with self.service.lock:
-            return list(self.service.requests)
-
-
-@contextmanager
-def played_model() -> Iterator[PlayedModel]:
-    with running_service() as service:
-        yield PlayedModel(service)
 
 
 @contextmanager

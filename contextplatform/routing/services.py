@@ -70,8 +70,9 @@ def prepare_route(
 
 
 def refuse_route_signals(layer: dict[str, Any], context_param: str) -> None:
-    """The seed: signals are read before a route is chosen, so only the tenant defaults and a
-    recipe set ``compress.signals``; a route's own context refuses it (it still inherits them)."""
+    """The routing signals read the request before a route is chosen, so only the tenant defaults
+    and a recipe set ``compress.signals``; a route's own context refuses it (it still inherits
+    them). vLLM Semantic Router's context plugin has the same rule for a decision's plugin."""
     compress = layer.get("compress")
     if isinstance(compress, dict) and "signals" in compress:
         param = f"{context_param}.compress.signals"

@@ -159,7 +159,8 @@ def test_word_tokenizer() -> None:
 
 
 def reference_split(text: str) -> list[str]:
-    """A rune-by-rune port of vSR ``SplitSentences``."""
+    """A rune-by-rune port of vLLM Semantic Router's ``SplitSentences`` (its prompt compression,
+    in Go), to check ours against."""
     text = text.strip()
     sentences: list[str] = []
     start = position = 0

@@ -401,7 +401,8 @@ def test_bm25_counts_unique_query_terms_once() -> None:
 
 
 def reference_terms(text: str) -> list[str]:
-    """A rune-by-rune port of vSR ``tokenizeTerms``."""
+    """A rune-by-rune port of vLLM Semantic Router's BM25 term tokenizer ``tokenizeTerms`` (its
+    context compression, in Go), to check ours against."""
     terms: list[str] = []
     word: list[str] = []
     previous_cjk = ""

@@ -57,7 +57,7 @@ def kept_ids(decisions: list[GateDecision]) -> list[int | str]:
 # Configuration
 
 
-def test_defaults_are_vsrs() -> None:
+def test_defaults_are_vllm_semantic_routers() -> None:
     config = ReflectionConfig()
     assert config.enabled is True
     assert config.max_inject_tokens == 2048
@@ -66,7 +66,7 @@ def test_defaults_are_vsrs() -> None:
     assert config.block_patterns == []
 
 
-def test_half_life_accepts_the_vsr_name() -> None:
+def test_half_life_accepts_vllm_semantic_routers_name() -> None:
     assert ReflectionConfig(recency_decay_days=7).recency_half_life_days == 7
     assert ReflectionConfig.model_validate({"recency_decay_days": 3}).recency_half_life_days == 3
     assert ReflectionConfig(recency_half_life_days=9).recency_half_life_days == 9
@@ -115,7 +115,8 @@ def test_block_patterns_drop_matching_memories() -> None:
         memory(1, "User's wifi password is hunter2", 0.9),
         memory(2, "User prefers window seats", 0.8),
         memory(3, "User's SSN: 123-45-6789", 0.7),
-        memory(4, "User's PASSWORD manager is KeePass", 0.6),  # case-sensitive, as in vSR
+        # Patterns are case-sensitive unless they start with (?i), as in vLLM Semantic Router.
+        memory(4, "User's PASSWORD manager is KeePass", 0.6),
     ]
     decisions = by_id(reflect(memories, config, now=NOW))
     assert decisions[1].reason == "blocked" and not decisions[1].kept
@@ -159,7 +160,7 @@ def test_decay_can_outrank_a_higher_recall_score() -> None:
     assert [d.memory.id for d in decisions] == [2, 1]
 
 
-def test_the_vsr_alias_drives_the_decay() -> None:
+def test_vllm_semantic_routers_alias_drives_the_decay() -> None:
     config = ReflectionConfig(recency_decay_days=5)
     [decision] = reflect([memory(1, "x", 1.0, age=5)], config, now=NOW)
     assert decision.adjusted_score == pytest.approx(0.5)

@@ -19,6 +19,7 @@ from pydantic import Field
 from sources.base import (
     ContextRequest,
     ContextSource,
+    ResolvedTurn,
     SourceResult,
     SourceSettings,
     register_source_kind,
@@ -103,3 +104,41 @@ class BarrierSource(ContextSource):
             IN_FLIGHT[key].discard(self.name)
             INTERVALS[key][self.name] = (started, time.perf_counter())
         return SourceResult([self.item(f"{self.name} met {settings.parties - 1} others")])
+
+
+class TurnHookSettings(SourceSettings):
+    type: Literal["test_turn_hook"] = "test_turn_hook"
+    priority: int = Field(default=40, ge=0, le=1000)
+    fail: bool = False
+
+
+# What the hooks of test_turn_hook sources heard, in order: (source name, turn) at resolve,
+# (resolve id, answer) at hand-back.
+RESOLVED_TURNS: list[tuple[str, ResolvedTurn]] = []
+ANSWERS: list[tuple[str, str]] = []
+
+
+@register_source_kind
+class TurnHookSource(ContextSource):
+    """Acts after the response, as the memory kind does, and records what it was told."""
+
+    type = "test_turn_hook"
+    Settings = TurnHookSettings
+
+    async def fetch(self, request: ContextRequest) -> SourceResult:
+        settings: TurnHookSettings = self.settings  # type: ignore[assignment]
+        if settings.fail:
+            raise RuntimeError("turn hook source failed on purpose")
+        return SourceResult([self.item(f"{self.name} says hello")])
+
+    def after_resolve(self, turn: ResolvedTurn) -> bool:
+        RESOLVED_TURNS.append((self.name, turn))
+        return True
+
+    @classmethod
+    def after_response(cls, resolve_id: str, answer: str) -> bool:
+        # Every kind hears every answer; this one acts only on the resolves it served.
+        if all(turn.resolve_id != resolve_id for _, turn in RESOLVED_TURNS):
+            return False
+        ANSWERS.append((resolve_id, answer))
+        return True

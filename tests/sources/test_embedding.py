@@ -10,8 +10,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ from sources.embedding import (
     get_embedder,
     reset_embedder,
 )
+from tests.fake_models import FakeEmbeddings, fake_embeddings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -177,78 +176,10 @@ def test_concurrent_assembly_by_threads_and_processes(tmp_path: Path) -> None:
 # --- remote embedder against a loopback server -------------------------------------------------
 
 
-@dataclass
-class FakeEmbeddings:
-    """Plays an OpenAI-compatible /v1/embeddings on 127.0.0.1."""
-
-    mode: str = "ok"
-    dimensions: int = 8
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    server: ThreadingHTTPServer | None = None
-
-    @property
-    def url(self) -> str:
-        assert self.server is not None
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def vector(self, text: str) -> list[float]:
-        seed = hashlib.sha256(text.encode()).digest()
-        return [float(seed[i] + 1) for i in range(self.dimensions)]  # not unit length
-
-    def answer(self, inputs: list[str]) -> tuple[int, bytes]:
-        data = [
-            {"object": "embedding", "index": i, "embedding": self.vector(t)}
-            for i, t in enumerate(inputs)
-        ]
-        if self.mode == "wrong_count":
-            data = data[:-1]
-        elif self.mode == "wrong_dims":
-            data = [{**item, "embedding": item["embedding"][:-1]} for item in data]
-        elif self.mode == "strings":
-            data = [{**item, "embedding": "AAAA"} for item in data]
-        elif self.mode == "shuffled":
-            data = list(reversed(data))
-        elif self.mode == "non_json":
-            return 200, b"<html>gateway</html>"
-        elif self.mode == "error":
-            return 500, b'{"error": "boom"}'
-        elif self.mode == "slow":
-            time.sleep(1.0)
-        elif self.mode == "delayed":
-            time.sleep(0.2)
-        body = {"object": "list", "data": data, "model": "fake"}
-        return 200, json.dumps(body).encode()
-
-
 @pytest.fixture
 def fake() -> Iterator[FakeEmbeddings]:
-    state = FakeEmbeddings()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            state.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-            status, payload = state.answer(body["input"])
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-            except OSError:  # the client gave up (timeout test)
-                pass
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    state.server = server
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield state
-    server.shutdown()
-    server.server_close()
+    with fake_embeddings() as played:
+        yield played
 
 
 def remote(fake: FakeEmbeddings, **kwargs: Any) -> RemoteEmbedder:
@@ -270,9 +201,9 @@ def test_remote_embeds_normalises_and_sends_the_key(fake: FakeEmbeddings) -> Non
     expected = fake.vector("alpha")
     assert vectors[0] == pytest.approx([x / norm(expected) for x in expected])
     (request,) = fake.requests
-    assert request["path"] == "/v1/embeddings"
-    assert request["headers"]["Authorization"] == "Bearer sk-test"
-    assert request["body"] == {"model": "fake-embed", "input": ["alpha", "beta"]}
+    assert request.path == "/v1/embeddings"
+    assert request.headers["authorization"] == "Bearer sk-test"
+    assert request.body == {"model": "fake-embed", "input": ["alpha", "beta"]}
     port = fake.url.rsplit(":", 1)[1]
     assert embedder.identity == f"remote:fake-embed@127.0.0.1:{port}"
     assert "sk-test" not in repr(embedder)
@@ -282,14 +213,14 @@ def test_remote_embeds_normalises_and_sends_the_key(fake: FakeEmbeddings) -> Non
 def test_remote_accepts_the_url_with_or_without_v1(fake: FakeEmbeddings, suffix: str) -> None:
     embedder = remote(fake, url=fake.url + suffix)
     embedder.embed_query("alpha")
-    assert fake.requests[-1]["path"] == "/v1/embeddings"
+    assert fake.requests[-1].path == "/v1/embeddings"
     assert embedder.identity == remote(fake).identity
 
 
 def test_remote_batches_and_keeps_the_order(fake: FakeEmbeddings) -> None:
     texts = [f"text {i}" for i in range(5)]
     vectors = remote(fake, batch_size=2).embed(texts)
-    assert [len(r["body"]["input"]) for r in fake.requests] == [2, 2, 1]
+    assert [len(r.body["input"]) for r in fake.requests] == [2, 2, 1]
     assert vectors == remote(fake).embed(texts)
     assert remote(fake).embed([]) == []
 
@@ -352,9 +283,7 @@ def test_a_query_asked_for_at_once_is_embedded_once(fake: FakeEmbeddings) -> Non
 
 def test_remote_unreachable_is_an_embedding_error(fake: FakeEmbeddings) -> None:
     url = fake.url
-    assert fake.server is not None
-    fake.server.shutdown()
-    fake.server.server_close()
+    fake.stop()
     with pytest.raises(EmbeddingError, match="unreachable"):
         remote(fake, url=url).embed(["a"])
 
@@ -369,7 +298,7 @@ def test_get_embedder_uses_the_remote_settings(settings: Any, fake: FakeEmbeddin
     assert isinstance(embedder, RemoteEmbedder)
     assert embedder.timeout_s == 1.5
     assert len(embedder.embed_query("hello")) == fake.dimensions
-    assert fake.requests[-1]["headers"]["Authorization"] == "Bearer sk-settings"
+    assert fake.requests[-1].headers["authorization"] == "Bearer sk-settings"
 
 
 def test_remote_without_a_model_is_a_configuration_error(settings: Any) -> None:

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 import pytest
 
 from contextplatform.core.estimation import HeuristicEstimator, TokenEstimator
-from sources.base import ContextRequest, ContextSource, SourceResult, SourceSettings
+from sources.base import ContextRequest, ContextSource, SourceFailed, SourceResult, SourceSettings
 from sources.fetch import SourceOutcome, fetch_all, fetch_source
 
 REQUEST = ContextRequest(
@@ -326,3 +326,56 @@ def test_one_log_line_per_fetched_source(source_logs: list[logging.LogRecord]) -
     assert quiet.levelno == logging.INFO
     assert loud.levelno == logging.WARNING
     assert loud.err == "RuntimeError: boom"
+
+
+# --- what a fetch hands back --------------------------------------------------------------------
+
+
+class ReportingSource(FakeSource):
+    """Returns a trace and notes with its items, or fails after learning something."""
+
+    async def fetch(self, request: ContextRequest) -> SourceResult:
+        if self.fake_settings.error is not None:
+            cause = LookupError(self.fake_settings.error)
+            raise SourceFailed(cause, {"served_by": "fallback", "primary_error": "HTTP 500"})
+        if self.fake_settings.hang:
+            await asyncio.Event().wait()
+        return SourceResult(
+            [self.item("kept")],
+            trace=[{"id": 1, "kept": True}, {"id": 2, "kept": False, "reason": "below"}],
+            notes={"cache": "miss"},
+        )
+
+    def notes_on_timeout(self) -> dict[str, Any]:
+        return {"status": "the store did not answer"}
+
+
+def test_a_result_s_trace_and_notes_reach_the_outcome_and_leave_the_source_as_it_was() -> None:
+    source = ReportingSource(FakeSettings(name="docs"))
+    [outcome] = run([source])
+    assert outcome.status == "ok"
+    assert outcome.candidates == [
+        {"id": 1, "kept": True},
+        {"id": 2, "kept": False, "reason": "below"},
+    ]
+    assert outcome.notes == {"cache": "miss"}
+    assert not hasattr(source, "trace") and not hasattr(source, "notes")
+
+
+def test_a_failed_fetch_keeps_its_notes_and_names_the_error_it_wraps() -> None:
+    [outcome] = run([ReportingSource(FakeSettings(name="docs", error="unknown collection"))])
+    assert outcome.status == "failed"
+    assert outcome.error == "LookupError: unknown collection"
+    assert outcome.notes == {"served_by": "fallback", "primary_error": "HTTP 500"}
+    assert outcome.candidates == []
+
+
+def test_a_timed_out_fetch_reports_the_kind_s_timeout_notes() -> None:
+    [outcome] = run([ReportingSource(FakeSettings(name="docs", hang=True, timeout_ms=20))])
+    assert outcome.status == "timeout"
+    assert outcome.notes == {"status": "the store did not answer"}
+
+
+def test_a_plain_failure_has_no_notes() -> None:
+    [outcome] = run([fake("docs", error="boom")])
+    assert (outcome.status, outcome.error, outcome.notes) == ("failed", "RuntimeError: boom", {})

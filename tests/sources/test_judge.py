@@ -12,20 +12,20 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
+from contextplatform.core.llm import LLMDeployment
 from sources.judge import (
     COMBINED,
     LEXICAL,
     Bm25,
     JudgeCandidate,
     JudgeError,
-    LLMDeployment,
     LLMJudge,
     LocalJudge,
     judge_for,
     known_deployments,
     min_max,
 )
-from tests.loopback import ModelReply, PlayedModel, chat_reply, played_model
+from tests.fake_models import ModelReply, PlayedModel, chat_reply, played_model
 
 QUERY = "how do I get a refund for a damaged order"
 

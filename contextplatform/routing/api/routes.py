@@ -26,15 +26,22 @@ from contextplatform.routing.configuration.schema import RouteSpec, parse_config
 from contextplatform.routing.models import Route
 
 
-def route_representation(route: Route) -> dict[str, Any]:
-    """``context`` is the effective configuration resolve runs (tenant defaults, recipe, route);
-    ``own_context`` what the route writes itself (what PUT, PATCH and export work on)."""
-    representation = {
+def written_fields(route: Route) -> dict[str, Any]:
+    """What the route writes itself, in the form PUT takes (the base of a merge patch)."""
+    return {
         "name": route.name,
         "description": route.description,
         "model": route.model,
         "recipe": route.recipe.name if route.recipe_id is not None else None,
         "context": route.context,
+    }
+
+
+def route_representation(route: Route) -> dict[str, Any]:
+    """``context`` is the effective configuration resolve runs (tenant defaults, recipe, route);
+    ``own_context`` what the route writes itself (what PUT, PATCH and export work on)."""
+    representation = {
+        **written_fields(route),
         "own_context": route.context,
         "created_at": route.created_at.isoformat(),
         "updated_at": route.updated_at.isoformat(),
@@ -107,14 +114,8 @@ class RouteDetailView(ApiView):
         route = self.route(name)
         if not isinstance(request.data, dict):
             raise invalid_request("expected a JSON object (a merge patch of the route)")
-        current = {
-            "name": route.name,
-            "description": route.description,
-            "model": route.model,
-            "recipe": route.recipe.name if route.recipe_id is not None else None,
-            "context": route.context,
-        }
-        return Response(route_representation(self.save(route, merge_patch(current, request.data))))
+        patched = merge_patch(written_fields(route), request.data)
+        return Response(route_representation(self.save(route, patched)))
 
     @staticmethod
     def save(route: Route, data: Any) -> Route:

@@ -1,11 +1,16 @@
-"""The seed's layering of context configurations: tenant defaults, then a recipe, then the route.
+"""Layering of context configurations: tenant defaults, then a recipe, then the route.
+
+The order follows vLLM Semantic Router's context plugin (its global plugins, then the recipe's,
+then the decision's); the rules as the project states them are in docs/configuration.md
+("Layering").
 
 Each layer is a partial context configuration (the shape of a route's ``context``, every field
 optional). A more specific layer wins field by field: objects are merged member by member, at any
 depth; anything else a layer writes (a number, a string, ``null``, a list) replaces what it
-inherits. ``sources`` is the one object-level exception the seed names: a layer that writes
-``sources`` replaces the inherited list whole (it always would, being a list; this module says so
-explicitly so that no future change to list handling can start merging sources).
+inherits. ``sources`` is the one field the rule names on its own, as vLLM Semantic Router does: a
+layer that writes ``sources`` (even ``[]``) replaces the inherited list whole (it always would,
+being a list; this module says so explicitly so that no future change to list handling can start
+merging sources).
 
 Pure functions: no database, no validation. The caller validates the merged result.
 """

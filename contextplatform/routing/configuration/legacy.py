@@ -1,5 +1,8 @@
-"""Legacy configuration: the hints that refuse it and the rewrite to the context plugin (the seed's
-"Migrating", vsr-context.md §5).
+"""Legacy configuration: the hints that refuse it and the rewrite to the context plugin.
+
+The rewrite follows vLLM Semantic Router's own migration (``vllm-sr config migrate``) from its
+separate ``rag``, ``memory`` and ``context_compression`` plugins to the one context plugin; the
+project's form of it is under "Legacy configuration" in docs/configuration.md.
 
 The ``rag``, ``memory`` and ``context_compression`` plugins are sources, ``compress`` and ``budget``
 of the ``context`` plugin; their removed fields move as follows:

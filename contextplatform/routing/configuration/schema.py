@@ -1,4 +1,7 @@
-"""The typed schema of a route: model settings and the context configuration (seed shape).
+"""The typed schema of a route: model settings and the context configuration.
+
+The context configuration (sources, compress, budget, injection) has the shape of vLLM Semantic
+Router's context plugin; docs/configuration.md describes each field.
 
 Unknown fields are refused. Each source is validated by its kind's own settings model, found in
 the source-kind registry, so new kinds need no change here.
@@ -205,7 +208,11 @@ def validate_route_spec(
     return assembled(problems, spec, context=context)
 
 
-# --- configuration as code: the seed's document form -------------------------------------------
+# --- configuration as code: the document form -------------------------------------------------
+#
+# Routes, recipes and tenant defaults as vLLM Semantic Router writes decisions, recipes and global
+# plugins: each carries its context configuration as a ``context`` plugin (docs/configuration.md,
+# "Configuration as code").
 #
 #   defaults: {plugins: [{type: context, configuration: {...}}]}        # optional
 #   recipes: [{name: r, plugins: [{type: context, configuration: {...}}]}]  # optional
@@ -369,7 +376,7 @@ def route_document(
     recipe: str | None,
     context: dict[str, Any],
 ) -> dict[str, Any]:
-    """One route in the seed's form: its own context configuration as the context plugin."""
+    """One route in the exported form: its own context configuration as the context plugin."""
     return {
         "name": name,
         "description": description,

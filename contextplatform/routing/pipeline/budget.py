@@ -1,4 +1,5 @@
-"""The token budget: Relay-E's window allocation and the input budget of the seed."""
+"""The token budget: Relay-E's window allocation, and a request's input budget with the share
+of it that injected context may take (``plan_budget``)."""
 
 from __future__ import annotations
 

@@ -6,10 +6,7 @@ import asyncio
 import gzip
 import ipaddress
 import socket
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -28,6 +25,7 @@ from contextplatform.core.outbound import (
     validate_allowlist,
 )
 from tenants.models import Tenant
+from tests.loopback import Reply, Seen, Service, running_service
 
 # --- refusals by address -----------------------------------------------------------------------
 
@@ -191,80 +189,36 @@ def test_tenant_field_validates_and_shows_in_admin() -> None:
 # --- the guarded client against a loopback server ----------------------------------------------
 
 
-@dataclass
-class Loopback:
-    server: ThreadingHTTPServer
-    paths: list[str] = field(default_factory=list)
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-
-ROUTES: dict[str, tuple[int, dict[str, str], bytes]] = {
-    "/json": (200, {"Content-Type": "application/json"}, b'{"ok": true, "hits": [1, 2]}'),
-    "/redirect-private": (302, {"Location": "http://10.0.0.1/steal"}, b""),
-    "/redirect-metadata": (302, {"Location": "http://169.254.169.254/latest/"}, b""),
-    "/redirect-json": (302, {"Location": "/json"}, b""),
-    "/loop": (302, {"Location": "/loop"}, b""),
-    "/big": (200, {"Content-Type": "application/json"}, b'{"pad": "' + b"x" * 5000 + b'"}'),
-    "/text": (200, {"Content-Type": "text/html"}, b"<html>not json</html>"),
-    "/empty": (200, {}, b""),
-    "/nan": (200, {"Content-Type": "application/json"}, b'{"score": NaN}'),
-    "/error": (500, {"Content-Type": "application/json"}, b'{"error": "down"}'),
-    "/gzip-bomb": (
-        200,
-        {"Content-Type": "application/json", "Content-Encoding": "gzip"},
-        gzip.compress(b'{"pad": "' + b" " * 200_000 + b'"}'),
+JSON = {"Content-Type": "application/json"}
+ROUTES: dict[str, Reply] = {
+    "/json": Reply(body=b'{"ok": true, "hits": [1, 2]}', headers=JSON),
+    "/redirect-private": Reply(302, b"", {"Location": "http://10.0.0.1/steal"}),
+    "/redirect-metadata": Reply(302, b"", {"Location": "http://169.254.169.254/latest/"}),
+    "/redirect-json": Reply(302, b"", {"Location": "/json"}),
+    "/loop": Reply(302, b"", {"Location": "/loop"}),
+    "/big": Reply(body=b'{"pad": "' + b"x" * 5000 + b'"}', headers=JSON),
+    # No Content-Length, 64 KiB in 1 KiB chunks: the limit must hold while reading.
+    "/stream": Reply(body=b" " * 64 * 1024, headers=JSON, chunked=True),
+    "/text": Reply(body=b"<html>not json</html>", headers={"Content-Type": "text/html"}),
+    "/empty": Reply(body=b"", headers={}),
+    "/nan": Reply(body=b'{"score": NaN}', headers=JSON),
+    "/error": Reply(500, b'{"error": "down"}', JSON),
+    "/gzip-bomb": Reply(
+        body=gzip.compress(b'{"pad": "' + b" " * 200_000 + b'"}'),
+        headers={**JSON, "Content-Encoding": "gzip"},
     ),
 }
 
 
+def by_path(seen: Seen) -> Reply:
+    return ROUTES[seen.path.split("?", 1)[0]]
+
+
 @pytest.fixture
-def loopback() -> Iterator[Loopback]:
-    state: Loopback
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_GET(self) -> None:
-            state.paths.append(self.path)
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            path = self.path.split("?", 1)[0]
-            if path == "/stream":  # no Content-Length: the limit must hold while reading
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
-                try:
-                    for _ in range(64):
-                        chunk = b" " * 1024
-                        self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-                    self.wfile.write(b"0\r\n\r\n")
-                except OSError:
-                    pass
-                return
-            status, headers, body = ROUTES[path]
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        do_POST = do_GET
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    state = Loopback(server)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield state
-    server.shutdown()
-    server.server_close()
+def loopback() -> Iterator[Service]:
+    with running_service() as service:
+        service.responder = by_path
+        yield service
 
 
 async def fetch(url: str, allowlist: list[str], **kwargs: Any) -> Any:
@@ -275,7 +229,7 @@ async def fetch(url: str, allowlist: list[str], **kwargs: Any) -> Any:
         return await fetch_json_limited(client, "GET", url, **kwargs)
 
 
-def test_loopback_allowed_through_the_allowlist(loopback: Loopback) -> None:
+def test_loopback_allowed_through_the_allowlist(loopback: Service) -> None:
     assert asyncio.run(fetch(f"{loopback.base}/json", ["127.0.0.1"])) == {
         "ok": True,
         "hits": [1, 2],
@@ -283,13 +237,13 @@ def test_loopback_allowed_through_the_allowlist(loopback: Loopback) -> None:
     assert asyncio.run(fetch(f"{loopback.base}/json", ["127.0.0.0/8"]))["ok"] is True
 
 
-def test_loopback_refused_without_allowlist_and_nothing_is_sent(loopback: Loopback) -> None:
+def test_loopback_refused_without_allowlist_and_nothing_is_sent(loopback: Service) -> None:
     with pytest.raises(OutboundBlocked, match="loopback"):
         asyncio.run(fetch(f"{loopback.base}/json", []))
     assert loopback.paths == []
 
 
-def test_post_with_json_body(loopback: Loopback) -> None:
+def test_post_with_json_body(loopback: Service) -> None:
     async def post() -> Any:
         async with guarded_async_client(allowlist=["127.0.0.1"], timeout_s=5) as client:
             return await fetch_json_limited(
@@ -300,30 +254,30 @@ def test_post_with_json_body(loopback: Loopback) -> None:
 
 
 @pytest.mark.parametrize("path", ["/redirect-private", "/redirect-metadata"])
-def test_redirect_to_a_disallowed_address_is_refused(loopback: Loopback, path: str) -> None:
+def test_redirect_to_a_disallowed_address_is_refused(loopback: Service, path: str) -> None:
     with pytest.raises(OutboundBlocked):
         asyncio.run(fetch(f"{loopback.base}{path}", ["127.0.0.1"]))
     assert loopback.paths == [path]  # the redirect was never followed
 
 
-def test_redirect_to_an_allowed_address_is_followed(loopback: Loopback) -> None:
+def test_redirect_to_an_allowed_address_is_followed(loopback: Service) -> None:
     assert asyncio.run(fetch(f"{loopback.base}/redirect-json", ["127.0.0.1"]))["ok"] is True
     assert loopback.paths == ["/redirect-json", "/json"]
 
 
-def test_redirects_are_bounded(loopback: Loopback) -> None:
+def test_redirects_are_bounded(loopback: Service) -> None:
     with pytest.raises(httpx.TooManyRedirects):
         asyncio.run(fetch(f"{loopback.base}/loop", ["127.0.0.1"], max_redirects=3))
     assert len(loopback.paths) == 4
 
 
 @pytest.mark.parametrize("path", ["/big", "/stream", "/gzip-bomb"])
-def test_answers_larger_than_max_bytes_are_refused(loopback: Loopback, path: str) -> None:
+def test_answers_larger_than_max_bytes_are_refused(loopback: Service, path: str) -> None:
     with pytest.raises(ResponseTooLarge):
         asyncio.run(fetch(f"{loopback.base}{path}", ["127.0.0.1"], max_bytes=4096))
 
 
-def test_answers_within_max_bytes_pass(loopback: Loopback) -> None:
+def test_answers_within_max_bytes_pass(loopback: Service) -> None:
     body = asyncio.run(fetch(f"{loopback.base}/big", ["127.0.0.1"], max_bytes=5100))
     assert len(body["pad"]) == 5000
 
@@ -337,20 +291,20 @@ def test_answers_within_max_bytes_pass(loopback: Loopback) -> None:
         ("/error", "HTTP 500"),
     ],
 )
-def test_bad_answers_are_clear_errors(loopback: Loopback, path: str, message: str) -> None:
+def test_bad_answers_are_clear_errors(loopback: Service, path: str, message: str) -> None:
     with pytest.raises(InvalidResponse, match=message) as refused:
         asyncio.run(fetch(f"{loopback.base}{path}", ["127.0.0.1"]))
     assert "127.0.0.1" in str(refused.value)
 
 
-def test_credentials_never_appear_in_errors(loopback: Loopback) -> None:
-    port = loopback.server.server_address[1]
+def test_credentials_never_appear_in_errors(loopback: Service) -> None:
+    port = loopback.port
     with pytest.raises(InvalidResponse) as refused:
         asyncio.run(fetch(f"http://user:hunter2@127.0.0.1:{port}/error?key=k1", ["127.0.0.1"]))
     assert "hunter2" not in str(refused.value) and "k1" not in str(refused.value)
 
 
-def test_connection_layer_refuses_even_without_the_request_hook(loopback: Loopback) -> None:
+def test_connection_layer_refuses_even_without_the_request_hook(loopback: Service) -> None:
     async def run() -> None:
         async with guarded_async_client(allowlist=[], timeout_s=5) as client:
             client.event_hooks = {"request": [], "response": []}
@@ -362,19 +316,19 @@ def test_connection_layer_refuses_even_without_the_request_hook(loopback: Loopba
 
 
 def test_dns_rebinding_is_caught_at_connect_time(
-    loopback: Loopback, monkeypatch: pytest.MonkeyPatch
+    loopback: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The name first resolves to an allowed address, then to the loopback server."""
     answers = iter(["127.0.0.2", "127.0.0.1", "127.0.0.1"])
     monkeypatch.setattr(
         outbound, "_resolve", lambda host, port: [ipaddress.ip_address(next(answers))]
     )
-    port = loopback.server.server_address[1]
+    port = loopback.port
     with pytest.raises(OutboundBlocked, match=r"rebind\.test \(127\.0\.0\.1\)"):
         asyncio.run(fetch(f"http://rebind.test:{port}/json", ["127.0.0.2"]))
     assert loopback.paths == []
 
 
-def test_allowed_host_name_connects(loopback: Loopback) -> None:
-    port = loopback.server.server_address[1]
+def test_allowed_host_name_connects(loopback: Service) -> None:
+    port = loopback.port
     assert asyncio.run(fetch(f"http://localhost:{port}/json", ["localhost"]))["ok"] is True

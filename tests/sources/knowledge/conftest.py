@@ -77,7 +77,7 @@ def support_docs() -> list[dict[str, Any]]:
 
 @pytest.fixture
 def service() -> Iterator[Service]:
-    """A search service (or chat model) on loopback."""
+    """A search service on loopback; each test sets what it answers (``tests/loopback.py``)."""
     with running_service() as running:
         yield running
 

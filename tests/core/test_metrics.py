@@ -23,10 +23,10 @@ from memory.source import BACKEND
 from sources.matching import JudgeConfig, judge_and_keep
 from sources.recall import RecallHit
 from tests.conftest import ApiClient
-from tests.knowledge.conftest import SUPPORT_DOCS, make_collection, rag_route
 from tests.routing import source_kinds_for_tests  # noqa: F401  (registers test_hang)
+from tests.sources.knowledge.conftest import SUPPORT_DOCS, make_collection, rag_route
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 USER = "user-7f3a9c-private"
 SESSION = "session-5d1e-private"
 RULES = {"type": "skill_guardrails", "name": "rules", "texts": ["Be kind."]}

@@ -1,4 +1,5 @@
-"""Requests that cannot fit the route's window are refused before any source is fetched."""
+"""Refusals: requests that cannot fit the route's window are refused before any source is fetched,
+in the words of ``pipeline/refusals``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 from django_tenants.utils import schema_context
 
 from contextplatform.routing.models import ReplayRecord
+from contextplatform.routing.pipeline.budget import Budget
+from contextplatform.routing.pipeline.refusals import context_length_exceeded
 
 ROUTE = {
     "name": "small",
@@ -54,3 +57,25 @@ def test_head_uses_the_read_scope_and_options_needs_none(acme_api: Any) -> None:
         acme_api.client.head("/api/v1/routes", headers=acme_api._headers(None)).status_code == 200
     )
     assert acme_api.send("OPTIONS", "/api/v1/routes").status_code == 200
+
+
+# --- the wording, in one place -----------------------------------------------------------------
+
+
+def test_context_length_exceeded_names_the_need_the_allowance_and_why() -> None:
+    budget = Budget(context_window=1000, reserved_output=100, max_input=900, context=400)
+    before = context_length_exceeded(2400, budget)
+    after = context_length_exceeded(1200, budget, after_compression=True)
+    assert (before.code, before.status, before.param) == ("context_length_exceeded", 400, "request")
+    assert before.message == (
+        "the request needs about 2400 input tokens but the route allows 900 "
+        "(1000 window less 100 reserved for output)"
+    )
+    assert after.message.startswith("the request needs about 1200 input tokens")
+    assert "after configured compression" in after.message
+    assert "after configured compression" not in before.message
+
+
+def test_a_negative_allowance_reads_as_zero() -> None:
+    budget = Budget(context_window=100, reserved_output=500, max_input=-400, context=0)
+    assert "the route allows 0 " in context_length_exceeded(10, budget).message

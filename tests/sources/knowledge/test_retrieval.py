@@ -13,7 +13,7 @@ from sources.lexical import lexical_index
 from sources.models import Collection
 from sources.recall import nearest_chunks, rows_by_id, rows_with_cosines
 from tests.conftest import ApiClient, table_locked
-from tests.knowledge.conftest import make_collection, rag_route, resolve
+from tests.sources.knowledge.conftest import make_collection, rag_route, resolve
 
 
 def kept_ids(report: dict[str, Any]) -> list[str]:

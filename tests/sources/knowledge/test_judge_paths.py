@@ -14,8 +14,9 @@ import pytest
 from django.test import override_settings
 
 from tests.conftest import ApiClient
-from tests.knowledge.conftest import SUPPORT_DOCS, make_collection, rag_route, resolve
+from tests.fake_models import chat_reply
 from tests.loopback import Reply, Seen, Service, json_reply, running_service
+from tests.sources.knowledge.conftest import SUPPORT_DOCS, make_collection, rag_route, resolve
 
 QUESTION = "my headphones make a crackling sound, is that covered?"
 DOCUMENTS = [
@@ -40,22 +41,6 @@ JUDGE_SCORES = {  # what the model answers, by document title
     "Gift cards": 0.4,
 }
 DOCUMENT_TAG = re.compile(r'<document index="(\d+)" title="([^"]*)">')
-
-
-def chat_reply(content: str, status: int = 200, **fields: Any) -> Reply:
-    completion = {
-        "id": "chatcmpl-test",
-        "object": "chat.completion",
-        "model": "tiny-judge",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-        ],
-    }
-    return json_reply(completion, status, **fields)
 
 
 def prompt_of(seen: Seen) -> str:

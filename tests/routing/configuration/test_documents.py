@@ -1,5 +1,5 @@
-"""Configuration as code: export and import in the seed's form, layering (tenant defaults, recipe,
-route) as resolve runs it, legacy plugins refused with a hint, and ``migrate_config``."""
+"""Configuration as code: export and import as a YAML or JSON document, layering (tenant defaults,
+recipe, route) as resolve runs it, legacy plugins refused with a hint, and ``migrate_config``."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ FULL_CONFIGURATION: dict[str, Any] = {
 }
 
 
-def test_export_is_the_seed_form_in_yaml_or_json(acme_api: ApiClient) -> None:
+def test_export_is_the_plugin_document_in_yaml_or_json(acme_api: ApiClient) -> None:
     imported(acme_api, {"routes": [route_entry(**FULL_CONFIGURATION)]})
     response = acme_api.get("/api/v1/routes/support/export")
     assert response.status_code == 200

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from tests.conftest import ApiClient
-from tests.knowledge.conftest import make_collection, resolve
 from tests.loopback import (
     Reply,
     Service,
     json_reply,
     running_service,
 )
+from tests.sources.knowledge.conftest import make_collection, resolve
 
 QUESTION = "how many days do I have to return a product for a refund?"
 MATCH = {"recall": {"top_k": 5, "min_similarity": 0.1}}

@@ -14,7 +14,6 @@ from django_tenants.utils import get_public_schema_name, schema_context
 
 from tenants.models import Tenant
 from tests.conftest import ApiClient, TenantFixture
-from tests.knowledge.conftest import resolve
 from tests.loopback import (
     Reply,
     Seen,
@@ -22,6 +21,7 @@ from tests.loopback import (
     json_reply,
     outbound_allowlist,
 )
+from tests.sources.knowledge.conftest import resolve
 
 QUESTION = "can I return my headphones for a refund?"
 RECALL_ALL = {"recall": {"top_k": 10, "min_similarity": -1}}
@@ -227,7 +227,7 @@ def test_default_template_and_no_filter(
     resolve(acme_api, "default", QUESTION)
     resolve(acme_api, "judged", QUESTION)
     default, judged = service.requests
-    assert default.json == {"query": QUESTION, "top_k": 20}  # the seed's recall default
+    assert default.json == {"query": QUESTION, "top_k": 20}  # the default match block recalls 20
     assert judged.json == {"q": QUESTION, "k": 12, "where": {}}
 
 

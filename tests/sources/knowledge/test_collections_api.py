@@ -9,7 +9,7 @@ from django_tenants.utils import schema_context
 
 from sources.models import Chunk, Document
 from tests.conftest import ApiClient
-from tests.knowledge.conftest import make_collection
+from tests.sources.knowledge.conftest import make_collection
 
 
 def chunk_texts(schema: str, collection: str) -> list[str]:

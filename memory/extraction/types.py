@@ -1,0 +1,38 @@
+"""What the extractors produce and read: extracted statements, write decisions, the existing
+memories those decisions may target, and the one error an extractor raises."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+MemoryKind = Literal["fact", "preference", "event"]
+Action = Literal["add", "update", "delete"]
+KINDS: tuple[MemoryKind, ...] = ("fact", "preference", "event")
+ACTIONS: tuple[Action, ...] = ("add", "update", "delete")
+
+
+class ExtractionError(Exception):
+    """The extractor gave no usable answer (transport error, timeout, malformed or invalid reply)."""
+
+
+@dataclass(frozen=True)
+class ExtractedMemory:
+    content: str
+    kind: MemoryKind
+
+
+@dataclass(frozen=True)
+class ExistingMemory:
+    id: int | str
+    content: str
+    embedding: Sequence[float] | None = None
+
+
+@dataclass(frozen=True)
+class MemoryDecision:
+    action: Action
+    content: str  # add / update: the memory's (new) text; delete: "" or the model's note
+    kind: MemoryKind | None = None  # None on update: keep the memory's kind
+    target_id: int | str | None = None  # update / delete: the existing memory's id
