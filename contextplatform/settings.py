@@ -51,6 +51,7 @@ TENANT_APPS = [
     "sources",
     "compression",
     "memory",
+    "contextplatform.deployments",
     "contextplatform.routing",
 ]
 INSTALLED_APPS = SHARED_APPS + [app for app in TENANT_APPS if app not in SHARED_APPS]
@@ -175,6 +176,11 @@ CONTEXT_DEFAULT_SOURCE_TIMEOUT_MS = env_int("CONTEXT_DEFAULT_SOURCE_TIMEOUT_MS",
 LLM_DEPLOYMENTS = json.loads(os.environ.get("LLM_DEPLOYMENTS") or "{}")
 if not isinstance(LLM_DEPLOYMENTS, dict):
     raise ValueError("LLM_DEPLOYMENTS must be a JSON object of name to deployment")
+
+# Deployments' API keys are stored encrypted (contextplatform.core.secrets): comma-separated
+# Fernet keys, newest first (rotation: prepend a key, run rotate_deployment_keys, drop the old one).
+# Unset, a key derived from SECRET_KEY is used.
+DEPLOYMENT_SECRET_KEYS = os.environ.get("DEPLOYMENT_SECRET_KEYS", "").strip()
 
 # Embeddings: EMBEDDING_URL unset → the local all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions);
 # set → an OpenAI-compatible /v1/embeddings deployment (EMBEDDING_MODEL is then required).

@@ -3,6 +3,7 @@
 from django.urls import path
 
 from compression import views as compression
+from contextplatform.deployments import views as deployments
 from contextplatform.routing.api import compression as compression_views
 from contextplatform.routing.api import replay, resolve, routes
 from memory import views as memory
@@ -56,6 +57,12 @@ urlpatterns = [
     ),
     path("routes/<str:name>", routes.RouteDetailView.as_view(), name="route"),
     path("routes/<str:name>/export", routes.RouteExportView.as_view(), name="route-export"),
+    path("deployments", deployments.DeploymentListView.as_view(), name="deployments"),
+    path(
+        "deployments/<str:name>",
+        deployments.DeploymentDetailView.as_view(),
+        name="deployment",
+    ),
     path("replay", replay.ReplayListView.as_view(), name="replay-list"),
     path("replay/<str:record_id>", replay.ReplayDetailView.as_view(), name="replay-detail"),
     path("users/<str:user>/profile", sources.UserProfileView.as_view(), name="user-profile"),

@@ -1,4 +1,4 @@
-"""URLs served on every host: the API, its schema, health and metrics."""
+"""URLs served on every host: the API, the gateway, the API's schema, health and metrics."""
 
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
@@ -8,6 +8,8 @@ from contextplatform.core.metrics import metrics_view
 
 urlpatterns = [
     path("api/v1/", include("contextplatform.urls_api")),
+    # The OpenAI- and Anthropic-compatible gateway, where the providers' SDKs call.
+    path("v1/", include("contextplatform.routing.gateway.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("healthz", health.healthz, name="healthz"),

@@ -14,6 +14,8 @@ from tenants.models import ApiKey
 from tenants.selectors import active_api_key
 
 LAST_USED_RESOLUTION = timedelta(minutes=5)
+# The OpenAI- and Anthropic-compatible gateway: its errors come in the providers' shapes.
+GATEWAY_PATH_PREFIX = "/v1/"
 
 
 def presented_key(request: HttpRequest) -> str | None:
@@ -36,6 +38,11 @@ class ApiKeyOrHostTenantMiddleware(TenantMainMiddleware):
         connection.set_schema_to_public()
         api_key = active_api_key(plain_key)
         if api_key is None:
+            if request.path.startswith(GATEWAY_PATH_PREFIX):
+                # The gateway answers in the caller's provider error shape, which only it knows.
+                request.api_key = None
+                request.api_key_rejected = True
+                return super().process_request(request)
             response = JsonResponse(
                 envelope("unauthorized", "invalid or revoked API key"), status=401
             )

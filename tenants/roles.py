@@ -28,9 +28,15 @@ def grant(actions: tuple[str, ...], *models: str) -> set[str]:
     return granted
 
 
-CONFIGURATION = ("routing.route", "routing.recipe", "routing.tenantdefaults")
+# Deployments (upstream models) are configuration too; their keys are write-only on every page.
+CONFIGURATION = (
+    "routing.route",
+    "routing.recipe",
+    "routing.tenantdefaults",
+    "deployments.deployment",
+)
 
-# Operators configure routes and the data sources read (profiles, sessions, knowledge base).
+# Operators configure routes, deployments and the data sources read (profiles, sessions, knowledge base).
 # They may read replay records: a replay is how an operator sees what a route actually did.
 # Ingestion jobs are written by ingestion itself, so operators only watch them.
 OPERATOR = (

@@ -7,6 +7,8 @@ ALL_SCOPES: tuple[str, ...] = (
     "ingest",
     "routes.read",
     "routes.write",
+    "deployments.read",
+    "deployments.write",
     "memory.read",
     "memory.write",
     "replay.read",

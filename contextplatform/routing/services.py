@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import IntegrityError, transaction
 
 from contextplatform.core.errors import ApiError, invalid_request
+from contextplatform.core.validation import parse
+from contextplatform.deployments.schema import DEPLOYMENT_NAME_PATTERN, DeploymentSpec
+from contextplatform.deployments.selectors import deployment_named
+from contextplatform.deployments.services import key_change, parse_deployment, upsert_deployment
 from contextplatform.routing import selectors
 from contextplatform.routing.configuration.layering import effective_context
 from contextplatform.routing.configuration.schema import (
@@ -16,6 +21,7 @@ from contextplatform.routing.configuration.schema import (
     RecipeEntry,
     RouteEntry,
     RouteSpec,
+    UpstreamConfig,
     validate_context,
     validate_route_spec,
 )
@@ -55,6 +61,7 @@ def prepare_route(
     and validate the effective route; errors name the written field."""
     if not isinstance(data, dict):
         raise invalid_request(f"{prefix or 'route'}: expected a JSON object", prefix or None)
+    data, inline_upstream = named_upstream(data, prefix)
     layer = data.get("context", {})
     context_param = context_prefix or _join(prefix, "context")
     if not isinstance(layer, dict):
@@ -66,7 +73,45 @@ def prepare_route(
     spec = validate_route_spec(
         {**data, "context": context}, prefix=prefix, context_prefix=context_prefix
     )
+    if inline_upstream is not None:
+        # Written only once the whole route validates; the same route writes the same one.
+        upsert_deployment(spec=inline_upstream, api_key=key_change(inline_upstream))
+    else:
+        check_upstream(spec, _join(prefix, "model.upstream"))
     return PreparedRoute(spec=spec, layer=layer, recipe=recipe)
+
+
+def named_upstream(
+    data: dict[str, Any], prefix: str
+) -> tuple[dict[str, Any], DeploymentSpec | None]:
+    """A route written with the first version's inline upstream object (``UpstreamConfig``),
+    rewritten to name a deployment of its own, ``<route>-upstream``, with that deployment's
+    validated spec (saved by the caller once the whole route validates)."""
+    model = data.get("model")
+    upstream = model.get("upstream") if isinstance(model, dict) else None
+    if not isinstance(model, dict) or not isinstance(upstream, dict):
+        return data, None
+    param = _join(prefix, "model.upstream")
+    legacy = parse(UpstreamConfig, upstream, prefix=param)
+    name = data.get("name")
+    if not isinstance(name, str):
+        return {**data, "model": {**model, "upstream": None}}, None  # the name's error comes
+    deployment = legacy.deployment_data(name, model)
+    if re.fullmatch(DEPLOYMENT_NAME_PATTERN, deployment["name"]) is None:
+        raise invalid_request(
+            f"{param}: the route's name is too long to name a deployment after it; create a "
+            "deployment and give its name here",
+            param,
+        )
+    spec = parse_deployment(deployment, prefix=param)
+    return {**data, "model": {**model, "upstream": spec.name}}, spec
+
+
+def check_upstream(spec: RouteSpec, param: str) -> None:
+    """A route's ``model.upstream`` names a deployment of the tenant."""
+    name = spec.model.upstream
+    if name is not None and deployment_named(name) is None:
+        raise invalid_request(f"{param}: no deployment named {name!r}", param)
 
 
 def refuse_route_signals(layer: dict[str, Any], context_param: str) -> None:

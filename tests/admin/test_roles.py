@@ -23,6 +23,8 @@ from django.utils import timezone
 from django_tenants.utils import schema_context
 
 from contextplatform import urls as tenant_urls
+from contextplatform.deployments.models import Deployment
+from contextplatform.deployments.services import create_deployment, parse_deployment
 from contextplatform.routing.models import Recipe, ReplayRecord, Route, TenantDefaults
 from memory.services import create_memory
 from sources.embedding import get_embedder
@@ -47,6 +49,7 @@ def rights(*, operator: str = "", auditor: str = "", memory_manager: str = "", s
 EVERYTHING = "vacd"
 EXPECTED: dict[str, dict[str, str]] = {
     "routing.route": rights(operator=EVERYTHING, auditor="v", superuser=EVERYTHING),
+    "deployments.deployment": rights(operator=EVERYTHING, auditor="v", superuser=EVERYTHING),
     "routing.recipe": rights(operator=EVERYTHING, auditor="v", superuser=EVERYTHING),
     # One row per tenant, never deleted (writing {} resets it); added only while missing.
     "routing.tenantdefaults": rights(operator="vc", auditor="v", superuser="vc"),
@@ -124,7 +127,22 @@ def sample_session() -> ChatSession:
     return session
 
 
+def sample_deployment() -> Deployment:
+    spec = parse_deployment(
+        {
+            "name": "sample-deployment",
+            "protocol": "openai",
+            "base_url": "https://models.example.com/v1",
+            "model": "gpt-4o-mini",
+            "api_key": "sk-sample-secret",
+            "headers": {"OpenAI-Organization": "org-sample"},
+        }
+    )
+    return create_deployment(spec=spec)
+
+
 SAMPLES: dict[str, Callable[[], models.Model]] = {
+    "deployments.deployment": sample_deployment,
     "routing.route": sample_route,
     "routing.recipe": lambda: Recipe.objects.create(
         name="sample-recipe", context={"budget": {"context_tokens": 2000}}

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django_tenants.utils import schema_context
 
+from contextplatform.deployments.models import Deployment
 from contextplatform.routing.models import ReplayRecord, Route
 from sources.models import ChatMessage, UserProfile
 from tests.conftest import ApiClient, TenantFixture
@@ -144,6 +145,54 @@ def test_host_header_of_other_tenant_does_not_override_key(
     )
     assert listed.status_code == 200
     assert "globex-only" not in [r["name"] for r in listed.json()["data"]]
+
+
+# --- deployments ----------------------------------------------------------------------------
+
+
+def deployment_body(name: str, model: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "protocol": "openai",
+        "base_url": "https://models.example.com/v1",
+        "model": model,
+        "api_key": "sk-owner-only-key",
+    }
+
+
+def test_deployments_are_invisible_and_untouchable_across_tenants(pair: Pair) -> None:
+    owner, owner_tenant, intruder, intruder_tenant = pair
+    created = owner.post("/api/v1/deployments", deployment_body("private", SECRET))
+    assert created.status_code == 201, created.content
+
+    listed = intruder.get("/api/v1/deployments")
+    assert listed.status_code == 200
+    assert listed.json()["data"] == []
+    assert intruder.get("/api/v1/deployments/private").status_code == 404
+    put = intruder.put("/api/v1/deployments/private", deployment_body("private", "hijacked"))
+    assert put.status_code == 404
+    assert intruder.patch("/api/v1/deployments/private", {"model": "hijacked"}).status_code == 404
+    assert intruder.delete("/api/v1/deployments/private").status_code == 404
+
+    # The same name is free in the other tenant, and a route there cannot name the owner's.
+    route = {"name": "mine", "model": {"upstream": "private"}}
+    refused = intruder.post("/api/v1/routes", route)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["param"] == "model.upstream"
+    assert (
+        intruder.post("/api/v1/deployments", deployment_body("private", "theirs")).status_code
+        == 201
+    )
+    assert intruder.delete("/api/v1/deployments/private").status_code == 204
+
+    own = owner.get("/api/v1/deployments/private")
+    assert own.status_code == 200
+    assert own.json()["model"] == SECRET
+    assert own.json()["api_key_set"] is True
+    with schema_context(owner_tenant.schema):
+        assert Deployment.objects.get(name="private").model == SECRET
+    with schema_context(intruder_tenant.schema):
+        assert not Deployment.objects.filter(name="private").exists()
 
 
 # --- user profiles --------------------------------------------------------------------------

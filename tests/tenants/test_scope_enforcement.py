@@ -64,6 +64,13 @@ EXPECTED: dict[str, dict[str, str]] = {
         "DELETE": ROUTE_WRITE,
     },
     "api/v1/routes/<str:name>/export": {"GET": ROUTE_READ},
+    "api/v1/deployments": {"GET": "deployments.read", "POST": "deployments.write"},
+    "api/v1/deployments/<str:name>": {
+        "GET": "deployments.read",
+        "PUT": "deployments.write",
+        "PATCH": "deployments.write",
+        "DELETE": "deployments.write",
+    },
     "api/v1/replay": {"GET": "replay.read"},
     "api/v1/replay/<str:record_id>": {"GET": "replay.read"},
     # A user's profile and sessions are read and written with the memory scopes.
@@ -90,6 +97,10 @@ EXPECTED: dict[str, dict[str, str]] = {
         "DELETE": "ingest",
     },
     "api/v1/jobs/<str:job_id>": {"GET": "ingest"},
+    # The gateway resolves (and forwards); listing its models lists the routes a key may call.
+    "v1/chat/completions": {"POST": "resolve"},
+    "v1/messages": {"POST": "resolve"},
+    "v1/models": {"GET": "resolve"},
     "api/schema/": {"GET": PUBLIC},
     "api/docs/": {"GET": PUBLIC},
     "healthz": {"GET": PUBLIC},
@@ -199,13 +210,30 @@ def test_every_endpoint_and_method_is_classified() -> None:
 # --- scoped endpoints ----------------------------------------------------------------------------
 
 
-def refused_for_scope(response: Any, scope: str, method: str) -> None:
+# The gateway (``/v1/``) answers in the providers' error shapes, which its clients read; Anthropic's
+# has a type where the others have a code.
+GATEWAY_PREFIX = "/v1/"
+ANTHROPIC_PATHS = ("/v1/messages",)
+ANTHROPIC_CODES = {"authentication_error": "unauthorized", "permission_error": "forbidden"}
+
+
+def error_of(response: Any, path: str) -> tuple[str, str]:
+    """(code, message) of an error answer, its shape checked: the envelope, or the provider's."""
+    body = response.json()
+    if path.startswith(ANTHROPIC_PATHS):
+        assert body["type"] == "error" and set(body["error"]) == {"type", "message"}, body
+        return ANTHROPIC_CODES.get(body["error"]["type"], ""), body["error"]["message"]
+    fields = {"code", "message", "param"} | ({"type"} if path.startswith(GATEWAY_PREFIX) else set())
+    assert set(body) == {"error"} and set(body["error"]) == fields, body
+    return body["error"]["code"], body["error"]["message"]
+
+
+def refused_for_scope(response: Any, scope: str, method: str, path: str) -> None:
     assert response.status_code == 403, response.content
     if method == "HEAD":
         return  # no body to read
-    body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "param"}, body
-    assert body["error"]["code"] == "forbidden" and repr(scope) in body["error"]["message"], body
+    code, message = error_of(response, path)
+    assert code == "forbidden" and repr(scope) in message, response.content
 
 
 @pytest.mark.parametrize(("pattern", "method"), SCOPED_CASES)
@@ -216,7 +244,7 @@ def test_the_scope_is_required_and_enough(acme: TenantFixture, pattern: str, met
     only_this = key_with(acme, [scope], "just-one")
     methods = [method, "HEAD"] if method == "GET" else [method]
     for sent in methods:
-        refused_for_scope(call(every_other, sent, path), scope, sent)
+        refused_for_scope(call(every_other, sent, path), scope, sent, path)
 
         status = call(only_this, sent, path).status_code
         # Anything but a refusal (nor a crash): the made-up parameters may well be a 400 or 404.
@@ -225,7 +253,7 @@ def test_the_scope_is_required_and_enough(acme: TenantFixture, pattern: str, met
         anonymous = call(ApiClient(None), sent, path)
         assert anonymous.status_code == 401, f"{sent} {path} without a key: {anonymous.status_code}"
         if sent != "HEAD":
-            assert anonymous.json()["error"]["code"] == "unauthorized"
+            assert error_of(anonymous, path)[0] == "unauthorized"
 
 
 @pytest.mark.parametrize("pattern", API_VIEWS)

@@ -307,10 +307,11 @@ def fits_target_fields(targets: dict[str, Any]) -> bool:
 
 class RouteForm(CompressTargetFields, forms.ModelForm):
     model_name = forms.CharField(required=False, max_length=200, label="Model name")
-    upstream = JsonTextField(
-        indent=2,
-        help_text='The upstream model server, e.g. {"url": "http://vllm:8000/v1"}.',
-        widget=forms.Textarea(attrs={"rows": 3}),
+    upstream = forms.CharField(
+        required=False,
+        max_length=100,
+        label="Upstream deployment",
+        help_text="The name of one of this tenant's deployments (blank: none).",
     )
     enabled = forms.TypedChoiceField(
         required=False,
@@ -411,7 +412,7 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
             "name": cleaned["model_name"] or None,
             "context_window": cleaned["context_window"],
             "max_output_tokens": cleaned["max_output_tokens"],
-            "upstream": cleaned["upstream"],
+            "upstream": cleaned["upstream"] or None,
         }
         recipe = cleaned.get("recipe")
         return {

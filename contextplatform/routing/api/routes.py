@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from contextplatform.core.errors import ApiError, invalid_request
+from contextplatform.core.merge_patch import merge_patch
 from contextplatform.core.views import ApiView
 from contextplatform.routing import selectors, services
 from contextplatform.routing.configuration.documents import (
@@ -51,19 +52,6 @@ def route_representation(route: Route) -> dict[str, Any]:
     except ApiError as error:  # e.g. a source kind removed since: show what is stored
         representation["invalid"] = error.message
     return representation
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return patch
-    merged = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = merge_patch(merged.get(key), value)
-    return merged
 
 
 class RouteListView(ApiView):

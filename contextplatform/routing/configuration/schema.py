@@ -9,16 +9,25 @@ the source-kind registry, so new kinds need no change here.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    field_validator,
+    model_validator,
+)
 
 from compression.config import CompressConfig
 from contextplatform.core.errors import ApiError, together
 from contextplatform.core.validation import parse
+from contextplatform.deployments.schema import DEPLOYMENT_NAME_PATTERN
 from contextplatform.routing.configuration.legacy import (
     legacy_configuration_hint,
     legacy_plugin_hint,
@@ -65,6 +74,10 @@ class ContextConfig(Strict):
 
 
 class UpstreamConfig(Strict):
+    """The first version's inline upstream of a route. Still accepted on write: the route
+    service turns it into a deployment of the route's own (``legacy_upstream_name``) and stores
+    that name."""
+
     url: str = Field(min_length=1, max_length=2000)
     model: str | None = None
     api_key_env: str | None = Field(
@@ -72,12 +85,58 @@ class UpstreamConfig(Strict):
     )
     timeout_ms: int = Field(default=60_000, ge=1, le=600_000)
 
+    @field_validator("api_key_env")
+    @classmethod
+    def key_variable(cls, value: str | None) -> str | None:
+        # A tenant names the variable, so only an API key's may be read: never SECRET_KEY,
+        # DATABASE_URL or DEPLOYMENT_SECRET_KEYS, which would then be sent to the tenant's URL.
+        if value is not None and (
+            re.fullmatch(LEGACY_KEY_VARIABLE, value) is None or value in PLATFORM_KEY_VARIABLES
+        ):
+            raise ValueError(
+                "must name an environment variable of the form NAME_API_KEY (the platform's "
+                "own settings are never read); better, create a deployment with the key"
+            )
+        return value
+
+    def deployment_data(self, route_name: str, model: dict[str, Any]) -> dict[str, Any]:
+        """The deployment of the route's own this upstream becomes: OpenAI protocol (what the
+        first version forwarded), the key read from the named variable now."""
+        data: dict[str, Any] = {
+            "name": legacy_upstream_name(route_name),
+            "protocol": "openai",
+            "base_url": self.url,
+            "model": self.model or model.get("name") or "default",
+            "timeout_ms": max(self.timeout_ms, 100),
+        }
+        for field in ("context_window", "max_output_tokens"):
+            if isinstance(model.get(field), int):
+                data[field] = model[field]
+        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        if key.strip():
+            data["api_key"] = key.strip()
+        return data
+
+
+LEGACY_KEY_VARIABLE = r"[A-Z][A-Z0-9_]{0,90}_API_KEY"
+PLATFORM_KEY_VARIABLES = frozenset({"EMBEDDING_API_KEY"})
+LEGACY_UPSTREAM_SUFFIX = "-upstream"
+
+
+def legacy_upstream_name(route_name: str) -> str:
+    """The deployment an inline upstream of route ``route_name`` becomes."""
+    return f"{route_name}{LEGACY_UPSTREAM_SUFFIX}"
+
 
 class ModelSettings(Strict):
     name: str | None = Field(default=None, max_length=200)
     context_window: int = Field(default=128_000, ge=256, le=10_000_000)
     max_output_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
-    upstream: UpstreamConfig | None = None
+    upstream: str | None = Field(
+        default=None,
+        pattern=DEPLOYMENT_NAME_PATTERN,
+        description="the name of the tenant's deployment the gateway forwards to",
+    )
 
     @model_validator(mode="after")
     def output_fits_window(self) -> ModelSettings:

@@ -1,0 +1,1 @@
+"""Deployments: a tenant's upstream models (where the gateway and the judge send calls)."""

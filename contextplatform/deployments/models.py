@@ -1,0 +1,42 @@
+"""A tenant's deployment: an upstream model the gateway forwards to and a judge may ask."""
+
+from __future__ import annotations
+
+from django.core.validators import RegexValidator
+from django.db import models
+
+from contextplatform.deployments.schema import DEPLOYMENT_NAME_PATTERN
+
+
+class Deployment(models.Model):
+    class Protocol(models.TextChoices):
+        OPENAI = "openai", "OpenAI Chat Completions"
+        ANTHROPIC = "anthropic", "Anthropic Messages"
+
+    name = models.CharField(
+        max_length=100, unique=True, validators=[RegexValidator(DEPLOYMENT_NAME_PATTERN)]
+    )
+    protocol = models.CharField(max_length=16, choices=Protocol.choices)
+    base_url = models.CharField(max_length=2000, help_text="what the provider's SDK takes")
+    model = models.CharField(max_length=200, help_text="the model name sent upstream")
+    # A Fernet token (contextplatform.core.secrets), never the plain key; blank = no key.
+    api_key_encrypted = models.TextField(blank=True, default="", editable=False)
+    timeout_ms = models.PositiveIntegerField(default=60_000)
+    context_window = models.PositiveIntegerField(default=128_000)
+    max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    headers = models.JSONField(default=dict, blank=True, help_text="extra request headers")
+    may_judge = models.BooleanField(
+        default=True, help_text="whether the relevance judge may send documents to it"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("name",)
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def api_key_set(self) -> bool:
+        return bool(self.api_key_encrypted)

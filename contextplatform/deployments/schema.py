@@ -1,0 +1,125 @@
+"""The written form of a deployment (what POST and PUT take), validated with pydantic.
+
+No database here: services and the admin form both validate through ``DeploymentSpec``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# The same names as routes and recipes, so a route's ``model.upstream`` reads like one.
+DEPLOYMENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
+PROTOCOLS = ("openai", "anthropic")
+
+MAX_URL_CHARS = 2000
+MAX_KEY_CHARS = 4096
+MAX_HEADERS = 32
+MAX_HEADER_NAME_CHARS = 100
+MAX_HEADER_VALUE_CHARS = 2000
+MIN_TIMEOUT_MS = 100
+MAX_TIMEOUT_MS = 600_000
+
+# RFC 9110 token characters: what a header name may hold.
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+# The key has its own (encrypted, write-only) field; a header holding it would be stored and
+# shown in plain text. The others are the HTTP client's to set for each request.
+REFUSED_HEADERS = frozenset(
+    {
+        "authorization",
+        "x-api-key",
+        "proxy-authorization",
+        "api-key",
+        "host",
+        "content-length",
+        "content-type",
+        "transfer-encoding",
+        "connection",
+    }
+)
+
+# Fields a representation carries that a write ignores (a GET body posted back is accepted).
+READ_ONLY_FIELDS = ("api_key_set", "created_at", "updated_at")
+
+
+class DeploymentSpec(BaseModel):
+    """A deployment as written. ``api_key`` is write-only: the service decides what its absence
+    means (keep the stored key on PUT)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=DEPLOYMENT_NAME_PATTERN)
+    protocol: Literal["openai", "anthropic"]
+    base_url: str = Field(min_length=1, max_length=MAX_URL_CHARS)
+    model: str = Field(min_length=1, max_length=200, description="the upstream's model name")
+    api_key: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_CHARS)
+    timeout_ms: int = Field(default=60_000, ge=MIN_TIMEOUT_MS, le=MAX_TIMEOUT_MS)
+    context_window: int = Field(default=128_000, ge=256, le=10_000_000)
+    max_output_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    headers: dict[str, str] = Field(default_factory=dict, max_length=MAX_HEADERS)
+    may_judge: bool = Field(
+        default=True, description="whether the relevance judge may send documents to it"
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def http_url(cls, value: str) -> str:
+        return checked_base_url(value)
+
+    @field_validator("headers")
+    @classmethod
+    def plain_headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
+            problem = header_problem(name, text)
+            if problem:
+                raise ValueError(problem)
+        return value
+
+    @field_validator("api_key")
+    @classmethod
+    def one_line_key(cls, value: str | None) -> str | None:
+        if value is not None and (value != value.strip() or any(c in value for c in "\r\n")):
+            raise ValueError("must not contain line breaks or surrounding spaces")
+        return value
+
+    @model_validator(mode="after")
+    def output_fits_window(self) -> DeploymentSpec:
+        if self.max_output_tokens is not None and self.max_output_tokens >= self.context_window:
+            raise ValueError("max_output_tokens must be lower than context_window")
+        return self
+
+
+def checked_base_url(value: str) -> str:
+    """An http(s) URL with a host and nothing that belongs elsewhere (credentials, fragment)."""
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # raises on a port that is not a number
+    except ValueError:
+        raise ValueError("not a valid URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL with a host")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("must not hold credentials (the key has its own field, api_key)")
+    if parts.fragment or value.endswith("#"):
+        raise ValueError("must not have a fragment")
+    if any(c.isspace() for c in value):
+        raise ValueError("must not contain spaces")
+    del port
+    return value
+
+
+def header_problem(name: str, value: str) -> str | None:
+    if not _HEADER_NAME.match(name) or len(name) > MAX_HEADER_NAME_CHARS:
+        return f"header name {name[:MAX_HEADER_NAME_CHARS]!r} is not a valid HTTP header name"
+    if name.lower() in REFUSED_HEADERS:
+        if name.lower() in ("authorization", "x-api-key", "proxy-authorization", "api-key"):
+            return f"header {name!r} is refused: the key goes in api_key, stored encrypted"
+        return f"header {name!r} is set by the gateway for each request"
+    if len(value) > MAX_HEADER_VALUE_CHARS:
+        return f"header {name!r}: value longer than {MAX_HEADER_VALUE_CHARS} characters"
+    if any(c in value for c in "\r\n\0"):
+        return f"header {name!r}: value must not contain line breaks"
+    return None

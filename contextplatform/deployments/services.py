@@ -1,0 +1,115 @@
+"""Writes of deployments: create, update, delete (validated), and re-encryption of their keys.
+
+The API key is write-only. It is encrypted here, before it reaches the model, and no function of
+this module logs it or puts it in an error message.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Final
+
+from django.db import IntegrityError, transaction
+
+from contextplatform.core import secrets
+from contextplatform.core.errors import ApiError, invalid_request
+from contextplatform.core.validation import parse
+from contextplatform.deployments.models import Deployment
+from contextplatform.deployments.schema import READ_ONLY_FIELDS, DeploymentSpec
+
+
+class _Keep(Enum):
+    KEEP = "keep"
+
+
+# ``api_key=KEEP_KEY``: leave the stored key as it is (a PUT or PATCH that does not name it).
+KEEP_KEY: Final = _Keep.KEEP
+KeyChange = str | None | _Keep
+
+
+def parse_deployment(data: Any, *, prefix: str = "") -> DeploymentSpec:
+    """A written deployment validated (a representation's read-only fields are ignored)."""
+    if isinstance(data, dict):
+        data = {key: value for key, value in data.items() if key not in READ_ONLY_FIELDS}
+    return parse(DeploymentSpec, data, prefix=prefix)
+
+
+def key_change(spec: DeploymentSpec) -> KeyChange:
+    """What a written body says of the key: absent keeps it, null clears it, a text replaces it."""
+    return spec.api_key if "api_key" in spec.model_fields_set else KEEP_KEY
+
+
+def _apply(deployment: Deployment, spec: DeploymentSpec, api_key: KeyChange) -> None:
+    deployment.name = spec.name
+    deployment.protocol = spec.protocol
+    deployment.base_url = spec.base_url
+    deployment.model = spec.model
+    deployment.timeout_ms = spec.timeout_ms
+    deployment.context_window = spec.context_window
+    deployment.max_output_tokens = spec.max_output_tokens
+    deployment.headers = dict(spec.headers)
+    deployment.may_judge = spec.may_judge
+    if api_key is not KEEP_KEY:
+        deployment.api_key_encrypted = secrets.encrypt(api_key) if api_key else ""
+
+
+def _conflict(name: str) -> ApiError:
+    return ApiError("conflict", f"deployment {name!r} already exists", status=409, param="name")
+
+
+def create_deployment(*, spec: DeploymentSpec, api_key: KeyChange = KEEP_KEY) -> Deployment:
+    """Save a new deployment; ``api_key`` defaults to the spec's own (none when absent)."""
+    deployment = Deployment()
+    _apply(deployment, spec, spec.api_key if api_key is KEEP_KEY else api_key)
+    try:
+        with transaction.atomic():
+            deployment.save()
+    except IntegrityError:
+        raise _conflict(spec.name) from None
+    return deployment
+
+
+def update_deployment(
+    *, deployment: Deployment, spec: DeploymentSpec, api_key: KeyChange = KEEP_KEY
+) -> Deployment:
+    """Replace a deployment's fields; the key changes only as ``api_key`` says."""
+    if spec.name != deployment.name and Deployment.objects.filter(name=spec.name).exists():
+        raise _conflict(spec.name)
+    _apply(deployment, spec, api_key)
+    try:
+        with transaction.atomic():
+            deployment.save()
+    except IntegrityError:
+        raise _conflict(spec.name) from None
+    return deployment
+
+
+def upsert_deployment(*, spec: DeploymentSpec, api_key: KeyChange = KEEP_KEY) -> Deployment:
+    existing = Deployment.objects.filter(name=spec.name).first()
+    if existing is None:
+        return create_deployment(spec=spec, api_key=api_key)
+    return update_deployment(deployment=existing, spec=spec, api_key=api_key)
+
+
+def delete_deployment(*, deployment: Deployment) -> None:
+    deployment.delete()
+
+
+def rotate_keys() -> int:
+    """Re-encrypt every stored key of the current schema under the newest key; the count.
+
+    A token no configured key decrypts is reported, not skipped: rotation that leaves a key
+    behind would let the operator drop the only key that still reads it."""
+    rotated = 0
+    with transaction.atomic():
+        for deployment in Deployment.objects.select_for_update().exclude(api_key_encrypted=""):
+            try:
+                token = secrets.rotate(deployment.api_key_encrypted)
+            except secrets.SecretUnreadable:
+                raise invalid_request(
+                    f"deployment {deployment.name!r}: its key is not readable with "
+                    "DEPLOYMENT_SECRET_KEYS; add the key it was written with, then rotate again"
+                ) from None
+            Deployment.objects.filter(pk=deployment.pk).update(api_key_encrypted=token)
+            rotated += 1
+    return rotated

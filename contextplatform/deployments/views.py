@@ -1,0 +1,114 @@
+"""HTTP endpoints of deployments: list, create, read, replace, merge-patch, delete. Thin: parse,
+call a service or selector, present. No representation holds the key, only ``api_key_set``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from contextplatform.core.errors import invalid_request, not_found
+from contextplatform.core.merge_patch import merge_patch
+from contextplatform.core.views import ApiView
+from contextplatform.deployments import selectors, services
+from contextplatform.deployments.models import Deployment
+from contextplatform.deployments.schema import DeploymentSpec
+
+
+def written_fields(deployment: Deployment) -> dict[str, Any]:
+    """What PUT takes, less the key (the base of a merge patch)."""
+    return {
+        "name": deployment.name,
+        "protocol": deployment.protocol,
+        "base_url": deployment.base_url,
+        "model": deployment.model,
+        "timeout_ms": deployment.timeout_ms,
+        "context_window": deployment.context_window,
+        "max_output_tokens": deployment.max_output_tokens,
+        "headers": deployment.headers,
+        "may_judge": deployment.may_judge,
+    }
+
+
+def deployment_representation(deployment: Deployment) -> dict[str, Any]:
+    return {
+        **written_fields(deployment),
+        "api_key_set": deployment.api_key_set,
+        "created_at": deployment.created_at.isoformat(),
+        "updated_at": deployment.updated_at.isoformat(),
+    }
+
+
+def existing_deployment(name: str) -> Deployment:
+    deployment = selectors.deployment_named(name)
+    if deployment is None:
+        raise not_found(f"deployment {name!r} does not exist")
+    return deployment
+
+
+class DeploymentListView(ApiView):
+    required_scopes = {"GET": "deployments.read", "POST": "deployments.write"}
+
+    @extend_schema(responses={200: dict}, summary="List deployments")
+    def get(self, request: Request) -> Response:
+        return Response({"data": [deployment_representation(d) for d in selectors.deployments()]})
+
+    @extend_schema(request=DeploymentSpec, responses={201: dict}, summary="Create a deployment")
+    def post(self, request: Request) -> Response:
+        spec = services.parse_deployment(request.data)
+        deployment = services.create_deployment(spec=spec)
+        return Response(deployment_representation(deployment), status=status.HTTP_201_CREATED)
+
+
+class DeploymentDetailView(ApiView):
+    required_scopes = {
+        "GET": "deployments.read",
+        "PUT": "deployments.write",
+        "PATCH": "deployments.write",
+        "DELETE": "deployments.write",
+    }
+
+    @extend_schema(responses={200: dict}, summary="Read a deployment")
+    def get(self, request: Request, name: str) -> Response:
+        return Response(deployment_representation(existing_deployment(name)))
+
+    @extend_schema(
+        request=DeploymentSpec,
+        responses={200: dict},
+        summary="Replace a deployment (without api_key the stored key stays; null clears it)",
+    )
+    def put(self, request: Request, name: str) -> Response:
+        deployment = existing_deployment(name)
+        data = request.data
+        if isinstance(data, dict):
+            data = {"name": name, **data}
+        spec = services.parse_deployment(data)
+        updated = services.update_deployment(
+            deployment=deployment, spec=spec, api_key=services.key_change(spec)
+        )
+        return Response(deployment_representation(updated))
+
+    @extend_schema(
+        request=dict,
+        responses={200: dict},
+        summary="Change part of a deployment (JSON merge patch; api_key null clears the key)",
+    )
+    def patch(self, request: Request, name: str) -> Response:
+        deployment = existing_deployment(name)
+        if not isinstance(request.data, dict):
+            raise invalid_request("expected a JSON object (a merge patch of the deployment)")
+        # A new key travels in the patch like any member; null removes it, as merge patch says.
+        spec = services.parse_deployment(merge_patch(written_fields(deployment), request.data))
+        api_key: services.KeyChange = services.KEEP_KEY
+        if "api_key" in request.data:
+            api_key = spec.api_key
+        updated = services.update_deployment(deployment=deployment, spec=spec, api_key=api_key)
+        return Response(deployment_representation(updated))
+
+    @extend_schema(responses={204: None}, summary="Delete a deployment")
+    def delete(self, request: Request, name: str) -> Response:
+        services.delete_deployment(deployment=existing_deployment(name))
+        return Response(status=status.HTTP_204_NO_CONTENT)

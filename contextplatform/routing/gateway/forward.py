@@ -1,0 +1,213 @@
+"""The call to the route's deployment: its URL and key header as the provider's own SDK sends
+them, its model name in place of the client's, its timeout, and a bounded answer. An upstream 4xx
+passes through as it is (``UpstreamRejected``); a 5xx, an unreadable or oversized answer is 502 and
+a timeout 504 (``GatewayError``). Outbound connections go through the kernel's SSRF guard with
+the tenant's allow-list, like every other outbound URL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from django.conf import settings
+
+from contextplatform.core.outbound import OutboundError, display_url, guarded_async_client
+from contextplatform.deployments.selectors import Upstream
+from contextplatform.routing.gateway.protocol import GatewayError, upstream_error, upstream_timeout
+
+ANTHROPIC_VERSION = "2023-06-01"  # what the anthropic SDK sends when the client sets none
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_STREAM_BYTES = 64 * 1024 * 1024
+# Client headers that the upstream should see as the client sent them (feature switches).
+PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
+CLIENT_CACHE_SIZE = 64
+
+
+def max_response_bytes() -> int:
+    return int(getattr(settings, "GATEWAY_MAX_RESPONSE_BYTES", DEFAULT_MAX_RESPONSE_BYTES))
+
+
+def max_stream_bytes() -> int:
+    return int(getattr(settings, "GATEWAY_MAX_STREAM_BYTES", DEFAULT_MAX_STREAM_BYTES))
+
+
+class UpstreamRejected(Exception):
+    """The upstream refused the request (4xx): its status and body go back to the client."""
+
+    def __init__(self, status: int, body: bytes, content_type: str):
+        super().__init__(f"upstream answered HTTP {status}")
+        self.status = status
+        self.body = body
+        self.content_type = content_type
+
+
+@dataclass(frozen=True)
+class UpstreamAnswer:
+    status: int
+    body: bytes
+    payload: dict[str, Any]
+
+
+def upstream_url(upstream: Upstream) -> str:
+    """``base_url`` plus the path the provider's SDK appends to its own base URL."""
+    base = upstream.base_url.rstrip("/")
+    return f"{base}/v1/messages" if upstream.protocol == "anthropic" else f"{base}/chat/completions"
+
+
+def upstream_headers(upstream: Upstream, client_headers: Mapping[str, str]) -> dict[str, str]:
+    headers = {**upstream.headers, "content-type": "application/json"}
+    # Decoded bytes pass through as they arrive; a compressed stream would be held back.
+    headers["accept-encoding"] = "identity"
+    for name in PASSED_HEADERS:
+        value = client_headers.get(name)
+        if value:
+            headers[name] = value
+    if upstream.protocol == "anthropic":
+        headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
+        if upstream.api_key:
+            headers["x-api-key"] = upstream.api_key
+    elif upstream.api_key:
+        headers["authorization"] = f"Bearer {upstream.api_key}"
+    return headers
+
+
+def upstream_body(upstream: Upstream, body: dict[str, Any]) -> dict[str, Any]:
+    """The rewritten request with the deployment's model name, whatever the client sent."""
+    return {**body, "model": upstream.model}
+
+
+# One client (its connection pool) per event loop and allow-list: a request does not pay for a
+# new TCP connection to the same upstream.
+_clients: dict[tuple[int, tuple[str, ...]], httpx.AsyncClient] = {}
+
+
+def _client(allowlist: Sequence[str], timeout_s: float) -> httpx.AsyncClient:
+    key = (id(asyncio.get_running_loop()), tuple(allowlist))
+    client = _clients.get(key)
+    if client is None or client.is_closed:
+        if len(_clients) >= CLIENT_CACHE_SIZE:
+            _clients.clear()  # old loops' clients (tests) and forgotten allow-lists
+        client = guarded_async_client(allowlist=allowlist, timeout_s=timeout_s, max_redirects=0)
+        _clients[key] = client
+    return client
+
+
+async def read_bounded(response: httpx.Response, limit: int) -> bytes:
+    declared = response.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise upstream_error(f"the upstream answered {declared} bytes, more than {limit}")
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body.extend(chunk)
+        if len(body) > limit:
+            raise upstream_error(f"the upstream answered more than {limit} bytes")
+    return bytes(body)
+
+
+async def _refusal(upstream: Upstream, response: httpx.Response) -> Exception:
+    """What a non-2xx answer becomes: a 4xx passes through, anything else is 502."""
+    try:
+        body = await read_bounded(response, max_response_bytes())
+    finally:
+        await response.aclose()
+    if 400 <= response.status_code < 500:
+        content_type = response.headers.get("content-type", "application/json")
+        return UpstreamRejected(response.status_code, body, content_type)
+    return upstream_error(
+        f"the upstream deployment {upstream.name!r} answered HTTP {response.status_code}"
+    )
+
+
+async def _send(
+    upstream: Upstream,
+    body: dict[str, Any],
+    allowlist: Sequence[str],
+    client_headers: Mapping[str, str],
+) -> httpx.Response:
+    timeout_s = upstream.timeout_ms / 1000
+    client = _client(allowlist, timeout_s)
+    request = client.build_request(
+        "POST",
+        upstream_url(upstream),
+        json=upstream_body(upstream, body),
+        headers=upstream_headers(upstream, client_headers),
+        timeout=timeout_s,
+    )
+    where = display_url(request.url)
+    try:
+        response = await client.send(request, stream=True)
+    except httpx.TimeoutException as error:
+        raise upstream_timeout(
+            f"the upstream deployment {upstream.name!r} ({where}) did not answer within "
+            f"{upstream.timeout_ms} ms"
+        ) from error
+    except (httpx.HTTPError, OutboundError) as error:
+        raise upstream_error(
+            f"the upstream deployment {upstream.name!r} ({where}) could not be reached: {error}"
+        ) from error
+    if not response.is_success:
+        raise await _refusal(upstream, response)
+    return response
+
+
+async def call_upstream(
+    upstream: Upstream,
+    body: dict[str, Any],
+    *,
+    allowlist: Sequence[str],
+    client_headers: Mapping[str, str],
+) -> UpstreamAnswer:
+    """One non-streaming call, bounded in time as a whole and in size."""
+    try:
+        async with asyncio.timeout(upstream.timeout_ms / 1000):
+            response = await _send(upstream, body, allowlist, client_headers)
+            try:
+                raw = await read_bounded(response, max_response_bytes())
+            finally:
+                await response.aclose()
+    except TimeoutError as error:
+        raise upstream_timeout(
+            f"the upstream deployment {upstream.name!r} did not answer within "
+            f"{upstream.timeout_ms} ms"
+        ) from error
+    except httpx.HTTPError as error:  # the connection broke while the body was read
+        raise upstream_error(
+            f"the upstream deployment {upstream.name!r} broke off its answer: {error}"
+        ) from error
+    try:
+        payload = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise upstream_error(
+            f"the upstream deployment {upstream.name!r} answered something other than JSON"
+        ) from error
+    if not isinstance(payload, dict):
+        raise upstream_error(f"the upstream deployment {upstream.name!r} answered a non-object")
+    return UpstreamAnswer(status=response.status_code, body=raw, payload=payload)
+
+
+async def open_stream(
+    upstream: Upstream,
+    body: dict[str, Any],
+    *,
+    allowlist: Sequence[str],
+    client_headers: Mapping[str, str],
+) -> httpx.Response:
+    """The upstream's streaming response, its status checked; the caller reads and closes it.
+    Errors before the first byte are the same as a non-streaming call's."""
+    return await _send(upstream, body, allowlist, client_headers)
+
+
+__all__ = [
+    "GatewayError",
+    "UpstreamAnswer",
+    "UpstreamRejected",
+    "call_upstream",
+    "open_stream",
+    "upstream_body",
+    "upstream_headers",
+    "upstream_url",
+]

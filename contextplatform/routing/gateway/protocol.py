@@ -1,0 +1,90 @@
+"""Each provider's error shape, with the statuses that make its official client raise its own
+exception types (``AuthenticationError`` on 401, ``PermissionDeniedError`` on 403,
+``NotFoundError`` on 404, ``BadRequestError`` on 400, ``RateLimitError`` on 429,
+``APIStatusError`` otherwise)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from django.http import JsonResponse
+
+from contextplatform.core.errors import ApiError
+
+Protocol = Literal["openai", "anthropic"]
+
+# Anthropic's documented error types per status; OpenAI's clients read the status only, so the
+# OpenAI shape carries the same types and the platform's own code beside them.
+ERROR_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+}
+SERVER_ERROR_TYPE = "api_error"
+
+
+class GatewayError(Exception):
+    """An error the gateway answers itself, in the caller's provider shape."""
+
+    def __init__(self, status: int, code: str, message: str, *, param: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.param = param
+
+    @classmethod
+    def from_api_error(cls, error: ApiError) -> GatewayError:
+        """A refusal of the resolve (unknown route, context_length_exceeded, source_failed...)."""
+        return cls(error.status, error.code, error.message, param=error.param)
+
+
+def unauthorized(message: str) -> GatewayError:
+    return GatewayError(401, "unauthorized", message)
+
+
+def forbidden(message: str) -> GatewayError:
+    return GatewayError(403, "forbidden", message)
+
+
+def invalid_request(message: str, param: str | None = None) -> GatewayError:
+    return GatewayError(400, "invalid_request", message, param=param)
+
+
+def upstream_error(message: str) -> GatewayError:
+    return GatewayError(502, "upstream_error", message)
+
+
+def upstream_timeout(message: str) -> GatewayError:
+    return GatewayError(504, "upstream_timeout", message)
+
+
+def error_type(status: int) -> str:
+    return ERROR_TYPES.get(status, SERVER_ERROR_TYPE if status >= 500 else "invalid_request_error")
+
+
+def error_body(protocol: Protocol, error: GatewayError) -> dict[str, Any]:
+    if protocol == "anthropic":
+        return {
+            "type": "error",
+            "error": {"type": error_type(error.status), "message": error.message},
+        }
+    return {
+        "error": {
+            "message": error.message,
+            "type": error_type(error.status),
+            "param": error.param,
+            "code": error.code,
+        }
+    }
+
+
+def error_response(protocol: Protocol, error: GatewayError) -> JsonResponse:
+    response = JsonResponse(error_body(protocol, error), status=error.status)
+    if error.status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="api"'
+    return response

@@ -1,0 +1,53 @@
+"""The deployment a route's calls go to (``model.upstream`` names it), checked against the
+protocol the client speaks: translating between providers is not the gateway's job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contextplatform.deployments.selectors import Upstream, deployment_named, upstream_of
+from contextplatform.routing.configuration.schema import RouteSpec
+from contextplatform.routing.gateway.protocol import GatewayError, Protocol
+from contextplatform.routing.selectors import existing_route
+
+ENDPOINTS: dict[str, str] = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
+
+
+def route_upstream(spec: RouteSpec) -> Upstream:
+    """The route's deployment; 400 when the route names none, 503 when it names a missing one
+    (the operator's to fix, not the caller's)."""
+    name: Any = spec.model.upstream
+    if not isinstance(name, str) or not name:
+        raise GatewayError(
+            400,
+            "no_upstream",
+            f"route {spec.name!r} has no upstream deployment: set its model.upstream to the "
+            "name of a deployment",
+            param="model",
+        )
+    deployment = deployment_named(name)
+    if deployment is None:
+        raise GatewayError(
+            503,
+            "deployment_missing",
+            f"route {spec.name!r} names the deployment {name!r}, which does not exist",
+        )
+    return upstream_of(deployment)
+
+
+def upstream_for(route_name: str, protocol: Protocol) -> Upstream:
+    """The deployment of the route ``route_name`` (404 for an unknown route), refused with 400
+    when it speaks another protocol than the endpoint called."""
+    spec = existing_route(route_name, param="model").spec()
+    upstream = route_upstream(spec)
+    if upstream.protocol != protocol:
+        raise GatewayError(
+            400,
+            "protocol_mismatch",
+            f"route {spec.name!r} forwards to the {upstream.protocol} deployment "
+            f"{upstream.name!r}, but this request was sent to the {protocol} endpoint "
+            f"{ENDPOINTS[protocol]}: send it to {ENDPOINTS[upstream.protocol]} instead "
+            "(the gateway does not translate between providers)",
+            param="model",
+        )
+    return upstream
