@@ -35,11 +35,15 @@ browser:
 		{ $(SUDO) apt-get update -q && $(APT_INSTALL) chromium; }
 	@test -x $(CHROMIUM) || { echo "$(CHROMIUM) is missing after apt-get install chromium" >&2; exit 1; }
 
+# Without OPENAI_API_KEY or ANTHROPIC_API_KEY the demo deployment is the local stand-in model
+# (STANDIN_PORT, default 8001): started here in the background, it exits when its parent, this
+# shell that then becomes uvicorn (exec keeps the pid), is gone, so Ctrl-C leaves no process.
 run: install
 	$(PY) manage.py migrate_schemas --noinput -v 0
 	$(PY) manage.py bootstrap_demo
 	if [ "$(WEB_CONCURRENCY)" -gt 1 ]; then rm -rf var/prometheus && mkdir -p var/prometheus && \
 		export PROMETHEUS_MULTIPROC_DIR="$(CURDIR)/var/prometheus"; fi; \
+	$(PY) -m contextplatform.routing.standin --parent $$$$ & \
 	exec $(BIN)/uvicorn contextplatform.asgi:application --host $(HOST) --port $(PORT) --workers $(WEB_CONCURRENCY) --no-access-log
 
 test: install browser

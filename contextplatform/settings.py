@@ -234,6 +234,12 @@ else:
         "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "TIMEOUT": 3600}
     }
 
+# Requests a minute each API key may make to the gateway and POST /api/v1/resolve (0: no limit),
+# counted in the cache above (tenants/rate_limits.py).
+API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 0)
+# Extra attempts at an upstream connection that was refused before any byte was sent.
+GATEWAY_CONNECT_RETRIES = env_int("GATEWAY_CONNECT_RETRIES", 2)
+
 # Knowledge base limits.
 KNOWLEDGE_MAX_DOCUMENT_CHARS = env_int("KNOWLEDGE_MAX_DOCUMENT_CHARS", 1_000_000)
 

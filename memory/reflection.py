@@ -83,7 +83,7 @@ class ReflectionConfig(BaseModel):
             and {"recency_half_life_days", "recency_decay_days"} <= data.keys()
         ):
             raise ValueError(
-                "give recency_half_life_days or its vSR name recency_decay_days, not both"
+                "give recency_half_life_days or its vLLM Semantic Router name recency_decay_days, not both"
             )
         return data
 

@@ -76,15 +76,24 @@ class DeploymentAdmin(TenantOnlyAdmin):
         "model",
         "key_stored",
         "may_judge",
+        "calibration",
         "updated_at",
     )
     search_fields = ("name", "base_url", "model")
     list_filter = ("protocol", "may_judge")
-    readonly_fields = ("key_stored", "created_at", "updated_at")
+    readonly_fields = (
+        "key_stored",
+        "calibration",
+        "calibration_samples",
+        "created_at",
+        "updated_at",
+    )
     fieldsets = (
         (None, {"fields": ("name", "protocol", "base_url", "model")}),
         ("Key", {"fields": ("api_key", "clear_api_key", "key_stored")}),
         ("Limits", {"fields": ("timeout_ms", "context_window", "max_output_tokens")}),
+        # Kept by the gateway from the provider's usage; budgets multiply estimates by it.
+        ("Token calibration", {"fields": ("calibration", "calibration_samples")}),
         ("Other", {"fields": ("headers", "may_judge", "created_at", "updated_at")}),
     )
 

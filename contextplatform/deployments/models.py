@@ -28,6 +28,12 @@ class Deployment(models.Model):
     may_judge = models.BooleanField(
         default=True, help_text="whether the relevance judge may send documents to it"
     )
+    # provider input tokens / estimated input tokens, an exponentially weighted average kept by the
+    # gateway after each answer (deployments.calibration); null until the first answer.
+    calibration = models.FloatField(
+        null=True, blank=True, editable=False, help_text="provider tokens per estimated token"
+    )
+    calibration_samples = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

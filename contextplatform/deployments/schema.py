@@ -42,7 +42,13 @@ REFUSED_HEADERS = frozenset(
 )
 
 # Fields a representation carries that a write ignores (a GET body posted back is accepted).
-READ_ONLY_FIELDS = ("api_key_set", "created_at", "updated_at")
+READ_ONLY_FIELDS = (
+    "api_key_set",
+    "calibration",
+    "calibration_samples",
+    "created_at",
+    "updated_at",
+)
 
 
 class DeploymentSpec(BaseModel):

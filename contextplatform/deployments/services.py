@@ -10,10 +10,13 @@ from enum import Enum
 from typing import Any, Final
 
 from django.db import IntegrityError, transaction
+from django.db.models import F, FloatField, Value
+from django.db.models.functions import Coalesce, Greatest, Least
 
 from contextplatform.core import secrets
 from contextplatform.core.errors import ApiError, invalid_request
 from contextplatform.core.validation import parse
+from contextplatform.deployments import calibration
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.schema import READ_ONLY_FIELDS, DeploymentSpec
 
@@ -113,3 +116,25 @@ def rotate_keys() -> int:
             Deployment.objects.filter(pk=deployment.pk).update(api_key_encrypted=token)
             rotated += 1
     return rotated
+
+
+def calibrate_deployment(name: str, *, provider_input: int, estimated_input: float) -> bool:
+    """Move the deployment's token calibration toward one answer's observed ratio, in one UPDATE
+    (``calibration.next_ratio`` written in SQL), so concurrent answers never lose an update.
+    False when the observation says nothing or the deployment is gone."""
+    observed = calibration.observed_ratio(provider_input, estimated_input)
+    if observed is None:
+        return False
+    current = Coalesce(
+        F("calibration"), Value(calibration.INITIAL_RATIO), output_field=FloatField()
+    )
+    moved = current * (1 - calibration.ALPHA) + Value(calibration.ALPHA * observed)
+    clamped = Least(
+        Greatest(moved, Value(calibration.MIN_RATIO), output_field=FloatField()),
+        Value(calibration.MAX_RATIO),
+        output_field=FloatField(),
+    )
+    updated = Deployment.objects.filter(name=name).update(
+        calibration=clamped, calibration_samples=F("calibration_samples") + 1
+    )
+    return updated > 0

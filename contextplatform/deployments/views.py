@@ -37,6 +37,9 @@ def deployment_representation(deployment: Deployment) -> dict[str, Any]:
     return {
         **written_fields(deployment),
         "api_key_set": deployment.api_key_set,
+        # Read-only: kept by the gateway from the provider's reported usage.
+        "calibration": deployment.calibration,
+        "calibration_samples": deployment.calibration_samples,
         "created_at": deployment.created_at.isoformat(),
         "updated_at": deployment.updated_at.isoformat(),
     }

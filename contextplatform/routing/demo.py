@@ -1,13 +1,38 @@
-"""The demo tenant's data: plain values, importable without Django."""
+"""The demo tenant's data: plain values, importable without Django (the stand-in model reads it)."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import shlex
+from collections.abc import Mapping
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+DemoProvider = Literal["openai", "anthropic", "standin"]
+
+DEMO_DEPLOYMENT = "demo-model"
+DEMO_ROUTE = "support"
+DEMO_USER = "u_123"
+DEMO_SESSION = "s_9"
+DEMO_QUESTION = "Can I get a refund for my headphones?"
+DEMO_MAX_TOKENS = 512
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+DEFAULT_ANTHROPIC_MODEL = "claude-haiku-4-5"
+STANDIN_HOST = "127.0.0.1"
+STANDIN_MODEL = "stand-in"
+DEFAULT_STANDIN_PORT = 8001
 
 SUPPORT_ROUTE: dict[str, Any] = {
     "name": "support",
     "description": "Customer support assistant (demo).",
-    "model": {"name": "gpt-4o-mini", "context_window": 128000, "max_output_tokens": 1024},
+    "model": {
+        "name": "gpt-4o-mini",
+        "context_window": 128000,
+        "max_output_tokens": 1024,
+        "upstream": DEMO_DEPLOYMENT,
+    },
     "context": {
         "sources": [
             {
@@ -42,13 +67,13 @@ SUPPORT_ROUTE: dict[str, Any] = {
 }
 
 DEMO_RESOLVE_BODY: dict[str, Any] = {
-    "route": "support",
-    "user": "u_123",
-    "session": "s_9",
+    "route": DEMO_ROUTE,
+    "user": DEMO_USER,
+    "session": DEMO_SESSION,
     "request": {
         "model": "gpt-4o-mini",
-        "max_tokens": 512,
-        "messages": [{"role": "user", "content": "Can I get a refund for my headphones?"}],
+        "max_tokens": DEMO_MAX_TOKENS,
+        "messages": [{"role": "user", "content": DEMO_QUESTION}],
     },
 }
 
@@ -105,3 +130,118 @@ DEMO_DOCUMENTS: list[dict[str, Any]] = [
         "metadata": {"topic": "billing"},
     },
 ]
+
+
+# --- the demo deployment: a real provider when its key is set, else the local stand-in ----------
+
+
+def demo_provider(environ: Mapping[str, str]) -> DemoProvider:
+    """OpenAI when ``OPENAI_API_KEY`` is set, else Anthropic with ``ANTHROPIC_API_KEY``, else the
+    stand-in model ``make run`` starts (the demo then needs no network)."""
+    if environ.get("OPENAI_API_KEY", "").strip():
+        return "openai"
+    if environ.get("ANTHROPIC_API_KEY", "").strip():
+        return "anthropic"
+    return "standin"
+
+
+def standin_port(environ: Mapping[str, str]) -> int:
+    value = environ.get("STANDIN_PORT", "").strip()
+    return int(value) if value.isdigit() else DEFAULT_STANDIN_PORT
+
+
+def demo_deployment(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The demo deployment as written to ``POST /api/v1/deployments`` (its key included)."""
+    provider = demo_provider(environ)
+    model = environ.get("DEMO_MODEL", "").strip()
+    if provider == "openai":
+        return {
+            "name": DEMO_DEPLOYMENT,
+            "protocol": "openai",
+            "base_url": environ.get("OPENAI_BASE_URL", "").strip() or DEFAULT_OPENAI_BASE_URL,
+            "model": model or DEFAULT_OPENAI_MODEL,
+            "api_key": environ["OPENAI_API_KEY"].strip(),
+        }
+    if provider == "anthropic":
+        return {
+            "name": DEMO_DEPLOYMENT,
+            "protocol": "anthropic",
+            "base_url": environ.get("ANTHROPIC_BASE_URL", "").strip() or DEFAULT_ANTHROPIC_BASE_URL,
+            "model": model or DEFAULT_ANTHROPIC_MODEL,
+            "api_key": environ["ANTHROPIC_API_KEY"].strip(),
+        }
+    return {
+        "name": DEMO_DEPLOYMENT,
+        "protocol": "openai",
+        "base_url": f"http://{STANDIN_HOST}:{standin_port(environ)}/v1",
+        "model": STANDIN_MODEL,
+        "api_key": None,
+        "context_window": 128000,
+        # The stand-in only quotes what it is given: it cannot judge relevance.
+        "may_judge": False,
+    }
+
+
+def demo_allowlist_entries(deployment: Mapping[str, Any]) -> list[str]:
+    """What the demo tenant's outbound allow-list needs for the deployment: the stand-in's
+    loopback address, or a custom base URL's host (a local OpenAI-compatible server); public
+    providers need none."""
+    if deployment["base_url"] in (DEFAULT_OPENAI_BASE_URL, DEFAULT_ANTHROPIC_BASE_URL):
+        return []
+    host = urlsplit(deployment["base_url"]).hostname
+    return [host] if host else []
+
+
+# --- what ``make run`` prints: the gateway call with curl and with the official client ----------
+
+
+def _headers() -> dict[str, str]:
+    return {"x-user-id": DEMO_USER, "x-session-id": DEMO_SESSION}
+
+
+def _messages() -> list[dict[str, str]]:
+    return [{"role": "user", "content": DEMO_QUESTION}]
+
+
+def openai_snippet(server: str, key: str, route: str = DEMO_ROUTE) -> str:
+    """Five lines of Python with the official ``openai`` client against the gateway."""
+    return "\n".join(
+        [
+            "from openai import OpenAI",
+            f"client = OpenAI(base_url={server + '/v1'!r}, api_key={key!r})",
+            f"messages = {_messages()!r}",
+            f"answer = client.chat.completions.create(model={route!r}, messages=messages, "
+            f"extra_headers={_headers()!r})",
+            "print(answer.choices[0].message.content)",
+        ]
+    )
+
+
+def anthropic_snippet(server: str, key: str, route: str = DEMO_ROUTE) -> str:
+    """Five lines of Python with the official ``anthropic`` client against the gateway."""
+    return "\n".join(
+        [
+            "from anthropic import Anthropic",
+            f"client = Anthropic(base_url={server!r}, api_key={key!r})",
+            f"messages = {_messages()!r}",
+            f"answer = client.messages.create(model={route!r}, max_tokens={DEMO_MAX_TOKENS}, "
+            f"messages=messages, extra_headers={_headers()!r})",
+            "print(answer.content[0].text)",
+        ]
+    )
+
+
+def gateway_curl(server: str, key: str, protocol: str, route: str = DEMO_ROUTE) -> str:
+    """The same call as one curl command line."""
+    body: dict[str, Any] = {"model": route, "messages": _messages()}
+    if protocol == "anthropic":
+        body["max_tokens"] = DEMO_MAX_TOKENS
+        path, auth = "/v1/messages", ["-H", f"x-api-key: {key}"]
+        auth += ["-H", "anthropic-version: 2023-06-01"]
+    else:
+        path, auth = "/v1/chat/completions", ["-H", f"Authorization: Bearer {key}"]
+    words = ["curl", "-s", server + path, *auth, "-H", "Content-Type: application/json"]
+    for name, value in _headers().items():
+        words += ["-H", f"{name}: {value}"]
+    words += ["-d", json.dumps(body)]
+    return shlex.join(words)

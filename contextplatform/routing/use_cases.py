@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 from contextplatform.routing.pipeline.chat import ChatFormat
 from contextplatform.routing.pipeline.resolver import Resolution, resolve
 from contextplatform.routing.pipeline.turns import begin_turn, complete_turn
+from contextplatform.routing.pipeline.usage import ProviderUsage
+from contextplatform.routing.pipeline.usage_records import record_usage as record_usage_in_replay
 from sources.base import ResolvedTurn
 
 if TYPE_CHECKING:
@@ -78,3 +80,9 @@ def hand_back(*, tenant: Tenant, resolve_id: str, response: Any) -> dict[str, An
     return complete_turn(
         record_id=resolve_id, response=response, capture_content=tenant.capture_content
     )
+
+
+def record_usage(*, resolve_id: str, usage: ProviderUsage) -> bool:
+    """The provider's reported usage of a resolve's answer: into its replay record beside the
+    estimate, and into its deployment's token calibration. Once per resolve."""
+    return record_usage_in_replay(resolve_id=resolve_id, usage=usage)

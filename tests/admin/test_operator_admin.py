@@ -195,6 +195,7 @@ def test_explicit_fields_are_written_and_blank_ones_inherit(
         "max_tokens": 20000,
         "reserve_output_tokens": "auto",
         "context_tokens": 800,
+        "session_max_tokens": None,
     }
     assert context["compress"]["targets"]["history"]["min_tokens"] == 400
 

@@ -119,7 +119,7 @@ def test_the_detail_page_shows_sources_items_and_decisions_as_tables(
         ("rules", "kept", "kept"),
     ]
     assert ["context", "60"] in tables["Budget"].rows
-    assert [row[0] for row in tables["Tokens"].rows] == ["before", "after", "estimator"]
+    assert [row[0] for row in tables["Tokens"].rows] == ["before", "after", "estimator", "label"]
     assert tables["Compression"].rows  # the stage's report, even when it did nothing
 
     html = response.content.decode()

@@ -1,26 +1,87 @@
-"""``make run``'s demo: ``bootstrap_demo`` creates the tenant, its route, documents and admin users,
-prints a working key and password, and replaces both at every start."""
+"""``make run``'s demo: ``bootstrap_demo`` creates the tenant, its route, documents, admin users
+and demo deployment (the local stand-in model, or OpenAI / Anthropic when their key is set),
+prints a working key and password, replaces both at every start, and prints the gateway call as
+curl and as Python with the official client; end to end, that Python against a live server and
+the stand-in answers from the context the gateway injected."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
+import shlex
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 from django_tenants.utils import schema_context
 
-from contextplatform.routing.demo import DEMO_RESOLVE_BODY
+from contextplatform.deployments.models import Deployment
+from contextplatform.deployments.selectors import upstream_of
+from contextplatform.routing.demo import (
+    DEMO_DEPLOYMENT,
+    DEMO_QUESTION,
+    DEMO_RESOLVE_BODY,
+    SUPPORT_ROUTE,
+    demo_deployment,
+    openai_snippet,
+)
+from contextplatform.routing.standin import LABEL, running_standin
+from tenants.models import Tenant
 from tenants.roles import ROLES
-from tests.conftest import ApiClient
+from tests.conftest import TENANT_KEYS, ApiClient
+from tests.live import live_server
+from tests.loopback import LOOPBACK, outbound_allowlist
 
 DEMO_HOST = "demo.localhost"
+PROVIDER_VARIABLES = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "DEMO_MODEL",
+    "STANDIN_PORT",
+    "PORT",
+)
+OPENAI_SECRET = "sk-demo-openai-" + "5" * 32
+ANTHROPIC_SECRET = "sk-ant-demo-" + "6" * 32
+GUARDRAIL = SUPPORT_ROUTE["context"]["sources"][0]["texts"][0]
 
 
-def bootstrap() -> tuple[str, str]:
+@pytest.fixture(autouse=True)
+def no_provider_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts as a machine with no provider key (the stand-in's case)."""
+    for name in PROVIDER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+@dataclass(frozen=True)
+class Bootstrapped:
+    key: str
+    password: str
+    text: str
+
+    def snippet(self) -> str:
+        """The Python printed after the curl: every line up to the API docs' line."""
+        lines = self.text.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("or with the official"))
+        end = next(i for i, line in enumerate(lines) if line.startswith("API docs:"))
+        return "\n".join(lines[start + 1 : end])
+
+    def gateway_curl(self) -> list[str]:
+        lines = self.text.splitlines()
+        calls = [line for line in lines if "curl -s" in line and "/api/v1/" not in line]
+        assert len(calls) == 1, self.text
+        return shlex.split(calls[0])
+
+
+def bootstrapped() -> Bootstrapped:
     out = io.StringIO()
     call_command("bootstrap_demo", stdout=out)
     connection.set_schema_to_public()
@@ -29,7 +90,21 @@ def bootstrap() -> tuple[str, str]:
     password = re.search(r"password \(replaced at every start\): (\S+)", text)
     assert key and password, text
     assert f"http://{DEMO_HOST}:" in text and "/admin/live/" in text
-    return key.group(1), password.group(1)
+    return Bootstrapped(key=key.group(1), password=password.group(1), text=text)
+
+
+def bootstrap() -> tuple[str, str]:
+    done = bootstrapped()
+    return done.key, done.password
+
+
+def demo_deployment_row() -> Deployment:
+    with schema_context("demo"):
+        from contextplatform.routing.models import Route
+
+        route = Route.objects.get(name="support")
+        assert route.spec().model.upstream == DEMO_DEPLOYMENT
+        return Deployment.objects.get(name=DEMO_DEPLOYMENT)
 
 
 def admin_login(username: str, password: str) -> Client:
@@ -70,3 +145,121 @@ def test_the_demo_serves_its_route_and_admin_and_renews_its_secrets(db: Any) -> 
         from contextplatform.routing.models import Route
 
         assert list(Route.objects.values_list("name", flat=True)) == ["support"]
+
+
+@pytest.mark.django_db(transaction=False)
+def test_the_demo_deployment_is_the_stand_in_without_a_provider_key(db: Any) -> None:
+    done = bootstrapped()
+
+    deployment = demo_deployment_row()
+    assert deployment.protocol == "openai"
+    assert deployment.base_url == "http://127.0.0.1:8001/v1"
+    assert deployment.may_judge is False and not deployment.api_key_set
+    # The gateway's outbound guard refuses loopback unless the tenant allows it.
+    assert LOOPBACK in Tenant.objects.get(schema_name="demo").outbound_allowlist
+    assert "local stand-in model at http://127.0.0.1:8001/v1" in done.text
+
+    curl = done.gateway_curl()
+    assert curl[2] == "http://127.0.0.1:8000/v1/chat/completions"
+    assert f"Authorization: Bearer {done.key}" in curl
+    assert {"x-user-id: u_123", "x-session-id: s_9"} <= set(curl)
+    snippet = done.snippet()
+    assert len(snippet.splitlines()) == 5
+    compile(snippet, "<openai snippet>", "exec")
+    assert snippet.startswith("from openai import OpenAI")
+    assert "base_url='http://127.0.0.1:8000/v1'" in snippet and repr(done.key) in snippet
+    assert "model='support'" in snippet and "'x-session-id': 's_9'" in snippet
+
+
+@pytest.mark.django_db(transaction=False)
+def test_a_provider_key_makes_the_demo_deployment_that_provider(
+    db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_SECRET)
+    monkeypatch.setenv("DEMO_MODEL", "gpt-4.1-mini")
+    done = bootstrapped()
+    deployment = demo_deployment_row()
+    assert (deployment.protocol, deployment.base_url, deployment.model) == (
+        "openai",
+        "https://api.openai.com/v1",
+        "gpt-4.1-mini",
+    )
+    assert deployment.may_judge is True
+    assert OPENAI_SECRET not in deployment.api_key_encrypted  # a Fernet token, not the key
+    assert upstream_of(deployment).api_key == OPENAI_SECRET
+    assert OPENAI_SECRET not in done.text and "key from OPENAI_API_KEY" in done.text
+    compile(done.snippet(), "<openai snippet>", "exec")
+    assert done.gateway_curl()[2].endswith("/v1/chat/completions")
+
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.delenv("DEMO_MODEL")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_SECRET)
+    done = bootstrapped()
+    deployment = demo_deployment_row()
+    assert (deployment.protocol, deployment.base_url) == ("anthropic", "https://api.anthropic.com")
+    assert upstream_of(deployment).api_key == ANTHROPIC_SECRET
+    assert ANTHROPIC_SECRET not in done.text and OPENAI_SECRET not in done.text
+    curl = done.gateway_curl()
+    assert curl[2] == "http://127.0.0.1:8000/v1/messages" and f"x-api-key: {done.key}" in curl
+    snippet = done.snippet()
+    assert snippet.startswith("from anthropic import Anthropic")
+    assert len(snippet.splitlines()) == 5
+    compile(snippet, "<anthropic snippet>", "exec")
+
+    # Back to no key: the stand-in again, and the stored provider key is gone.
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    bootstrapped()
+    deployment = demo_deployment_row()
+    assert deployment.base_url.startswith("http://127.0.0.1:") and not deployment.api_key_set
+
+
+@pytest.fixture
+def acme_gateway(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
+    """A live server whose tenant ``acme`` may reach loopback (where the stand-in listens)."""
+    with django_db_blocker.unblock(), outbound_allowlist("acme", [LOOPBACK]), live_server() as url:
+        yield url
+
+
+def test_the_printed_snippet_gets_the_stand_ins_answer_through_the_gateway(
+    acme_gateway: str,
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    key = TENANT_KEYS["acme"]
+    with (
+        running_standin() as standin,
+        httpx.Client(
+            base_url=acme_gateway, timeout=30, headers={"Authorization": f"Bearer {key}"}
+        ) as api,
+    ):
+        deployment = {
+            **demo_deployment({"STANDIN_PORT": str(standin.port)}),
+            "name": f"demo-standin-{suffix}",
+        }
+        route = {
+            "name": f"demo-support-{suffix}",
+            "model": {"upstream": deployment["name"]},
+            # The demo route's guardrails (its RAG source needs the demo tenant's collection).
+            "context": {
+                "sources": [SUPPORT_ROUTE["context"]["sources"][0]],
+                "injection": SUPPORT_ROUTE["context"]["injection"],
+            },
+        }
+        created = api.post("/api/v1/deployments", json=deployment)
+        assert created.status_code == 201, created.text
+        created = api.post("/api/v1/routes", json=route)
+        assert created.status_code == 201, created.text
+        try:
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                exec(openai_snippet(acme_gateway, key, route["name"]), {})
+            answer = printed.getvalue()
+
+            assert answer.startswith(LABEL), answer
+            assert f"(guardrails) {GUARDRAIL}" in answer  # the context the gateway injected
+            assert DEMO_QUESTION in answer
+            session = api.get("/api/v1/sessions/s_9/messages", params={"user": "u_123"})
+            assert session.status_code == 200, session.text
+            assert session.json()["data"][-1]["content"] == answer.strip()
+        finally:
+            api.delete(f"/api/v1/routes/{route['name']}")
+            api.delete(f"/api/v1/deployments/{deployment['name']}")

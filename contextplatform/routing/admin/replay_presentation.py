@@ -73,7 +73,8 @@ BUDGET_ORDER = (
     "context",
     "used",
 )
-TOKENS_ORDER = ("before", "after", "estimator")
+# The platform's counts, how they were counted, then what the provider reported.
+TOKENS_ORDER = ("before", "after", "estimator", "label", "calibration", "deployment", "provider")
 COMPRESSION_ORDER = (
     "applied",
     "skip_reason",

@@ -29,7 +29,7 @@ from contextplatform.routing.models import Route
 from sources.base import SOURCE_KINDS, OnFailure, SourceSettings, source_kind
 
 COMMON_SOURCE_FIELDS: tuple[str, ...] = tuple(SourceSettings.model_fields)
-BUDGET_KEYS = ("max_tokens", "reserve_output_tokens", "context_tokens")
+BUDGET_KEYS = ("max_tokens", "reserve_output_tokens", "context_tokens", "session_max_tokens")
 SOURCE_PARAM = re.compile(r"^context\.sources\[(\d+)\](.*)$")
 
 SOURCES_BELOW = "Correct the sources below."
@@ -335,6 +335,12 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
     )
     budget_context_tokens = forms.IntegerField(
         required=False, label="Context tokens", help_text="Cap on injected context; blank inherits."
+    )
+    budget_session_max_tokens = forms.IntegerField(
+        required=False,
+        min_value=1,
+        label="Session max tokens",
+        help_text="Tokens one session may spend through the gateway; blank inherits.",
     )
     injection_mode = forms.ChoiceField(
         required=False,

@@ -40,7 +40,14 @@ ROUTE_FIELDSETS: tuple[tuple[str | None, dict[str, Any]], ...] = (
     ),
     (
         "Budget",
-        {"fields": ("budget_max_tokens", "budget_reserve_output_tokens", "budget_context_tokens")},
+        {
+            "fields": (
+                "budget_max_tokens",
+                "budget_reserve_output_tokens",
+                "budget_context_tokens",
+                "budget_session_max_tokens",
+            )
+        },
     ),
     (
         "Compression",

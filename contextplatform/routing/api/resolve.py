@@ -11,9 +11,11 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from contextplatform.core.errors import envelope
 from contextplatform.core.views import ApiView
 from contextplatform.routing.pipeline.preview import preview_route
 from contextplatform.routing.use_cases import ResolveCall, hand_back, resolve_context
+from tenants import rate_limits
 
 
 class MemoryOptions(BaseModel):
@@ -56,6 +58,12 @@ class ResolveView(ApiView):
         request=ResolveBody, responses={200: dict}, summary="Resolve context for a chat request"
     )
     def post(self, request: Request) -> Response:
+        # The gateway's limit too (one count per key across both): 429 with Retry-After.
+        limited = rate_limits.refusal(request.auth.pk) if rate_limits.enabled() else None
+        if limited is not None:
+            return Response(
+                envelope("rate_limited", limited.message), status=429, headers=limited.headers
+            )
         body = self.body(request, ResolveBody)
         resolution = resolve_context(
             ResolveCall(

@@ -51,6 +51,12 @@ class BudgetConfig(Strict):
     context_tokens: int | None = Field(
         default=None, ge=1, description="cap on injected context; default 40% of the input budget"
     )
+    session_max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="tokens (input and output) one session may spend through the gateway; "
+        "none: unlimited",
+    )
 
     @model_validator(mode="after")
     def positive_numbers(self) -> BudgetConfig:

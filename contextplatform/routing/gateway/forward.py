@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from django.conf import settings
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
 
 from contextplatform.core.outbound import OutboundError, display_url, guarded_async_client
 from contextplatform.deployments.selectors import Upstream
@@ -25,6 +33,13 @@ DEFAULT_MAX_STREAM_BYTES = 64 * 1024 * 1024
 # Client headers that the upstream should see as the client sent them (feature switches).
 PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
 CLIENT_CACHE_SIZE = 64
+DEFAULT_CONNECT_RETRIES = 2
+# The backoff between connection attempts: 50 ms, then doubling, never over half a second.
+RETRY_INITIAL_S = 0.05
+RETRY_MAX_S = 0.5
+RETRY_JITTER_S = 0.05
+
+logger = logging.getLogger("contextplatform.gateway")
 
 
 def max_response_bytes() -> int:
@@ -122,6 +137,45 @@ async def _refusal(upstream: Upstream, response: httpx.Response) -> Exception:
     )
 
 
+def connect_attempts() -> int:
+    retries = int(getattr(settings, "GATEWAY_CONNECT_RETRIES", DEFAULT_CONNECT_RETRIES))
+    return 1 + max(retries, 0)
+
+
+async def _send_retrying(
+    client: httpx.AsyncClient, request: httpx.Request, upstream: Upstream, where: str
+) -> httpx.Response:
+    """Send, trying again (bounded, with exponential backoff) only when the connection could not
+    be made: then no byte of the request reached the upstream, so the call cannot run twice. A
+    timeout, a refused destination or a connection broken after sending is never retried."""
+    attempts = connect_attempts()
+
+    def noted(state: RetryCallState) -> None:
+        failure = state.outcome.exception() if state.outcome else None
+        wait_s = state.next_action.sleep if state.next_action else 0.0
+        logger.warning(
+            "connecting to the upstream deployment %r (%s) failed (%s); attempt %d of %d in %.2f s",
+            upstream.name,
+            where,
+            failure,
+            state.attempt_number + 1,
+            attempts,
+            wait_s,
+        )
+
+    retrying = AsyncRetrying(
+        retry=retry_if_exception_type(httpx.ConnectError),
+        stop=stop_after_attempt(attempts),
+        wait=wait_exponential_jitter(
+            multiplier=RETRY_INITIAL_S, max=RETRY_MAX_S, jitter=RETRY_JITTER_S
+        ),
+        before_sleep=noted,
+        reraise=True,
+    )
+    response: httpx.Response = await retrying(client.send, request, stream=True)
+    return response
+
+
 async def _send(
     upstream: Upstream,
     body: dict[str, Any],
@@ -139,7 +193,7 @@ async def _send(
     )
     where = display_url(request.url)
     try:
-        response = await client.send(request, stream=True)
+        response = await _send_retrying(client, request, upstream, where)
     except httpx.TimeoutException as error:
         raise upstream_timeout(
             f"the upstream deployment {upstream.name!r} ({where}) did not answer within "

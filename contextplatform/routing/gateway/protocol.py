@@ -5,6 +5,7 @@ exception types (``AuthenticationError`` on 401, ``PermissionDeniedError`` on 40
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from django.http import JsonResponse
@@ -30,12 +31,22 @@ SERVER_ERROR_TYPE = "api_error"
 class GatewayError(Exception):
     """An error the gateway answers itself, in the caller's provider shape."""
 
-    def __init__(self, status: int, code: str, message: str, *, param: str | None = None):
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        param: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.param = param
+        # Response headers the clients act on (Retry-After, x-should-retry).
+        self.headers = dict(headers or {})
 
     @classmethod
     def from_api_error(cls, error: ApiError) -> GatewayError:
@@ -85,6 +96,8 @@ def error_body(protocol: Protocol, error: GatewayError) -> dict[str, Any]:
 
 def error_response(protocol: Protocol, error: GatewayError) -> JsonResponse:
     response = JsonResponse(error_body(protocol, error), status=error.status)
+    for name, value in error.headers.items():
+        response[name] = value
     if error.status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="api"'
     return response

@@ -1,5 +1,6 @@
 """The answer's text followed as a stream passes: the bytes go to the client untouched, and the
-events are read beside them so that the turn can be completed when the stream ends."""
+events are read beside them so that the turn can be completed, and the provider's reported usage
+recorded, when the stream ends."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 from typing import Any
 
 from contextplatform.routing.gateway.protocol import Protocol
+from contextplatform.routing.pipeline.usage import ProviderUsage, StreamUsage
 
 MAX_LINE_BYTES = 1024 * 1024  # a longer line is not an event this follows (it still passes)
 
@@ -20,6 +22,7 @@ class StreamTranscript:
         self._pending = b""
         self._parts: list[str] = []
         self.finished = False
+        self._usage = StreamUsage()
 
     def feed(self, chunk: bytes) -> None:
         lines = (self._pending + chunk).split(b"\n")
@@ -44,6 +47,7 @@ class StreamTranscript:
             self._event(event)
 
     def _event(self, event: dict[str, Any]) -> None:
+        self._usage.feed(event)
         if self.protocol == "anthropic":
             if event.get("type") == "message_stop":
                 self.finished = True
@@ -60,6 +64,17 @@ class StreamTranscript:
     def _text(self, text: Any) -> None:
         if isinstance(text, str):
             self._parts.append(text)
+
+    @property
+    def provider_usage(self) -> ProviderUsage | None:
+        """The provider's reported usage, once the stream carried it."""
+        return self._usage.usage
+
+    @property
+    def usage(self) -> dict[str, int] | None:
+        """The same in the provider's own ``usage`` shape (what a non-streaming answer holds)."""
+        usage = self._usage.usage
+        return usage.in_shape_of(self.protocol) if usage else None
 
     @property
     def text(self) -> str:

@@ -19,7 +19,9 @@ from django_tenants.utils import tenant_context
 
 from contextplatform.core.errors import ApiError
 from contextplatform.deployments.selectors import Upstream
+from contextplatform.routing.gateway.budgets import HeldBudget, hold_budget
 from contextplatform.routing.gateway.calls import GatewayCall, gateway_call, resolve_headers
+from contextplatform.routing.gateway.connections import return_to_pool
 from contextplatform.routing.gateway.forward import (
     UpstreamRejected,
     call_upstream,
@@ -33,11 +35,19 @@ from contextplatform.routing.gateway.protocol import (
     forbidden,
     unauthorized,
 )
+from contextplatform.routing.gateway.rate_limit import check_rate
+from contextplatform.routing.gateway.stream_usage import UsageChunkFilter, with_stream_usage
 from contextplatform.routing.gateway.streams import StreamTranscript
 from contextplatform.routing.gateway.upstreams import upstream_for
 from contextplatform.routing.pipeline.resolver import Resolution
+from contextplatform.routing.pipeline.usage import ProviderUsage, usage_from_response
 from contextplatform.routing.selectors import all_routes
-from contextplatform.routing.use_cases import ResolveCall, hand_back, resolve_context
+from contextplatform.routing.use_cases import (
+    ResolveCall,
+    hand_back,
+    record_usage,
+    resolve_context,
+)
 from tenants.models import Tenant
 
 logger = logging.getLogger("contextplatform.gateway")
@@ -66,8 +76,11 @@ def in_tenant(tenant: Tenant, work: Callable[[], Any]) -> Any:
     """Run ORM work on the request's thread (its connection) in the tenant's schema."""
 
     def run() -> Any:
-        with tenant_context(tenant):
-            return work()
+        try:
+            with tenant_context(tenant):
+                return work()
+        finally:
+            return_to_pool()
 
     return sync_to_async(run, thread_sensitive=True)()
 
@@ -92,14 +105,31 @@ def _prepared(
     return upstream, resolution
 
 
-async def complete_turn(tenant: Tenant, resolve_id: str, response: dict[str, Any]) -> None:
+async def complete_turn(
+    tenant: Tenant,
+    resolve_id: str,
+    response: dict[str, Any],
+    usage: ProviderUsage | None = None,
+) -> None:
     """What a hand-back does (the answer to the session, each kind's after-response hook), done
-    here so the client needs none; a failure is logged, the answer is already the client's."""
+    here so the client needs none, and the provider's usage recorded (replay record, the
+    deployment's calibration), in one trip to the database thread; a failure is logged, the answer
+    is already the client's."""
+
+    def work() -> None:
+        try:
+            hand_back(tenant=tenant, resolve_id=resolve_id, response=response)
+        except Exception:
+            logger.exception("completing the turn of %s failed", resolve_id)
+        if usage is not None:
+            try:
+                record_usage(resolve_id=resolve_id, usage=usage)
+            except Exception:
+                logger.exception("recording the usage of %s failed", resolve_id)
+
     try:
-        await in_tenant(
-            tenant, lambda: hand_back(tenant=tenant, resolve_id=resolve_id, response=response)
-        )
-    except Exception:
+        await in_tenant(tenant, work)
+    except Exception:  # the database thread itself failed
         logger.exception("completing the turn of %s failed", resolve_id)
 
 
@@ -156,19 +186,35 @@ class ChatView(GatewayView):
         resolve_id: str | None = None
         try:
             tenant = authenticated_tenant(request)
+            await check_rate(request)
             call = gateway_call(self.protocol, request.headers, request.body)
             headers = resolve_headers(request.headers)
             upstream, resolution = await in_tenant(
                 tenant, lambda: _prepared(tenant, call, self.protocol, headers)
             )
             resolve_id = resolution.id
+            held = await hold_budget(tenant, resolution, call.session, call.user)
             forward = {"allowlist": tenant.outbound_allowlist, "client_headers": request.headers}
             if call.stream:
-                upstream_response = await open_stream(upstream, resolution.rewritten, **forward)
-                response: HttpResponseBase = self.streamed(tenant, resolve_id, upstream_response)
+                # The provider's usage is asked for even when the client did not ask for it.
+                body, hide_usage = with_stream_usage(self.protocol, resolution.rewritten)
+                try:
+                    upstream_response = await open_stream(upstream, body, **forward)
+                except BaseException:  # refused, failed or cancelled: nothing was spent
+                    await held.release()
+                    raise
+                response: HttpResponseBase = self.streamed(
+                    tenant, resolve_id, upstream_response, hide_usage=hide_usage, held=held
+                )
             else:
-                answer = await call_upstream(upstream, resolution.rewritten, **forward)
-                await complete_turn(tenant, resolve_id, answer.payload)
+                try:
+                    answer = await call_upstream(upstream, resolution.rewritten, **forward)
+                except BaseException:
+                    await held.release()
+                    raise
+                await held.settle_answer(self.protocol, answer.payload)
+                usage = usage_from_response(answer.payload)
+                await complete_turn(tenant, resolve_id, answer.payload, usage)
                 response = HttpResponse(
                     answer.body, status=answer.status, content_type="application/json"
                 )
@@ -183,9 +229,16 @@ class ChatView(GatewayView):
         return response
 
     def streamed(
-        self, tenant: Tenant, resolve_id: str, upstream_response: httpx.Response
+        self,
+        tenant: Tenant,
+        resolve_id: str,
+        upstream_response: httpx.Response,
+        *,
+        hide_usage: bool = False,
+        held: HeldBudget | None = None,
     ) -> StreamingHttpResponse:
         transcript = StreamTranscript(self.protocol)
+        usage_filter = UsageChunkFilter() if hide_usage else None
         limit = max_stream_bytes()
 
         async def events() -> AsyncIterator[bytes]:
@@ -198,17 +251,25 @@ class ChatView(GatewayView):
                         logger.warning("stream of %s cut at %d bytes", resolve_id, limit)
                         break
                     transcript.feed(chunk)
-                    yield chunk
+                    passed_on = usage_filter.feed(chunk) if usage_filter else chunk
+                    if passed_on:
+                        yield passed_on
                 else:
                     whole = True
+                    if usage_filter and (rest := usage_filter.flush()):
+                        yield rest
             except httpx.HTTPError as error:
                 logger.warning("the upstream broke off the stream of %s: %s", resolve_id, error)
             finally:
                 # Also when the client went away (the task is cancelled at the yield above):
                 # closing the response closes the upstream connection, which ends its call.
                 await upstream_response.aclose()
+                if held is not None:  # what was generated until the stream ended is spent
+                    await held.settle_stream(transcript)
             if whole:
-                await complete_turn(tenant, resolve_id, transcript.response())
+                await complete_turn(
+                    tenant, resolve_id, transcript.response(), transcript.provider_usage
+                )
 
         response = StreamingHttpResponse(
             events(),
@@ -251,6 +312,7 @@ class ModelsView(GatewayView):
     async def get(self, request: HttpRequest) -> HttpResponse:
         try:
             tenant = authenticated_tenant(request)
+            await check_rate(request)
             return JsonResponse(await in_tenant(tenant, lambda: _models(tenant)))
         except GatewayError as error:
             return self.refusal(error)

@@ -17,13 +17,14 @@ from django.utils import timezone
 from compression.config import CompressConfig
 from contextplatform.core import metrics
 from contextplatform.core.errors import ApiError
-from contextplatform.core.estimation import TokenEstimator, count_json, default_estimator
+from contextplatform.core.estimation import TokenEstimator, count_json
 from contextplatform.routing.configuration.schema import RouteSpec
 from contextplatform.routing.models import ReplayRecord
 from contextplatform.routing.pipeline import live_events
 from contextplatform.routing.pipeline.budget import Budget, plan_budget
 from contextplatform.routing.pipeline.chat import ChatFormat, ChatRequest, parse_chat_request
 from contextplatform.routing.pipeline.compression_stage import run_compression
+from contextplatform.routing.pipeline.estimators import EstimatorChoice, estimated, estimator_for
 from contextplatform.routing.pipeline.injection import SourceBlock, inject, injected_call_ids
 from contextplatform.routing.pipeline.packing import PackDecision, pack
 from contextplatform.routing.pipeline.refusals import context_length_exceeded, source_failed
@@ -89,6 +90,8 @@ class Resolution:
     spec: RouteSpec | None = None
     # The route's sources as built for this resolve (fetched only when its context is enabled).
     sources: list[ContextSource] = field(default_factory=list)
+    # The estimator the counts came from and their label (estimated, exact, provider_calibrated).
+    counting: EstimatorChoice = field(default_factory=estimated)
 
     @property
     def blocked(self) -> list[SourceOutcome]:
@@ -148,11 +151,15 @@ class Resolution:
             "sources": self.source_reports(),
             "items": self.item_reports(),
             "compression": self.compression,
-            "tokens": {
-                "before": self.tokens_before,
-                "after": self.tokens_after,
-                "estimator": self.estimator,
-            },
+            "tokens": self.token_counts(),
+        }
+
+    def token_counts(self) -> dict[str, Any]:
+        return {
+            "before": self.tokens_before,
+            "after": self.tokens_after,
+            "estimator": self.estimator,
+            **self.counting.labels(),
         }
 
 
@@ -173,7 +180,8 @@ def resolve(
     route = existing_route(route_name)
     spec = route.spec()
     chat = parse_chat_request(request_body, chat_format)
-    estimator = default_estimator()
+    counting = estimator_for(spec)
+    estimator = counting.estimator
     resolution_id = new_resolve_id()
     tokens_before = count_json(chat.body, estimator)
 
@@ -275,6 +283,7 @@ def resolve(
         duration_ms=0.0,
         compression=stage.report,
         sources=sources,
+        counting=counting,
     )
     resolution.duration_ms = round((time.perf_counter() - started) * 1000, 3)
     if record:
@@ -313,11 +322,7 @@ def save_replay(
         sources=resolution.source_reports(),
         items=resolution.item_reports(),
         budget=resolution.budget.as_dict(),
-        tokens={
-            "before": resolution.tokens_before,
-            "after": resolution.tokens_after,
-            "estimator": resolution.estimator,
-        },
+        tokens=resolution.token_counts(),
         compression=resolution.compression,
         error=error,
         request_body=resolution.chat.body if capture_content else None,

@@ -6,16 +6,25 @@ import secrets
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django_tenants.utils import schema_context
 
+from contextplatform.core.errors import ApiError
+from contextplatform.deployments.models import Deployment
+from contextplatform.deployments.services import parse_deployment, upsert_deployment
 from contextplatform.routing.configuration.schema import validate_route_spec
 from contextplatform.routing.demo import (
     DEMO_COLLECTION,
     DEMO_DOCUMENTS,
     DEMO_RESOLVE_BODY,
     SUPPORT_ROUTE,
+    anthropic_snippet,
+    demo_allowlist_entries,
+    demo_deployment,
+    demo_provider,
+    gateway_curl,
+    openai_snippet,
 )
 from contextplatform.routing.services import upsert_route
 from sources.ingestion import DocumentInput, create_collection, submit_documents
@@ -44,6 +53,40 @@ def refresh_demo_admins(tenant: Tenant) -> str:
                 continue
         create_admin_user(tenant=tenant, username=role, password=password, role=role)
     return password
+
+
+def allow_outbound(tenant: Tenant, entries: list[str]) -> None:
+    """Add ``entries`` to the tenant's outbound allow-list (the gateway's guard refuses loopback
+    and private addresses otherwise); entries an operator added stay."""
+    current = list(tenant.outbound_allowlist or [])
+    missing = [entry for entry in entries if entry not in current]
+    if missing:
+        tenant.outbound_allowlist = current + missing
+        Tenant.objects.filter(pk=tenant.pk).update(outbound_allowlist=tenant.outbound_allowlist)
+
+
+def save_demo_deployment(data: dict[str, Any]) -> Deployment:
+    """The demo deployment as ``data`` says, its key replaced (or cleared for the stand-in)."""
+    try:
+        spec = parse_deployment(data, prefix="demo deployment")
+    except ApiError as error:  # e.g. an OPENAI_BASE_URL that is not a URL
+        raise CommandError(f"cannot create the demo deployment: {error.message}") from None
+    return upsert_deployment(spec=spec, api_key=spec.api_key)
+
+
+def describe_deployment(deployment: Deployment, provider: str) -> str:
+    """One line on where the demo's calls go; never the key itself."""
+    if provider == "standin":
+        return (
+            f"Demo deployment {deployment.name!r}: the local stand-in model at "
+            f"{deployment.base_url} (not a real LLM: it quotes the context it receives; make run "
+            "starts it). Set OPENAI_API_KEY or ANTHROPIC_API_KEY for a real model."
+        )
+    variable = "OPENAI_API_KEY" if provider == "openai" else "ANTHROPIC_API_KEY"
+    return (
+        f"Demo deployment {deployment.name!r}: {deployment.protocol} model {deployment.model!r} "
+        f"at {deployment.base_url} (key from {variable}, stored encrypted)."
+    )
 
 
 class Command(BaseCommand):
@@ -78,8 +121,12 @@ class Command(BaseCommand):
             revoke_api_key(api_key=old)
         issued = issue_api_key(tenant=tenant, name=DEMO_KEY_NAME)
         password = refresh_demo_admins(tenant)
+        provider = demo_provider(os.environ)
+        deployment_data = demo_deployment(os.environ)
+        allow_outbound(tenant, demo_allowlist_entries(deployment_data))
         with schema_context(tenant.schema_name):
             job = self.ingest_demo_documents()
+            deployment = save_demo_deployment(deployment_data)
             upsert_route(spec=validate_route_spec(SUPPORT_ROUTE))
             put_user_profile(
                 user_id="u_123",
@@ -122,6 +169,7 @@ class Command(BaseCommand):
             f"  curl -s http://127.0.0.1:{port}/api/v1/resolve -H 'Authorization: Bearer {issued.plain_key}' "
             f"-H 'Content-Type: application/json' -d '{json.dumps(body)}'"
         )
+        self.print_gateway_call(f"http://127.0.0.1:{port}", issued.plain_key, deployment, provider)
         self.stdout.write(
             f"API docs: http://127.0.0.1:{port}/api/docs/   metrics: http://127.0.0.1:{port}/metrics"
         )
@@ -131,3 +179,16 @@ class Command(BaseCommand):
             f"password (replaced at every start): {password}"
         )
         self.stdout.write("")
+
+    def print_gateway_call(
+        self, server: str, key: str, deployment: Deployment, provider: str
+    ) -> None:
+        protocol = deployment.protocol
+        self.stdout.write(describe_deployment(deployment, provider))
+        endpoint = "/v1/messages" if protocol == "anthropic" else "/v1/chat/completions"
+        self.stdout.write(f"Call the model through the gateway ({endpoint}) with curl:")
+        self.stdout.write("  " + gateway_curl(server, key, protocol))
+        client = "anthropic" if protocol == "anthropic" else "openai"
+        snippet = anthropic_snippet if protocol == "anthropic" else openai_snippet
+        self.stdout.write(f"or with the official {client} client (pip install {client}):")
+        self.stdout.write(snippet(server, key))

@@ -1,0 +1,77 @@
+"""The deployment's token calibration: the formula (pure), and the one UPDATE that applies it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from django_tenants.utils import schema_context
+
+from contextplatform.core.estimation import HeuristicEstimator
+from contextplatform.deployments import calibration
+from contextplatform.deployments.calibration import CalibratedEstimator, next_ratio
+from contextplatform.deployments.models import Deployment
+from contextplatform.deployments.services import calibrate_deployment
+from tests.conftest import TenantFixture
+
+
+def test_the_ratio_starts_at_one_and_moves_by_alpha() -> None:
+    assert next_ratio(None, 2.0) == pytest.approx(1.2)
+    assert next_ratio(1.2, 2.0) == pytest.approx(0.8 * 1.2 + 0.4)
+
+
+def test_repeated_observations_converge_on_them() -> None:
+    ratio: float | None = None
+    distances = []
+    for _ in range(30):
+        ratio = next_ratio(ratio, 0.6)
+        distances.append(abs(ratio - 0.6))
+    assert distances == sorted(distances, reverse=True)
+    assert distances[-1] < 0.001
+
+
+def test_the_ratio_is_clamped() -> None:
+    ratio: float | None = None
+    for _ in range(100):
+        ratio = next_ratio(ratio, 1000.0)
+    assert ratio == calibration.MAX_RATIO
+    for _ in range(100):
+        ratio = next_ratio(ratio, 0.0001)
+    assert ratio == calibration.MIN_RATIO
+
+
+def test_an_empty_observation_says_nothing() -> None:
+    assert calibration.observed_ratio(0, 100) is None
+    assert calibration.observed_ratio(100, 0) is None
+    assert calibration.observed_ratio(50, 100) == 0.5
+
+
+def test_the_calibrated_estimator_multiplies_and_rounds_up() -> None:
+    base = HeuristicEstimator()
+    text = "one two three four five six seven eight nine ten"
+    calibrated = CalibratedEstimator(base, 0.55)
+    assert calibrated.count(text) == math.ceil(base.count(text) * 0.55)
+    assert calibrated.count("") == 0
+    assert calibrated.name == "heuristic_calibrated"
+    assert CalibratedEstimator(base, 99).ratio == calibration.MAX_RATIO
+
+
+@pytest.mark.django_db
+def test_the_update_applies_the_formula(acme: TenantFixture) -> None:
+    with schema_context(acme.schema):
+        Deployment.objects.create(
+            name="calibrated", protocol="openai", base_url="https://x.test/v1", model="m"
+        )
+        expected: float | None = None
+        for provider, estimate in ((120, 100), (90, 100), (300, 100), (0, 100)):
+            changed = calibrate_deployment(
+                "calibrated", provider_input=provider, estimated_input=estimate
+            )
+            observed = calibration.observed_ratio(provider, estimate)
+            assert changed is (observed is not None)
+            if observed is not None:
+                expected = next_ratio(expected, observed)
+        stored = Deployment.objects.get(name="calibrated")
+        assert stored.calibration == pytest.approx(expected, rel=1e-9)
+        assert stored.calibration_samples == 3
+        assert not calibrate_deployment("missing", provider_input=1, estimated_input=1)
