@@ -74,12 +74,18 @@ def resolve_context(call: ResolveCall) -> Resolution:
     return resolution
 
 
-def hand_back(*, tenant: Tenant, resolve_id: str, response: Any) -> dict[str, Any]:
+def hand_back(
+    *, tenant: Tenant, resolve_id: str, response: Any, usage: ProviderUsage | None = None
+) -> dict[str, Any]:
     """The model's answer to a resolve: stored in the session, and handed to each source kind's
-    after-response hook (memory's write). Idempotent per resolve."""
-    return complete_turn(
+    after-response hook (memory's write); the provider's ``usage``, when given, recorded as
+    ``record_usage`` does. Idempotent per resolve: a repeated answer changes nothing."""
+    result = complete_turn(
         record_id=resolve_id, response=response, capture_content=tenant.capture_content
     )
+    if usage is not None and not result["duplicate"]:
+        record_usage(resolve_id=resolve_id, usage=usage)
+    return result
 
 
 def record_usage(*, resolve_id: str, usage: ProviderUsage) -> bool:

@@ -87,3 +87,27 @@ def test_a_kind_that_served_nothing_does_not_act_on_the_answer(acme_api: ApiClie
     answer = acme_api.post(f"/api/v1/resolve/{resolve_id}/response", {"response": ANSWER})
     assert answer.json()["memory_write"] == "none"
     assert kinds.ANSWERS == []
+
+
+def test_the_usage_of_a_handed_back_answer_lands_in_the_replay_record_once(
+    acme_api: ApiClient,
+) -> None:
+    make_route(acme_api, [HOOK])
+    resolve_id = resolve(acme_api, user="u_1").json()["id"]
+    answer = {**ANSWER, "usage": {"prompt_tokens": 321, "completion_tokens": 12}}
+    first = acme_api.post(f"/api/v1/resolve/{resolve_id}/response", {"response": answer})
+    assert first.status_code == 202, first.content
+    again = {**ANSWER, "usage": {"prompt_tokens": 999, "completion_tokens": 99}}
+    repeated = acme_api.post(f"/api/v1/resolve/{resolve_id}/response", {"response": again})
+    assert repeated.json()["duplicate"] is True
+    tokens = acme_api.get(f"/api/v1/replay/{resolve_id}").json()["tokens"]
+    assert tokens["provider"] == {"input": 321, "output": 12}
+    assert tokens["label"] == "estimated"
+
+
+def test_an_answer_without_usage_records_none(acme_api: ApiClient) -> None:
+    make_route(acme_api, [HOOK])
+    resolve_id = resolve(acme_api, user="u_1").json()["id"]
+    handed = acme_api.post(f"/api/v1/resolve/{resolve_id}/response", {"response": ANSWER})
+    assert handed.status_code == 202, handed.content
+    assert "provider" not in acme_api.get(f"/api/v1/replay/{resolve_id}").json()["tokens"]

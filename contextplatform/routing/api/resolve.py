@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from contextplatform.core.errors import envelope
 from contextplatform.core.views import ApiView
 from contextplatform.routing.pipeline.preview import preview_route
+from contextplatform.routing.pipeline.usage import usage_from_response
 from contextplatform.routing.use_cases import ResolveCall, hand_back, resolve_context
 from tenants import rate_limits
 
@@ -109,6 +110,9 @@ class ResolveResponseView(ApiView):
     def post(self, request: Request, resolve_id: str) -> Response:
         body = self.body(request, ResponseBody)
         result = hand_back(
-            tenant=self.tenant(request), resolve_id=resolve_id, response=body.response
+            tenant=self.tenant(request),
+            resolve_id=resolve_id,
+            response=body.response,
+            usage=usage_from_response(body.response),
         )
         return Response(result, status=status.HTTP_202_ACCEPTED)
