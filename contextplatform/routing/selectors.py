@@ -7,13 +7,16 @@ import binascii
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import Q, QuerySet, Subquery
 
 from contextplatform.core.errors import invalid_request, not_found
 from contextplatform.routing.models import Recipe, ReplayRecord, Route, TenantDefaults
 from contextplatform.routing.pipeline.replay_writer import flush_current_tenant
+
+if TYPE_CHECKING:
+    from contextplatform.routing.configuration.schema import RouteSpec
 
 
 def with_layers(routes: QuerySet[Route]) -> QuerySet[Route]:
@@ -35,6 +38,20 @@ def existing_route(name: str, param: str | None = "route") -> Route:
     if route is None:
         raise not_found(f"route {name!r} does not exist", param)
     return route
+
+
+@dataclass(frozen=True)
+class LoadedRoute:
+    """A route read once with its validated spec, for a caller that checks it before resolving
+    (the gateway) and hands it to the resolve so neither the read nor the validation repeats."""
+
+    route: Route
+    spec: RouteSpec
+
+
+def loaded_route(name: str, param: str | None = "route") -> LoadedRoute:
+    route = existing_route(name, param)
+    return LoadedRoute(route, route.spec())
 
 
 def all_routes() -> QuerySet[Route]:

@@ -13,6 +13,7 @@ from contextplatform.routing.pipeline.resolver import Resolution, resolve
 from contextplatform.routing.pipeline.turns import begin_turn, complete_turn
 from contextplatform.routing.pipeline.usage import ProviderUsage
 from contextplatform.routing.pipeline.usage_records import record_usage as record_usage_in_replay
+from contextplatform.routing.selectors import LoadedRoute
 from sources.base import ResolvedTurn
 
 if TYPE_CHECKING:
@@ -32,6 +33,8 @@ class ResolveCall:
     # The request's say on the memory write: True asks for it, False opts out, None is silent.
     store_memory: bool | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    # The route, when the entry point already read it (the gateway checks its deployment first).
+    loaded: LoadedRoute | None = None
 
 
 def resolve_context(call: ResolveCall) -> Resolution:
@@ -49,6 +52,7 @@ def resolve_context(call: ResolveCall) -> Resolution:
         chat_format=call.chat_format,
         allowlist=tenant.outbound_allowlist,
         headers=call.headers,
+        loaded=call.loaded,
     )
     refusal = resolution.refusal()
     if refusal is not None:

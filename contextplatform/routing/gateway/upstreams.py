@@ -8,7 +8,7 @@ from typing import Any
 from contextplatform.deployments.selectors import Upstream, deployment_named, upstream_of
 from contextplatform.routing.configuration.schema import RouteSpec
 from contextplatform.routing.gateway.protocol import GatewayError, Protocol
-from contextplatform.routing.selectors import existing_route
+from contextplatform.routing.selectors import LoadedRoute, loaded_route
 
 ENDPOINTS: dict[str, str] = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
 
@@ -35,10 +35,11 @@ def route_upstream(spec: RouteSpec) -> Upstream:
     return upstream_of(deployment)
 
 
-def upstream_for(route_name: str, protocol: Protocol) -> Upstream:
-    """The deployment of the route ``route_name`` (404 for an unknown route), refused with 400
-    when it speaks another protocol than the endpoint called."""
-    spec = existing_route(route_name, param="model").spec()
+def upstream_for(route_name: str, protocol: Protocol) -> tuple[LoadedRoute, Upstream]:
+    """The route ``route_name`` (404 when unknown) and its deployment, refused with 400 when it
+    speaks another protocol than the endpoint called."""
+    loaded = loaded_route(route_name, param="model")
+    spec = loaded.spec
     upstream = route_upstream(spec)
     if upstream.protocol != protocol:
         raise GatewayError(
@@ -50,4 +51,4 @@ def upstream_for(route_name: str, protocol: Protocol) -> Upstream:
             "(the gateway does not translate between providers)",
             param="model",
         )
-    return upstream
+    return loaded, upstream

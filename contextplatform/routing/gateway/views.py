@@ -89,7 +89,7 @@ def _prepared(
     tenant: Tenant, call: GatewayCall, protocol: Protocol, headers: Mapping[str, str]
 ) -> tuple[Upstream, Resolution]:
     # The deployment is checked first: a request for the wrong protocol leaves no turn behind.
-    upstream = upstream_for(call.route, protocol)
+    loaded, upstream = upstream_for(call.route, protocol)
     resolution = resolve_context(
         ResolveCall(
             tenant=tenant,
@@ -100,6 +100,7 @@ def _prepared(
             chat_format=protocol,
             store_memory=call.store_memory,
             headers=headers,
+            loaded=loaded,
         )
     )
     return upstream, resolution

@@ -29,7 +29,7 @@ from contextplatform.routing.pipeline.injection import SourceBlock, inject, inje
 from contextplatform.routing.pipeline.packing import PackDecision, pack
 from contextplatform.routing.pipeline.refusals import context_length_exceeded, source_failed
 from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER
-from contextplatform.routing.selectors import existing_route
+from contextplatform.routing.selectors import LoadedRoute, loaded_route
 from sources.base import ContextRequest, ContextSource, source_kind
 from sources.fetch import SourceOutcome, fetch_all
 
@@ -175,10 +175,11 @@ def resolve(
     record: bool = True,
     allowlist: Sequence[str] = (),
     headers: Mapping[str, str] | None = None,
+    loaded: LoadedRoute | None = None,
 ) -> Resolution:
     started = time.perf_counter()
-    route = existing_route(route_name)
-    spec = route.spec()
+    loaded = loaded or loaded_route(route_name)
+    route, spec = loaded.route, loaded.spec
     chat = parse_chat_request(request_body, chat_format)
     counting = estimator_for(spec)
     estimator = counting.estimator
