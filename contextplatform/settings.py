@@ -239,6 +239,8 @@ else:
 API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 0)
 # Extra attempts at an upstream connection that was refused before any byte was sent.
 GATEWAY_CONNECT_RETRIES = env_int("GATEWAY_CONNECT_RETRIES", 2)
+# Seconds of upstream silence after which a stream sends the client a keep-alive comment (0: never).
+GATEWAY_KEEPALIVE_SECONDS = float(os.environ.get("GATEWAY_KEEPALIVE_SECONDS", "15"))
 
 # Knowledge base limits.
 KNOWLEDGE_MAX_DOCUMENT_CHARS = env_int("KNOWLEDGE_MAX_DOCUMENT_CHARS", 1_000_000)

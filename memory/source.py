@@ -114,7 +114,7 @@ class MemorySource(ContextSource):
             ) from error
         if not hits:
             return self.outcome(notes, "missing", "no memory above the threshold")
-        result = await judge_and_keep(request.query, hits, self.match.judge)
+        result = await judge_and_keep(request.query, hits, self.match.judge, request)
         judged = [d for d in result.decisions if d.kept]
         recalled = [
             RecalledMemory(
@@ -148,8 +148,7 @@ class MemorySource(ContextSource):
             for d in result.decisions
             if not d.kept
         ]
-        if result.judge_error:
-            notes["judge_error"] = result.judge_error
+        notes.update(result.judge_notes())
         if not kept:
             return self.outcome(
                 notes, "filtered", "every recalled memory was filtered", trace=trace

@@ -70,6 +70,9 @@ class ContextRequest:
     use_cache: bool = True
     # A preview: sources read as usual but change nothing (no memory is reinforced by a recall).
     dry_run: bool = False
+    # The route's upstream deployment (``model.upstream``): what a judge block that names no
+    # deployment asks, when that deployment may judge (checked when the judge is chosen).
+    judge_deployment: str | None = None
 
 
 @dataclass

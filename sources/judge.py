@@ -2,13 +2,17 @@
 
 Two judges behind one interface:
 
-* ``LocalJudge`` (``"local"``, the default and the fallback): a calibrated probability of
-  relevance from the embedder's cosine and BM25, no model call, well under a millisecond.
-* ``LLMJudge``: one batched call per stage to an OpenAI-compatible chat deployment of
-  ``settings.LLM_DEPLOYMENTS``, strictly parsed.
+* ``LocalJudge`` (``"local"``, the default without a deployment to ask, and the fallback): a
+  calibrated probability of relevance from the embedder's cosine and BM25, no model call, well
+  under a millisecond.
+* ``LLMJudge``: one batched call per stage to a chat deployment (``contextplatform.core.llm``,
+  OpenAI or Anthropic protocol), strictly parsed.
 
-``judge_for(deployment)`` picks one; ``known_deployments()`` lets configuration refuse unknown
-names before any request.
+``judge_for(deployment, default=...)`` picks one: ``"local"`` is the local judge; a name is a
+deployment of the tenant, else of ``settings.LLM_DEPLOYMENTS`` (``contextplatform.deployments.llm``);
+no name is the ``default`` deployment (the route's upstream) when that deployment may judge, else
+the local judge. ``known_deployments()`` lets configuration refuse unknown names before any
+request. A judge's ``label`` (``local``, ``deployment:<name>``) is what the replay record shows.
 """
 
 from __future__ import annotations
@@ -21,9 +25,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from asgiref.sync import sync_to_async
+
 from contextplatform.core import llm
 from contextplatform.core.bm25 import bm25_scores
 from contextplatform.core.llm import LLMDeployment, LLMError
+from contextplatform.deployments import llm as named
 
 
 class JudgeError(Exception):
@@ -40,6 +47,11 @@ class JudgeCandidate:
 
 class Judge(ABC):
     name: str
+
+    @property
+    def label(self) -> str:
+        """Which judge this is, as the replay record and the preview show it."""
+        return self.name
 
     @abstractmethod
     async def score(self, query: str, candidates: list[JudgeCandidate]) -> list[float]:
@@ -235,11 +247,15 @@ def _score(value: Any, index: int) -> float:
 
 
 class LLMJudge(Judge):
-    """One chat-completions call per ``score``: every candidate in one prompt, one score each."""
+    """One chat call per ``score``: every candidate in one prompt, one score each."""
 
     def __init__(self, deployment: LLMDeployment) -> None:
         self.deployment = deployment
         self.name = deployment.name
+
+    @property
+    def label(self) -> str:
+        return deployment_label(self.name)
 
     async def score(self, query: str, candidates: list[JudgeCandidate]) -> list[float]:
         if not candidates:
@@ -259,24 +275,78 @@ LOCAL = "local"
 _LOCAL_JUDGE = LocalJudge()
 
 
+def deployment_label(name: str) -> str:
+    return f"deployment:{name}"
+
+
 def known_deployments() -> list[str]:
-    """Every name ``judge_for`` accepts: ``"local"`` and the configured LLM deployments."""
+    """Every name ``judge_for`` accepts: ``"local"``, the tenant's deployments (in a tenant's
+    schema) and the platform's."""
     try:
-        configured = llm.known_deployments()
+        return [LOCAL, *named.known_names()]
     except LLMError as error:
         raise JudgeError(str(error)) from None
-    return [LOCAL, *(name for name in configured if name != LOCAL)]
 
 
-def judge_for(deployment: str | None) -> Judge:
-    """``None`` or ``"local"`` → the calibrated local judge; otherwise a configured LLM deployment."""
-    if deployment is None or deployment == LOCAL:
+def unknown_deployment_message(name: str, what: str = "judge deployment") -> str:
+    try:
+        return named.unknown_name_message(name, what, also=(LOCAL,))
+    except LLMError as error:
+        return f"unknown {what} {name!r} ({error})"
+
+
+def may_not_judge_message(name: str) -> str:
+    return (
+        f"deployment {name!r} may not judge (its may_judge is false): name another deployment, "
+        "or local"
+    )
+
+
+def judge_for(
+    deployment: str | None,
+    *,
+    allowlist: Sequence[str] | None = None,
+    default: str | None = None,
+) -> Judge:
+    """The judge a judge block asks. ``"local"`` → the calibrated local judge; a name → that
+    deployment (the tenant's, else the platform's; a tenant's that may not judge is refused);
+    ``None`` → the ``default`` deployment (the route's upstream, a tenant deployment) when it
+    exists and may judge, else the local judge. ``allowlist`` is the tenant's outbound
+    allow-list for a tenant deployment (read when not given). Reads the database when a
+    deployment is named: async callers use ``judge_for_async``. Raises JudgeError."""
+    if deployment == LOCAL or (deployment is None and default is None):
         return _LOCAL_JUDGE
     try:
-        configured = llm.configured_deployment(deployment)
+        if deployment is None:
+            assert default is not None
+            upstream = named.tenant_deployment(default, allowlist)
+            if upstream is None or not upstream.may_judge:
+                return _LOCAL_JUDGE  # nothing named: the local judge, as without an upstream
+            return LLMJudge(upstream.llm)
+        found = named.named_deployment(deployment, allowlist)
     except LLMError as error:
         raise JudgeError(str(error)) from None
-    if configured is None:
-        known = ", ".join(known_deployments())
-        raise JudgeError(f"unknown judge deployment {deployment!r} (known: {known})")
-    return LLMJudge(configured)
+    if found is None:
+        raise JudgeError(unknown_deployment_message(deployment))
+    if not found.may_judge:
+        raise JudgeError(may_not_judge_message(deployment))
+    return LLMJudge(found.llm)
+
+
+async def judge_for_async(
+    deployment: str | None,
+    *,
+    allowlist: Sequence[str] | None = None,
+    default: str | None = None,
+) -> Judge:
+    """``judge_for`` from a source's fetch: a deployment is looked up on the request's own
+    thread (its connection holds the tenant's search path); the local judge needs no lookup."""
+    if deployment == LOCAL or (deployment is None and default is None):
+        return _LOCAL_JUDGE
+    return await sync_to_async(judge_for)(deployment, allowlist=allowlist, default=default)
+
+
+def asked_label(deployment: str | None, default: str | None) -> str:
+    """The label of the judge a block asks for, before it is found (what a failure names)."""
+    name = deployment if deployment is not None else default
+    return LOCAL if name is None or name == LOCAL else deployment_label(name)

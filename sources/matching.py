@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from contextplatform.core import metrics
-from sources.judge import JudgeCandidate, JudgeError, judge_for, known_deployments
+from contextplatform.core.llm import LLMError
+from contextplatform.deployments import llm as named
+from sources.base import ContextRequest
+from sources.judge import (
+    LOCAL,
+    JudgeCandidate,
+    JudgeError,
+    asked_label,
+    judge_for_async,
+    may_not_judge_message,
+    unknown_deployment_message,
+)
 from sources.recall import RecallHit
 
 
@@ -28,6 +39,8 @@ class JudgeConfig(Strict):
     top_k: int = Field(default=6, ge=1, le=200)
     min_score: float = Field(default=0.5, ge=0.0, le=1.0)
     max_candidates: int = Field(default=64, ge=1, le=256)
+    # "local": the local judge; a name: that deployment (the tenant's, else the platform's);
+    # none: the route's upstream deployment when it may judge, else the local judge.
     deployment: str | None = Field(default=None, max_length=100)
     on_error: Literal["skip", "block"] = "skip"
 
@@ -36,9 +49,17 @@ class JudgeConfig(Strict):
     def known_deployment(cls, deployment: str | None, info: ValidationInfo) -> str | None:
         if (info.context or {}).get("stored"):
             return deployment  # checked when the route was saved; at run time on_error decides
-        known = known_deployments()
-        if deployment is not None and deployment not in known:
-            raise ValueError(f"unknown deployment {deployment!r}; configured: {', '.join(known)}")
+        if deployment is None or deployment == LOCAL:
+            return deployment
+        # Routes are written in the tenant's schema, so the tenant's deployments are read here.
+        try:
+            found = named.named_deployment(deployment, allowlist=())
+        except LLMError as error:
+            raise ValueError(f"deployment {deployment!r}: {error}") from None
+        if found is None:
+            raise ValueError(unknown_deployment_message(deployment, "deployment"))
+        if not found.may_judge:
+            raise ValueError(may_not_judge_message(deployment))
         return deployment
 
 
@@ -80,10 +101,26 @@ class MatchResult:
     decisions: list[Decision] = field(default_factory=list)
     judged: bool = False
     judge_error: str | None = None
+    # Which judge was asked (``local``, ``deployment:<name>``); None without a judge block.
+    judge: str | None = None
 
     @property
     def kept(self) -> list[Decision]:
         return [d for d in self.decisions if d.kept]
+
+    def judge_notes(self) -> dict[str, Any]:
+        """What the source's notes (the replay record, the preview) say of the judge: which one
+        ran, whether it fell back to the recall order (no usable answer, ``on_error: skip``),
+        and why."""
+        if self.judge is None:
+            return {}
+        notes: dict[str, Any] = {
+            "judge": self.judge,
+            "judge_fallback": self.judge_error is not None,
+        }
+        if self.judge_error:
+            notes["judge_error"] = self.judge_error
+        return notes
 
     @property
     def cacheable(self) -> bool:
@@ -92,8 +129,14 @@ class MatchResult:
 
 
 async def judge_and_keep(
-    query: str, hits: list[RecallHit], judge: JudgeConfig | None
+    query: str,
+    hits: list[RecallHit],
+    judge: JudgeConfig | None,
+    request: ContextRequest | None = None,
 ) -> MatchResult:
+    """Judge the recalled ``hits`` and keep the best. ``request`` gives the default judge (the
+    route's upstream deployment) and the tenant's outbound allow-list; without it a block with no
+    deployment is judged locally."""
     decisions = [Decision(hit=hit, recall_rank=rank) for rank, hit in enumerate(hits, start=1)]
     if judge is None:
         for decision in decisions:
@@ -102,8 +145,13 @@ async def judge_and_keep(
     candidates = decisions[: judge.max_candidates]
     for decision in decisions[judge.max_candidates :]:
         decision.reason = "not_judged"
+    default = request.judge_deployment if request is not None else None
+    allowlist = request.allowlist if request is not None else None
+    label = asked_label(judge.deployment, default)  # what a failure names if none is found
     try:
-        scores = await judge_for(judge.deployment).score(
+        chosen = await judge_for_async(judge.deployment, allowlist=allowlist, default=default)
+        label = chosen.label
+        scores = await chosen.score(
             query,
             [
                 JudgeCandidate(
@@ -115,12 +163,12 @@ async def judge_and_keep(
     except JudgeError as error:
         metrics.count_judge(metrics.judge_feature(), ok=False)
         if judge.on_error == "block":
-            raise JudgeBlocked(f"relevance judge failed: {error}") from error
+            raise JudgeBlocked(f"relevance judge failed ({label}): {error}") from error
         for decision in candidates:
             within = decision.recall_rank <= judge.top_k
             decision.kept = within
             decision.reason = "judge_failed_recall_order" if within else "beyond_top_k"
-        return MatchResult(decisions=decisions, judged=False, judge_error=str(error))
+        return MatchResult(decisions=decisions, judged=False, judge_error=str(error), judge=label)
     metrics.count_judge(metrics.judge_feature(), ok=True)
     for decision, score in zip(candidates, scores, strict=True):
         decision.judge_score = score
@@ -136,7 +184,7 @@ async def judge_and_keep(
             kept += 1
     order = {id(d): i for i, d in enumerate(ranked)}
     decisions.sort(key=lambda d: (not d.kept, order.get(id(d), len(order) + d.recall_rank)))
-    return MatchResult(decisions=decisions, judged=True)
+    return MatchResult(decisions=decisions, judged=True, judge=label)
 
 
 def cap_characters(result: MatchResult, max_characters: int) -> None:

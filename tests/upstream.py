@@ -5,7 +5,8 @@ provider's own event format, with usage.
 
 Every request is recorded (``Seen``: headers and body) so that a test can assert what the
 upstream received: the injected context, the deployment's model, the key header. Its answer echoes
-the request ("seen N messages; question: ...; model: ..."). A test may make it answer an error status
+the request ("seen N messages; question: ...; model: ...") unless the test chooses its text
+(``answer_with``). A test may make it answer an error status
 (``fail``), never answer (``hang``) or stream slowly (``stream_slowly``); ``disconnected`` is set
 when a client closes the connection before a stream is over (the cancelled upstream call).
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,6 +40,16 @@ class Behaviour:
     hang: bool = False
     pieces: int = 0  # 0: one piece per word of the answer; more: the answer padded to that many
     piece_delay_s: float = 0.0
+    text: Callable[[dict[str, Any]], str] | None = None  # the answer's text; None: the echo
+    # Call the offered tool of this name (or, ending in "*", of this prefix) before answering:
+    # once per conversation, or on every answer with ``tool_always``.
+    tool: str | None = None
+    tool_arguments: dict[str, Any] | None = None
+    tool_always: bool = False
+    also_client_tool: str | None = None  # a client tool called in the same turn
+
+
+PREAMBLE = "Looking it up."
 
 
 def text_of(content: Any) -> str:
@@ -55,11 +66,83 @@ def text_of(content: Any) -> str:
 
 
 def echo(body: dict[str, Any]) -> str:
-    """What the answer says: how many messages came, the latest user text, the model."""
+    """What the answer says: how many messages came, the latest user text, the model, and the
+    result of a tool when the conversation carries one."""
     messages = body.get("messages") or []
     texts = [text_of(m.get("content")) for m in messages if m.get("role") == "user"]
     question = next((text for text in reversed(texts) if text.strip()), "")
-    return f"seen {len(messages)} messages; question: {question[:80]}; model: {body.get('model')}"
+    answer = f"seen {len(messages)} messages; question: {question[:80]}; model: {body.get('model')}"
+    result = last_tool_result(body)
+    return answer if result is None else f"{answer}; tool: {len(result)} chars: {result[:300]}"
+
+
+def last_tool_result(body: dict[str, Any]) -> str | None:
+    """The text of the conversation's latest tool result (OpenAI ``role: tool`` message,
+    Anthropic ``tool_result`` block), or None."""
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") == "tool":
+            return text_of(message.get("content"))
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    inner = block.get("content")
+                    return inner if isinstance(inner, str) else text_of(inner)
+    return None
+
+
+def called_tools(body: dict[str, Any]) -> set[str]:
+    """The names of the tools the conversation's assistant turns called."""
+    names: set[str] = set()
+    for message in body.get("messages") or []:
+        if message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or []:
+            names.add(str((call.get("function") or {}).get("name")))
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                names.add(str(block.get("name")))
+    return names
+
+
+def tool_schema(tool: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    function = tool.get("function")
+    if isinstance(function, dict):
+        return str(function.get("name")), function.get("parameters") or {}
+    return str(tool.get("name")), tool.get("input_schema") or {}
+
+
+def chosen_tool(body: dict[str, Any], behaviour: Behaviour) -> tuple[str, dict[str, Any]] | None:
+    """The tool this answer calls, with its arguments, or None."""
+    wanted = behaviour.tool
+    if wanted is None:
+        return None
+    for tool in body.get("tools") or []:
+        name, schema = tool_schema(tool)
+        matches = name.startswith(wanted[:-1]) if wanted.endswith("*") else name == wanted
+        if not matches or (name in called_tools(body) and not behaviour.tool_always):
+            continue
+        if behaviour.tool_arguments is not None:
+            return name, behaviour.tool_arguments
+        properties = schema.get("properties") or {}
+        if "key" in properties:
+            return name, {"key": (properties["key"].get("enum") or ["no-key"])[0]}
+        messages = body.get("messages") or []
+        texts = [text_of(m.get("content")) for m in messages if m.get("role") == "user"]
+        return name, {"query": next((t for t in reversed(texts) if t.strip()), "")}
+    return None
+
+
+def tool_calls_of(body: dict[str, Any], behaviour: Behaviour) -> list[tuple[str, str, str]]:
+    """(id, name, arguments as JSON) of each tool the answer calls."""
+    chosen = chosen_tool(body, behaviour)
+    if chosen is None:
+        return []
+    calls = [("call_reserved_1", chosen[0], json.dumps(chosen[1]))]
+    if behaviour.also_client_tool:
+        calls.append(("call_client_2", behaviour.also_client_tool, json.dumps({"city": "Oslo"})))
+    return calls
 
 
 def word_pieces(text: str, count: int) -> list[str]:
@@ -74,20 +157,28 @@ def prompt_tokens(body: dict[str, Any]) -> int:
     return max(1, len(json.dumps(body)) // 4)
 
 
-def openai_completion(body: dict[str, Any], text: str) -> dict[str, Any]:
+def openai_completion(
+    body: dict[str, Any], text: str, calls: list[tuple[str, str, str]] | None = None
+) -> dict[str, Any]:
     prompt, completion = prompt_tokens(body), len(text.split())
+    if calls:
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": PREAMBLE,
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                for i, n, a in calls
+            ],
+        }
+        finish = "tool_calls"
+    else:
+        message, finish = {"role": "assistant", "content": text}, "stop"
     return {
         "id": "chatcmpl-loopback",
         "object": "chat.completion",
         "created": 1,
         "model": body.get("model"),
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": "stop",
-            }
-        ],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
@@ -96,7 +187,9 @@ def openai_completion(body: dict[str, Any], text: str) -> dict[str, Any]:
     }
 
 
-def openai_events(body: dict[str, Any], pieces: list[str]) -> Iterator[bytes]:
+def openai_events(
+    body: dict[str, Any], pieces: list[str], calls: list[tuple[str, str, str]] | None = None
+) -> Iterator[bytes]:
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {
             "id": "chatcmpl-loopback",
@@ -107,8 +200,21 @@ def openai_events(body: dict[str, Any], pieces: list[str]) -> Iterator[bytes]:
         }
 
     frames = [chunk({"role": "assistant", "content": ""})]
-    frames += [chunk({"content": piece}) for piece in pieces]
-    frames.append(chunk({}, "stop"))
+    if calls:
+        frames.append(chunk({"content": PREAMBLE}))
+        for index, (call_id, name, arguments) in enumerate(calls):
+            head = {"index": index, "id": call_id, "type": "function"}
+            function = {"name": name, "arguments": ""}
+            frames.append(chunk({"tool_calls": [{**head, "function": function}]}))
+            half = len(arguments) // 2
+            for part in (arguments[:half], arguments[half:]):
+                frames.append(
+                    chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]})
+                )
+        frames.append(chunk({}, "tool_calls"))
+    else:
+        frames += [chunk({"content": piece}) for piece in pieces]
+        frames.append(chunk({}, "stop"))
     if (body.get("stream_options") or {}).get("include_usage"):
         prompt = prompt_tokens(body)
         frames.append(
@@ -127,7 +233,15 @@ def openai_events(body: dict[str, Any], pieces: list[str]) -> Iterator[bytes]:
     yield b"data: [DONE]\n\n"
 
 
-def anthropic_message(body: dict[str, Any], text: str) -> dict[str, Any]:
+def anthropic_message(
+    body: dict[str, Any], text: str, calls: list[tuple[str, str, str]] | None = None
+) -> dict[str, Any]:
+    if calls:
+        content: list[dict[str, Any]] = [{"type": "text", "text": PREAMBLE}]
+        content += [
+            {"type": "tool_use", "id": i, "name": n, "input": json.loads(a)} for i, n, a in calls
+        ]
+        return {**anthropic_message(body, text), "content": content, "stop_reason": "tool_use"}
     return {
         "id": "msg_loopback",
         "type": "message",
@@ -140,7 +254,9 @@ def anthropic_message(body: dict[str, Any], text: str) -> dict[str, Any]:
     }
 
 
-def anthropic_events(body: dict[str, Any], pieces: list[str]) -> Iterator[bytes]:
+def anthropic_events(
+    body: dict[str, Any], pieces: list[str], calls: list[tuple[str, str, str]] | None = None
+) -> Iterator[bytes]:
     def event(name: str, data: dict[str, Any]) -> bytes:
         return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
 
@@ -149,14 +265,22 @@ def anthropic_events(body: dict[str, Any], pieces: list[str]) -> Iterator[bytes]
     yield event("message_start", {"message": start})
     yield event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
     yield event("ping", {})
-    for piece in pieces:
+    for piece in [PREAMBLE] if calls else pieces:
         delta = {"type": "text_delta", "text": piece}
         yield event("content_block_delta", {"index": 0, "delta": delta})
     yield event("content_block_stop", {"index": 0})
+    for index, (call_id, name, arguments) in enumerate(calls or [], start=1):
+        block = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+        yield event("content_block_start", {"index": index, "content_block": block})
+        half = len(arguments) // 2
+        for part in (arguments[:half], arguments[half:]):
+            delta = {"type": "input_json_delta", "partial_json": part}
+            yield event("content_block_delta", {"index": index, "delta": delta})
+        yield event("content_block_stop", {"index": index})
     yield event(
         "message_delta",
         {
-            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "delta": {"stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None},
             "usage": {"output_tokens": len(pieces)},
         },
     )
@@ -204,8 +328,29 @@ class LoopbackUpstream:
     def stream_slowly(self, pieces: int, piece_delay_s: float) -> None:
         self.behaviour = Behaviour(pieces=pieces, piece_delay_s=piece_delay_s)
 
+    def answer_with(self, text: Callable[[dict[str, Any]], str]) -> None:
+        """Answer each request with ``text(body)`` (in the protocol's shape) instead of the echo."""
+        self.behaviour = Behaviour(text=text)
+
     def behave(self) -> None:
         self.behaviour = Behaviour()
+
+    def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        always: bool = False,
+        also_client_tool: str | None = None,
+    ) -> None:
+        """Answer by calling the offered tool ``name`` (a trailing ``*`` matches a prefix) unless
+        the conversation already called it (or always); an answer echoes the latest tool result."""
+        self.behaviour = Behaviour(
+            tool=name,
+            tool_arguments=arguments,
+            tool_always=always,
+            also_client_tool=also_client_tool,
+        )
 
     def stop(self) -> None:
         self.stopping.set()
@@ -235,15 +380,22 @@ def _handler(upstream_ref: list[LoopbackUpstream]) -> type[BaseHTTPRequestHandle
             if behaviour.status >= 400:
                 return self.send_json(behaviour.status, behaviour.error or {})
             body = seen.body
-            text = echo(body)
+            text = behaviour.text(body) if behaviour.text else echo(body)
+            calls = tool_calls_of(body, behaviour)
             anthropic = path == ANTHROPIC_PATH
             if not body.get("stream"):
                 answer = (
-                    anthropic_message(body, text) if anthropic else openai_completion(body, text)
+                    anthropic_message(body, text, calls)
+                    if anthropic
+                    else openai_completion(body, text, calls)
                 )
                 return self.send_json(200, answer)
             pieces = word_pieces(text, behaviour.pieces)
-            events = anthropic_events(body, pieces) if anthropic else openai_events(body, pieces)
+            events = (
+                anthropic_events(body, pieces, calls)
+                if anthropic
+                else openai_events(body, pieces, calls)
+            )
             return self.send_stream(upstream, events, behaviour.piece_delay_s)
 
         def send_json(self, status: int, payload: Any) -> None:

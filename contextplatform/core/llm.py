@@ -1,39 +1,59 @@
-"""The one client for the platform's language models: OpenAI-compatible chat deployments.
+"""The one client for the platform's language models: chat deployments speaking OpenAI Chat
+Completions or Anthropic Messages.
 
 Everything that asks a model for an answer goes through here (the relevance judge, the memory
 extractor), so they read deployments, send requests and fail the same way:
 
-* ``LLMDeployment``: where a deployment is and how to ask it (base URL, model, key, timeout,
-  output cap, JSON mode); ``chat_request`` and ``headers`` build the request.
-* ``complete`` / ``complete_sync``: one chat-completions call, its answer read up to
-  ``MAX_RESPONSE_BYTES`` within the deployment's timeout, the assistant message content returned.
-  Whatever goes wrong (timeout, transport, a non-200 status, an oversized or malformed body) is an
-  ``LLMError`` whose message names the deployment and what happened.
-* ``known_deployments`` / ``configured_deployment``: the registry, ``settings.LLM_DEPLOYMENTS``.
+* ``LLMDeployment``: where a deployment is and how to ask it (protocol, base URL, model, key,
+  timeout, output cap, JSON mode); ``chat_request`` and ``headers`` build the request in the
+  deployment's protocol.
+* ``complete`` / ``complete_sync``: one call, its answer read up to ``MAX_RESPONSE_BYTES`` within
+  the deployment's timeout, the answer's text returned (OpenAI: the first choice's message
+  content; Anthropic: the text blocks of ``content``). Whatever goes wrong (timeout, transport, a
+  refused address, a non-200 status, an oversized or malformed body) is an ``LLMError`` whose
+  message names the deployment and what happened.
+* ``known_deployments`` / ``configured_deployment``: the platform's registry,
+  ``settings.LLM_DEPLOYMENTS`` (OpenAI-compatible; a tenant's own deployments are read by
+  ``contextplatform.deployments.llm``, which builds an ``LLMDeployment`` of each).
 
-Deployments are the operator's settings, not a tenant's configuration, so these calls do not go
-through the tenant allow-list of ``contextplatform.core.outbound``. What the answer must say is the
-caller's business: it parses the returned content itself.
+The platform's deployments are the operator's settings, not a tenant's configuration, so their
+calls do not go through the tenant allow-list of ``contextplatform.core.outbound``. A tenant's
+deployment is tenant configuration: its ``allowlist`` is set, and its calls go through the guarded
+client with that allow-list. What the answer must say is the caller's business: it parses the
+returned text itself.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 import httpx
+
+from contextplatform.core.outbound import OutboundError, guarded_async_client, shared_ssl_context
 
 DEFAULT_TIMEOUT_MS = 10_000
 DEFAULT_MAX_DOCUMENT_CHARS = 2_000
 MAX_RESPONSE_BYTES = 1024 * 1024
+# Anthropic's Messages API requires max_tokens; the platform's answers (scores, decisions) are
+# short JSON documents, so this is a cap, not a target.
+DEFAULT_ANTHROPIC_MAX_TOKENS = 4096
+ANTHROPIC_VERSION = "2023-06-01"  # what the anthropic SDK sends when its caller sets none
+# Anthropic has no JSON mode: the prompt asks for it, and the answer is validated as ever.
+ANTHROPIC_JSON_INSTRUCTION = (
+    "Answer with one JSON object and nothing else: no prose before or after it, no code fence."
+)
 
 Messages = Sequence[Mapping[str, str]]
+LLMProtocol = Literal["openai", "anthropic"]
+T = TypeVar("T")
 
 
 class LLMError(Exception):
@@ -48,22 +68,40 @@ class LLMDeployment:
     api_key: str | None = None
     timeout_ms: int = DEFAULT_TIMEOUT_MS
     max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS  # how much of each document a judge shows
-    json_mode: bool = True  # send response_format json_object; the answer is validated anyway
+    json_mode: bool = True  # ask for JSON (OpenAI: response_format); the answer is validated anyway
     max_tokens: int | None = None
+    protocol: LLMProtocol = "openai"
+    # ``url`` is what the provider's SDK takes as its base URL (a tenant deployment's base_url:
+    # OpenAI's already ends in /v1); otherwise it is the server's root (the platform's settings).
+    sdk_base_url: bool = False
+    extra_headers: tuple[tuple[str, str], ...] = ()
+    # Set for a tenant's deployment: its calls go through the outbound guard with this allow-list.
+    # None for the platform's own deployments (settings), which are not tenant configuration.
+    allowlist: tuple[str, ...] | None = None
 
     @property
     def endpoint(self) -> str:
-        return f"{self.url.rstrip('/')}/v1/chat/completions"
+        base = self.url.rstrip("/")
+        if self.protocol == "anthropic":
+            return f"{base}/v1/messages"
+        return f"{base}/chat/completions" if self.sdk_base_url else f"{base}/v1/chat/completions"
 
     @property
     def headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
+        headers = {**dict(self.extra_headers), "Content-Type": "application/json"}
+        if self.protocol == "anthropic":
+            headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
+            if self.api_key:
+                headers["x-api-key"] = self.api_key
+        elif self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
 
     def chat_request(self, messages: Messages) -> dict[str, Any]:
-        """A deterministic chat-completions body for this deployment (JSON mode when it has it)."""
+        """A deterministic request body for this deployment's protocol (JSON mode when it has
+        it)."""
+        if self.protocol == "anthropic":
+            return self.messages_request(messages)
         request: dict[str, Any] = {
             "model": self.model,
             "messages": [dict(message) for message in messages],
@@ -73,6 +111,25 @@ class LLMDeployment:
             request["response_format"] = {"type": "json_object"}
         if self.max_tokens is not None:
             request["max_tokens"] = self.max_tokens
+        return request
+
+    def messages_request(self, messages: Messages) -> dict[str, Any]:
+        """Anthropic Messages: the system prompt beside the messages, max_tokens always."""
+        system = [m["content"] for m in messages if m.get("role") == "system"]
+        if self.json_mode:
+            system.append(ANTHROPIC_JSON_INSTRUCTION)
+        request: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens or DEFAULT_ANTHROPIC_MAX_TOKENS,
+            "temperature": 0,
+            "messages": [
+                {"role": m["role"], "content": m["content"]}
+                for m in messages
+                if m.get("role") != "system"
+            ],
+        }
+        if system:
+            request["system"] = "\n\n".join(system)
         return request
 
 
@@ -99,13 +156,33 @@ def strip_fence(content: str) -> str:
     return match.group(1) if match else text
 
 
-def answer_content(body: bytes) -> str:
-    """The assistant message content of a chat-completions response body."""
+def messages_text(payload: Any) -> str:
+    """An Anthropic message's text: its ``content`` text blocks, joined; an LLMError when there
+    is none."""
+    content = payload.get("content") if isinstance(payload, dict) else None
+    if not isinstance(content, list):
+        raise LLMError("response has no content")
+    texts = [
+        block["text"]
+        for block in content
+        if isinstance(block, dict)
+        and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
+    ]
+    text = "".join(texts)
+    if not text.strip():
+        raise LLMError("response has no text content")
+    return text
+
+
+def answer_content(body: bytes, protocol: LLMProtocol = "openai") -> str:
+    """The answer's text of a chat-completions (or, for ``anthropic``, a Messages) response
+    body."""
     try:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError) as error:
         raise LLMError(f"response is not JSON: {error}") from None
-    return message_content(payload)
+    return messages_text(payload) if protocol == "anthropic" else message_content(payload)
 
 
 # --------------------------------------------------------------------------------------------
@@ -113,9 +190,9 @@ def answer_content(body: bytes) -> str:
 
 
 async def complete(deployment: LLMDeployment, messages: Messages, *, role: str = "model") -> str:
-    """Ask ``deployment`` once; the assistant message content. The whole exchange is abandoned
-    after the deployment's ``timeout_ms``. ``role`` is how messages name the deployment ("judge
-    'fast' timed out after 1500 ms")."""
+    """Ask ``deployment`` once; the answer's text. The whole exchange is abandoned after the
+    deployment's ``timeout_ms``. ``role`` is how messages name the deployment ("judge 'fast' timed
+    out after 1500 ms")."""
     call = _Call(deployment, role)
     try:
         status, body = await asyncio.wait_for(call.post_async(messages), call.seconds)
@@ -123,12 +200,18 @@ async def complete(deployment: LLMDeployment, messages: Messages, *, role: str =
         raise call.timed_out() from None
     except httpx.HTTPError as error:
         raise call.unreachable(error) from error
+    except OutboundError as error:
+        raise call.refused(error) from error
     return call.answer(status, body)
 
 
 def complete_sync(deployment: LLMDeployment, messages: Messages, *, role: str = "model") -> str:
     """``complete`` for synchronous callers (a Celery task): each connect / read / write is bounded
-    by the timeout, and the body is given up once the exchange has run that long."""
+    by the timeout, and the body is given up once the exchange has run that long. A tenant's
+    deployment is asked through the guarded client, which is asynchronous: the call runs on an
+    event loop of its own, whole exchange bounded as in ``complete``."""
+    if deployment.allowlist is not None:
+        return _run_blocking(complete(deployment, messages, role=role))
     call = _Call(deployment, role)
     try:
         status, body = call.post_sync(messages)
@@ -137,6 +220,18 @@ def complete_sync(deployment: LLMDeployment, messages: Messages, *, role: str = 
     except httpx.HTTPError as error:
         raise call.unreachable(error) from error
     return call.answer(status, body)
+
+
+def _run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` to its end from synchronous code: on this thread when it runs no event
+    loop (a Celery worker), else on a thread of its own (a caller inside a loop must not block
+    it re-entrantly)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 class _Call:
@@ -148,10 +243,20 @@ class _Call:
         self.seconds = deployment.timeout_ms / 1000
         self.timeout = httpx.Timeout(self.seconds)
 
+    def _async_client(self) -> httpx.AsyncClient:
+        allowlist = self.deployment.allowlist
+        if allowlist is None:
+            return httpx.AsyncClient(
+                timeout=self.timeout, follow_redirects=False, verify=shared_ssl_context()
+            )
+        # A tenant's deployment: refused, before sending and at connect time, unless its address
+        # is public or in the tenant's allow-list (redirects are not followed, as above).
+        return guarded_async_client(allowlist=allowlist, timeout_s=self.seconds, max_redirects=0)
+
     async def post_async(self, messages: Messages) -> tuple[int, bytes]:
         deployment = self.deployment
         async with (
-            httpx.AsyncClient(timeout=self.timeout, follow_redirects=False) as client,
+            self._async_client() as client,
             client.stream(
                 "POST",
                 deployment.endpoint,
@@ -167,7 +272,9 @@ class _Call:
         deployment = self.deployment
         deadline = time.monotonic() + self.seconds
         with (
-            httpx.Client(timeout=self.timeout, follow_redirects=False) as client,
+            httpx.Client(
+                timeout=self.timeout, follow_redirects=False, verify=shared_ssl_context()
+            ) as client,
             client.stream(
                 "POST",
                 deployment.endpoint,
@@ -191,13 +298,16 @@ class _Call:
         if status != 200:
             snippet = body[:200].decode("utf-8", "replace")
             raise LLMError(f"{self.label} answered HTTP {status}: {snippet}")
-        return answer_content(body)
+        return answer_content(body, self.deployment.protocol)
 
     def timed_out(self) -> LLMError:
         return LLMError(f"{self.label} timed out after {self.deployment.timeout_ms} ms")
 
     def unreachable(self, error: httpx.HTTPError) -> LLMError:
         return LLMError(f"{self.label} unreachable: {type(error).__name__}: {error}")
+
+    def refused(self, error: OutboundError) -> LLMError:
+        return LLMError(f"{self.label} refused by the outbound guard: {error}")
 
 
 class _BoundedBody:

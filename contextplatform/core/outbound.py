@@ -9,9 +9,11 @@ connects to, so that a name which resolves differently the second time (DNS rebi
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json as jsonlib
 import socket
+import ssl
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -112,7 +114,9 @@ async def _resolve_async(host: str, port: int) -> list[IPAddress]:
     literal = _parse_ip(host)
     if literal is not None:
         return [literal]
-    return await anyio.to_thread.run_sync(_resolve, host, port)
+    # A slow resolver must not hold a cancelled caller (a source at its deadline): the lookup's
+    # thread is left to finish on its own.
+    return await anyio.to_thread.run_sync(_resolve, host, port, abandon_on_cancel=True)
 
 
 # --- the allow-list ----------------------------------------------------------------------------
@@ -261,8 +265,8 @@ class _GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
         else:
             try:
                 addresses = await _resolve_async(host, port)
-            except OutboundError as error:
-                raise httpcore.ConnectError(str(error)) from error
+            except OutboundError as unresolved:
+                raise httpcore.ConnectError(str(unresolved)) from unresolved
             self.policy.check_addresses(host, addresses)
             targets = [str(address) for address in addresses]
         error: Exception | None = None
@@ -285,9 +289,18 @@ class _GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
         await self.inner.sleep(seconds)
 
 
+@functools.cache
+def shared_ssl_context() -> ssl.SSLContext:
+    """The one verifying TLS context of the process. Building one loads the CA bundle, tens of
+    milliseconds on the event loop (more on a busy machine): a client per request must not pay
+    that inside its caller's deadline, where no timer can fire while it runs."""
+    return httpx.create_ssl_context(trust_env=False)
+
+
 class _GuardedTransport(httpx.AsyncHTTPTransport):
     def __init__(self, policy: OutboundPolicy):
-        super().__init__(trust_env=False)  # no proxy from the environment: it would bypass us
+        # No proxy from the environment: it would bypass us.
+        super().__init__(trust_env=False, verify=shared_ssl_context())
         pool = self._pool
         if not isinstance(pool, httpcore.AsyncConnectionPool) or not hasattr(
             pool, "_network_backend"

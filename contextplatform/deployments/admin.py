@@ -1,18 +1,26 @@
 """Operators' pages of deployments. The key is a write-only password field: blank keeps the stored
 key, "clear" removes it; the page never shows it. Saves go through the services, validated by the
-API's own schema, so the admin accepts exactly what the API accepts."""
+API's own schema, so the admin accepts exactly what the API accepts. A deployment that routes name
+is neither deleted (its page, the bulk action) nor renamed: the page says which routes name it and
+nothing changes (``usage``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django import forms
-from django.contrib import admin
-from django.http import HttpRequest
+from django.contrib import admin, messages
+from django.contrib.admin.actions import delete_selected as django_delete_selected
+from django.contrib.admin.utils import unquote
+from django.db import transaction
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 
 from contextplatform.core.errors import ApiError
 from contextplatform.core.form_errors import error_text
-from contextplatform.deployments import services
+from contextplatform.deployments import services, usage
+from contextplatform.deployments.errors import DeploymentInUse
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.schema import DeploymentSpec
 from tenants.admin import TenantOnlyAdmin
@@ -58,6 +66,13 @@ class DeploymentForm(forms.ModelForm):
             for problem in error.every():
                 field = (problem.param or "").split(".")[0].split("[")[0]
                 self.add_error(field if field in self.fields else None, error_text(problem))
+            return cleaned
+        stored = self.instance.name if self.instance.pk is not None else None
+        if stored and stored != self.spec.name:
+            # Said next to the field; the save itself is guarded too (a route written meanwhile).
+            refused = usage.refusal(stored, change=f"renamed to {self.spec.name!r}")
+            if refused is not None:
+                self.add_error("name", refused.message)
         return cleaned
 
     def key_change(self) -> services.KeyChange:
@@ -66,9 +81,24 @@ class DeploymentForm(forms.ModelForm):
         return None if self.cleaned_data.get("clear_api_key") else services.KEEP_KEY
 
 
+@admin.action(permissions=["delete"], description=django_delete_selected.short_description)
+def delete_selected(
+    modeladmin: DeploymentAdmin, request: HttpRequest, queryset: QuerySet[Deployment]
+) -> HttpResponse | None:
+    """Django's bulk delete, all or nothing: one selected deployment that routes name keeps every
+    one of them (and their log entries) and says why."""
+    try:
+        with transaction.atomic():
+            return django_delete_selected(modeladmin, request, queryset)
+    except DeploymentInUse as refused:
+        modeladmin.message_user(request, f"Nothing was deleted: {refused.message}", messages.ERROR)
+        return None
+
+
 @admin.register(Deployment)
 class DeploymentAdmin(TenantOnlyAdmin):
     form = DeploymentForm
+    actions = [delete_selected]  # replaces the site's action of the same name
     list_display = (
         "name",
         "protocol",
@@ -111,6 +141,48 @@ class DeploymentAdmin(TenantOnlyAdmin):
                 )
             else:
                 saved = services.create_deployment(spec=spec, api_key=form.key_change())
+        except DeploymentInUse:
+            raise  # changeform_view says it on the page
         except ApiError as error:  # a concurrent save of the same name
             raise forms.ValidationError(error.message) from None
         obj.pk, obj.created_at, obj.updated_at = saved.pk, saved.created_at, saved.updated_at
+
+    def _change_url(self, object_id: str) -> str:
+        opts = self.model._meta
+        return reverse(
+            f"admin:{opts.app_label}_{opts.model_name}_change",
+            args=[object_id],
+            current_app=self.admin_site.name,
+        )
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except DeploymentInUse as refused:  # named between the form's check and the save
+            self.message_user(request, refused.message, messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """The delete page refuses a deployment that routes name before asking to confirm (when
+        the user may delete at all: the page's own checks come first); the confirmed delete is
+        refused by the guard, rolled back whole, with the same words."""
+        if request.method == "GET":
+            deployment = self.get_object(request, unquote(object_id))
+            if deployment is not None and self.has_delete_permission(request, deployment):
+                refused = usage.refusal(deployment.name)
+                if refused is not None:
+                    self.message_user(request, refused.message, messages.ERROR)
+                    return HttpResponseRedirect(self._change_url(object_id))
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except DeploymentInUse as refused:
+            self.message_user(request, refused.message, messages.ERROR)
+            return HttpResponseRedirect(self._change_url(object_id))

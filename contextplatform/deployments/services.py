@@ -95,7 +95,13 @@ def upsert_deployment(*, spec: DeploymentSpec, api_key: KeyChange = KEEP_KEY) ->
 
 
 def delete_deployment(*, deployment: Deployment) -> None:
-    deployment.delete()
+    """Delete it; ``DeploymentInUse`` (409 ``conflict``, naming the routes) while configuration
+    names it. A rename in ``update_deployment`` is refused the same way (``usage``'s guards).
+
+    In a savepoint of its own: the refusal is raised inside the delete's transaction, which would
+    otherwise leave a caller's enclosing transaction unusable."""
+    with transaction.atomic():
+        deployment.delete()
 
 
 def rotate_keys() -> int:

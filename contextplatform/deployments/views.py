@@ -1,5 +1,7 @@
 """HTTP endpoints of deployments: list, create, read, replace, merge-patch, delete. Thin: parse,
-call a service or selector, present. No representation holds the key, only ``api_key_set``."""
+call a service or selector, present. No representation holds the key, only ``api_key_set``. A
+delete or rename of a deployment that routes name raises ``DeploymentInUse``, an ``ApiError``: the
+API's envelope, 409 ``conflict``, naming them."""
 
 from __future__ import annotations
 
@@ -80,8 +82,9 @@ class DeploymentDetailView(ApiView):
 
     @extend_schema(
         request=DeploymentSpec,
-        responses={200: dict},
-        summary="Replace a deployment (without api_key the stored key stays; null clears it)",
+        responses={200: dict, 409: dict},
+        summary="Replace a deployment (without api_key the stored key stays; null clears it; "
+        "a rename is refused with 409 while routes name it)",
     )
     def put(self, request: Request, name: str) -> Response:
         deployment = existing_deployment(name)
@@ -96,7 +99,7 @@ class DeploymentDetailView(ApiView):
 
     @extend_schema(
         request=dict,
-        responses={200: dict},
+        responses={200: dict, 409: dict},
         summary="Change part of a deployment (JSON merge patch; api_key null clears the key)",
     )
     def patch(self, request: Request, name: str) -> Response:
@@ -111,7 +114,10 @@ class DeploymentDetailView(ApiView):
         updated = services.update_deployment(deployment=deployment, spec=spec, api_key=api_key)
         return Response(deployment_representation(updated))
 
-    @extend_schema(responses={204: None}, summary="Delete a deployment")
+    @extend_schema(
+        responses={204: None, 409: dict},
+        summary="Delete a deployment (409 conflict while a route, recipe or the defaults name it)",
+    )
     def delete(self, request: Request, name: str) -> Response:
         services.delete_deployment(deployment=existing_deployment(name))
         return Response(status=status.HTTP_204_NO_CONTENT)

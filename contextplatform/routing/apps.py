@@ -5,3 +5,11 @@ class RoutingConfig(AppConfig):
     name = "contextplatform.routing"
     label = "routing"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Routes name deployments: the deployments app asks through its signal before a delete or
+        # a rename (deployments.usage), since it cannot import routing.
+        from contextplatform.deployments.usage import naming
+        from contextplatform.routing.deployment_guard import places_naming
+
+        naming.connect(places_naming, dispatch_uid="routing_places_naming_a_deployment")

@@ -137,6 +137,9 @@ class ReplayRecord(models.Model):
     rewritten_body = models.JSONField(null=True, blank=True)
     response_received_at = models.DateTimeField(null=True, blank=True)
     response_body = models.JSONField(null=True, blank=True)
+    # The calls of the platform's own tools the gateway served (vsr_context_retrieve, lazy
+    # sources' search tools): tool, round, status and what it returned, never the content.
+    tool_calls = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

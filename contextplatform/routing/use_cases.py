@@ -12,6 +12,9 @@ from contextplatform.routing.pipeline.chat import ChatFormat
 from contextplatform.routing.pipeline.resolver import Resolution, resolve
 from contextplatform.routing.pipeline.turns import begin_turn, complete_turn
 from contextplatform.routing.pipeline.usage import ProviderUsage
+from contextplatform.routing.pipeline.usage_records import (
+    record_tool_calls as record_tool_calls_in_replay,
+)
 from contextplatform.routing.pipeline.usage_records import record_usage as record_usage_in_replay
 from contextplatform.routing.selectors import LoadedRoute
 from sources.base import ResolvedTurn
@@ -35,6 +38,8 @@ class ResolveCall:
     headers: Mapping[str, str] = field(default_factory=dict)
     # The route, when the entry point already read it (the gateway checks its deployment first).
     loaded: LoadedRoute | None = None
+    # The entry point answers the model's calls of the platform's own tools (the gateway does).
+    serves_tools: bool = False
 
 
 def resolve_context(call: ResolveCall) -> Resolution:
@@ -53,6 +58,7 @@ def resolve_context(call: ResolveCall) -> Resolution:
         allowlist=tenant.outbound_allowlist,
         headers=call.headers,
         loaded=call.loaded,
+        serves_tools=call.serves_tools,
     )
     refusal = resolution.refusal()
     if refusal is not None:
@@ -92,7 +98,17 @@ def hand_back(
     return result
 
 
-def record_usage(*, resolve_id: str, usage: ProviderUsage) -> bool:
+def record_usage(
+    *, resolve_id: str, usage: ProviderUsage, first_call: ProviderUsage | None = None
+) -> bool:
     """The provider's reported usage of a resolve's answer: into its replay record beside the
-    estimate, and into its deployment's token calibration. Once per resolve."""
-    return record_usage_in_replay(resolve_id=resolve_id, usage=usage)
+    estimate, and into its deployment's token calibration. Once per resolve. ``first_call``: when
+    the answer took follow-up calls (served tools), the first call's usage, the one the estimate
+    is of, which alone moves the calibration."""
+    return record_usage_in_replay(resolve_id=resolve_id, usage=usage, first_call=first_call)
+
+
+def record_tool_calls(*, resolve_id: str, calls: list[dict[str, Any]]) -> bool:
+    """The calls of the platform's own tools the gateway served for a resolve, into its replay
+    record."""
+    return record_tool_calls_in_replay(resolve_id=resolve_id, calls=calls)

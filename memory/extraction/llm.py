@@ -1,7 +1,11 @@
-"""The LLM extractor: one call per turn to an OpenAI-compatible chat deployment of
-``settings.LLM_DEPLOYMENTS`` (through ``contextplatform.core.llm``, as the relevance judge), which
-answers add / update / delete decisions against the existing memories it was shown; strictly
-validated, so that a reply that breaks the contract changes nothing.
+"""The LLM extractor: one call per turn to a chat deployment (through
+``contextplatform.core.llm``, as the relevance judge), which answers add / update / delete
+decisions against the existing memories it was shown; strictly validated, so that a reply that
+breaks the contract changes nothing.
+
+The memory store's ``extractor`` names the deployment: a deployment of the tenant (OpenAI or
+Anthropic protocol, called through the outbound guard with the tenant's allow-list), else one of
+``settings.LLM_DEPLOYMENTS`` (``contextplatform.deployments.llm``).
 """
 
 from __future__ import annotations
@@ -10,14 +14,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from contextplatform.core.llm import (
-    LLMDeployment,
-    LLMError,
-    complete_sync,
-    configured_deployment,
-    known_deployments,
-    strip_fence,
-)
+from contextplatform.core.llm import LLMDeployment, LLMError, complete_sync, strip_fence
+from contextplatform.deployments.llm import named_deployment, unknown_name_message
 from memory.extraction.types import (
     ACTIONS,
     KINDS,
@@ -166,22 +164,23 @@ def _target(
 
 
 def deployment_for(name: str) -> LLMDeployment:
-    """The ``settings.LLM_DEPLOYMENTS`` entry called ``name``, read as every model user reads it."""
+    """The deployment called ``name``: the tenant's (when the connection is in its schema, as a
+    memory write is), else the platform's ``settings.LLM_DEPLOYMENTS`` entry, read as every
+    model user reads it."""
     try:
-        deployment = configured_deployment(name)
-        if deployment is None:
+        found = named_deployment(name)
+        if found is None:
             # "local" names the local extractor, never a deployment
-            known = ", ".join(name for name in known_deployments() if name != "local") or "none"
-            raise ExtractionError(f"unknown extractor deployment {name!r} (known: {known})")
-        return deployment
+            raise ExtractionError(unknown_name_message(name, "extractor deployment"))
+        return found.llm
     except LLMError as error:
         raise ExtractionError(str(error)) from None
 
 
 class LLMExtractor:
-    """One chat-completions call per turn: the turn and the existing memories in, decisions out.
+    """One chat call per turn: the turn and the existing memories in, decisions out.
 
-    ``deployment`` is a name in ``settings.LLM_DEPLOYMENTS`` or an ``LLMDeployment``. Its
+    ``deployment`` is a deployment's name (``deployment_for``) or an ``LLMDeployment``. Its
     ``timeout_ms`` bounds each connect / read / write, and the whole exchange is abandoned once it
     has run that long. Only the first ``MAX_EXISTING`` existing memories are shown, and only
     those may be updated or deleted.

@@ -115,6 +115,9 @@ class RagSettings(SourceSettings):
     max_context_length: int = Field(default=10_000, ge=1, le=1_000_000, description="characters")
     cache_results: bool = False
     cache_ttl_seconds: int = Field(default=3600, ge=1, le=30 * 24 * 3600)
+    # Not fetched before the call: the gateway offers the model a search_<name> tool instead and
+    # serves its calls through this source (a resolve for an application fetches it as usual).
+    lazy: bool = False
 
     @model_validator(mode="after")
     def valid_backend(self) -> RagSettings:

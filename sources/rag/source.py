@@ -110,6 +110,7 @@ class RagSource(ContextSource):
                     "backend": self.rag.backend,
                     "backend_config": self.rag.backend_config,
                     "max_context_length": self.rag.max_context_length,
+                    "judge_default": request.judge_deployment,  # who judges a block naming none
                 },
                 query=request.query,
                 user=None,  # a rag source reads tenant-wide documents; memory sources pass the user
@@ -130,11 +131,10 @@ class RagSource(ContextSource):
             for attribute in ("served_by", "primary_error"):
                 if getattr(backend, attribute, None):
                     notes[attribute] = getattr(backend, attribute)
-        result = await judge_and_keep(request.query, hits, self.match.judge)
+        result = await judge_and_keep(request.query, hits, self.match.judge, request)
         cap_characters(result, self.rag.max_context_length)
         notes.update({"backend": self.rag.backend, "judged": result.judged})
-        if result.judge_error:
-            notes["judge_error"] = result.judge_error
+        notes.update(result.judge_notes())
         items = self.items_of(result)
         if key is not None and result.cacheable:
             await cache.put(

@@ -222,3 +222,27 @@ def test_sections_of_an_empty_record() -> None:
         "Compression",
     ]
     assert sections["bodies"] == [] and sections["raw"] == []
+
+
+def test_served_tool_calls_have_a_table() -> None:
+    record = ReplayRecord(
+        id="rsv_t",
+        route="r",
+        status="ok",
+        format="openai",
+        duration_ms=0,
+        tool_calls=[
+            {
+                "tool": "vsr_context_retrieve",
+                "round": 1,
+                "status": "served",
+                "key": "k",
+                "bytes": 9,
+            },
+            {"tool": "search_docs", "round": 2, "status": "ok", "source": "docs", "items": 2},
+        ],
+    )
+    (table,) = [t for t in replay_sections(record)["tables"] if t.title == "Served tool calls"]
+    assert table.columns[:4] == ["round", "tool", "source", "status"]
+    assert table.rows[0][:4] == ["1", "vsr_context_retrieve", "—", "served"]
+    assert table.rows[1][:4] == ["2", "search_docs", "docs", "ok"]

@@ -211,7 +211,7 @@ def test_every_endpoint_and_method_is_classified() -> None:
 
 
 # The gateway (``/v1/``) answers in the providers' error shapes, which its clients read; Anthropic's
-# has a type where the others have a code.
+# has a type where the others have a code, and the platform's code added beside it.
 GATEWAY_PREFIX = "/v1/"
 ANTHROPIC_PATHS = ("/v1/messages",)
 ANTHROPIC_CODES = {"authentication_error": "unauthorized", "permission_error": "forbidden"}
@@ -221,8 +221,10 @@ def error_of(response: Any, path: str) -> tuple[str, str]:
     """(code, message) of an error answer, its shape checked: the envelope, or the provider's."""
     body = response.json()
     if path.startswith(ANTHROPIC_PATHS):
-        assert body["type"] == "error" and set(body["error"]) == {"type", "message"}, body
-        return ANTHROPIC_CODES.get(body["error"]["type"], ""), body["error"]["message"]
+        assert body["type"] == "error" and set(body["error"]) == {"type", "message", "code"}, body
+        code = body["error"]["code"]
+        assert ANTHROPIC_CODES.get(body["error"]["type"], code) == code, body
+        return code, body["error"]["message"]
     fields = {"code", "message", "param"} | ({"type"} if path.startswith(GATEWAY_PREFIX) else set())
     assert set(body) == {"error"} and set(body["error"]) == fields, body
     return body["error"]["code"], body["error"]["message"]

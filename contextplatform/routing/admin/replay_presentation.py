@@ -1,8 +1,8 @@
 """A replay record as readable tables for the auditors' detail page.                      [pure]
 
 Reads the shapes ``resolver.save_replay`` writes: ``sources`` (name, type, status, items, kept, ms,
-on_failure, error, optional notes and per-candidate ``candidates`` with recall/judge scores and the
-candidate's decision), ``items`` (source, priority, tokens, estimator, score, title, kept, reason),
+on_failure, error, optional notes, where a judged source names its judge, and per-candidate
+``candidates`` with recall/judge scores and the candidate's decision), ``items`` (source, priority, tokens, estimator, score, title, kept, reason),
 ``budget``, ``tokens`` and ``compression`` (a report with optional ``blocks``).
 """
 
@@ -29,6 +29,7 @@ class ReplayLike(Protocol):
     budget: dict[str, Any]
     tokens: dict[str, Any]
     compression: dict[str, Any]
+    tool_calls: list[dict[str, Any]]
     error: Any
     request_body: Any
     rewritten_body: Any
@@ -148,8 +149,38 @@ def decision_class(row: dict[str, Any]) -> str:
     return "replay-kept" if row.get("kept") else "replay-dropped"
 
 
+# The judge's notes have a column of their own (``judge_cell``), so the notes cell leaves them out.
+JUDGE_NOTES = ("judge", "judge_fallback")
+
+
+def judge_cell(source: dict[str, Any]) -> str:
+    """Which relevance judge ran for a source (``local``, ``deployment:<name>``), and whether it
+    fell back to the recall order for want of a usable answer; a dash for unjudged sources."""
+    notes = source.get("notes") or {}
+    judge = notes.get("judge")
+    if not judge:
+        return EMPTY
+    return f"{judge} (fell back to recall order)" if notes.get("judge_fallback") else str(judge)
+
+
+def notes_cell(source: dict[str, Any]) -> str:
+    notes = source.get("notes") or {}
+    return cell({key: value for key, value in notes.items() if key not in JUDGE_NOTES})
+
+
 def sources_table(sources: list[dict[str, Any]]) -> Table:
-    columns = ["name", "type", "status", "items", "kept", "ms", "on failure", "error", "notes"]
+    columns = [
+        "name",
+        "type",
+        "status",
+        "items",
+        "kept",
+        "ms",
+        "on failure",
+        "error",
+        "notes",
+        "judge",
+    ]
     rows = [
         [
             cell(s.get("name")),
@@ -160,7 +191,8 @@ def sources_table(sources: list[dict[str, Any]]) -> Table:
             cell(s.get("ms")),
             cell(s.get("on_failure")),
             cell(s.get("error")),
-            cell(s.get("notes")),
+            notes_cell(s),
+            judge_cell(s),
         ]
         for s in sources
     ]
@@ -181,6 +213,8 @@ def candidate_tables(sources: list[dict[str, Any]]) -> list[Table]:
             for c in candidates
         ]
         title = f"Candidates of {source.get('name')} ({source.get('type')})"
+        if (judge := judge_cell(source)) != EMPTY:
+            title += f", judged by {judge}"
         tables.append(Table(title, columns, rows, [decision_class(c) for c in candidates]))
     return tables
 
@@ -213,6 +247,18 @@ def compression_tables(compression: dict[str, Any] | None) -> list[Table]:
         rows = [[cell(b.get(key)) for key in columns] for b in blocks]
         tables.append(Table("Compressed blocks", columns, rows))
     return tables
+
+
+TOOL_CALL_ORDER = ("round", "tool", "source", "status", "key", "bytes", "items", "tokens", "ms")
+
+
+def tool_calls_table(calls: list[dict[str, Any]]) -> list[Table]:
+    """The calls of the platform's own tools the gateway served (none: no table)."""
+    if not calls:
+        return []
+    columns = columns_of(calls, TOOL_CALL_ORDER)
+    rows = [[cell(call.get(key)) for key in columns] for call in calls]
+    return [Table("Served tool calls", columns, rows)]
 
 
 def text_of(content: Any) -> str:
@@ -269,6 +315,7 @@ RAW_FIELDS = (
     "budget",
     "tokens",
     "compression",
+    "tool_calls",
     "error",
     "request_body",
     "rewritten_body",
@@ -291,6 +338,7 @@ def replay_sections(record: ReplayLike) -> dict[str, Any]:
             key_values("Budget", record.budget, BUDGET_ORDER),
             key_values("Tokens", record.tokens, TOKENS_ORDER),
             *compression_tables(record.compression),
+            *tool_calls_table(record.tool_calls or []),
         ],
         "bodies": [table for table in bodies if table is not None],
         "raw": [

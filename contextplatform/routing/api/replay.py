@@ -37,6 +37,7 @@ def replay_detail(record: ReplayRecord) -> dict[str, Any]:
         "items": record.items,
         "budget": record.budget,
         "compression": record.compression,
+        "tool_calls": record.tool_calls,
         "request": record.request_body,
         "rewritten_request": record.rewritten_body,
         "response_received_at": record.response_received_at.isoformat()

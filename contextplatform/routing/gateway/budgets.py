@@ -11,7 +11,7 @@ reports it used; a call that fails gives its reservation back."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -47,6 +47,13 @@ SETTLE_SQL = f"""
 UPDATE {TABLE}
 SET reserved = GREATEST(reserved - %s::bigint, 0), spent = spent + %s::bigint, updated_at = now()
 WHERE session_key = %s AND user_id = %s
+"""
+
+# A call that grows (a follow-up with served tools' results) holds more, on the same condition.
+EXTEND_SQL = f"""
+UPDATE {TABLE} SET reserved = reserved + %s::bigint, updated_at = now()
+WHERE session_key = %s AND user_id = %s AND spent + reserved + %s::bigint <= %s::bigint
+RETURNING reserved
 """
 
 
@@ -132,6 +139,16 @@ def reserve(reservation: Reservation) -> None:
     )
 
 
+def extend(reservation: Reservation, tokens: int) -> bool:
+    """Hold ``tokens`` more for the same call, in one statement; False when they do not fit."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            EXTEND_SQL,
+            [tokens, reservation.session, reservation.user, tokens, reservation.limit],
+        )
+        return cursor.fetchone() is not None
+
+
 def settle(reservation: Reservation, spent: int) -> None:
     """The call is over: its reservation goes, what it used is spent."""
     with connection.cursor() as cursor:
@@ -159,6 +176,12 @@ def spent_tokens(
     if usage is not None:
         return usage.input + usage.output
     return reservation.input_estimate + estimated_output
+
+
+def follow_up_cost(resolution: Resolution, body: dict[str, Any]) -> tuple[int, int]:
+    """A follow-up call's worst case, as input and output: its request as the platform counts
+    it, and the same output reserve as the first call."""
+    return count_json(body, resolution.counting.estimator), resolution.budget.reserved_output
 
 
 def text_tokens(text: str) -> int:
@@ -194,17 +217,44 @@ class HeldBudget:
             # The reservation stays held: the session may get less than its budget, never more.
             logger.exception("settling the session budget of %r failed", reservation.session)
 
+    async def extend(self, input_tokens: int, output_tokens: int) -> bool:
+        """Hold a follow-up call's worst case too; False when the session cannot afford it."""
+        reservation = self.reservation
+        if reservation is None:
+            return True
+        tokens = input_tokens + output_tokens
+
+        def run() -> bool:
+            try:
+                with tenant_context(self.tenant):
+                    return extend(reservation, tokens)
+            finally:
+                return_to_pool()
+
+        if not await sync_to_async(run, thread_sensitive=True)():
+            return False
+        self.reservation = replace(
+            reservation,
+            tokens=reservation.tokens + tokens,
+            input_estimate=reservation.input_estimate + input_tokens,
+        )
+        return True
+
     async def settle_answer(self, protocol: Protocol, payload: dict[str, Any]) -> None:
         if self.reservation is not None:
             estimated = answer_tokens(protocol, payload)
             spent = spent_tokens(self.reservation, usage_from_response(payload), estimated)
             await self._close(spent)
 
-    async def settle_stream(self, transcript: StreamTranscript) -> None:
-        """Also for a stream cut short: what the upstream generated until then was spent."""
+    async def settle_stream(
+        self, transcript: StreamTranscript, usage: ProviderUsage | None = None
+    ) -> None:
+        """Also for a stream cut short: what the upstream generated until then was spent.
+        ``usage``: what the stream's calls reported together, when it took several."""
         if self.reservation is not None:
             estimated = text_tokens(transcript.text)
-            await self._close(spent_tokens(self.reservation, transcript.provider_usage, estimated))
+            reported = usage or transcript.provider_usage
+            await self._close(spent_tokens(self.reservation, reported, estimated))
 
     async def release(self) -> None:
         await self._close(None)
@@ -234,6 +284,8 @@ __all__ = [
     "Reservation",
     "answer_tokens",
     "budget_exceeded",
+    "extend",
+    "follow_up_cost",
     "hold_budget",
     "release",
     "reservation_for",

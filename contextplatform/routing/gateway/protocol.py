@@ -1,7 +1,18 @@
 """Each provider's error shape, with the statuses that make its official client raise its own
 exception types (``AuthenticationError`` on 401, ``PermissionDeniedError`` on 403,
 ``NotFoundError`` on 404, ``BadRequestError`` on 400, ``RateLimitError`` on 429,
-``APIStatusError`` otherwise)."""
+``APIStatusError`` otherwise).
+
+The platform's own code (``budget_exceeded`` or ``rate_limited``, both 429; ``protocol_mismatch``
+or ``invalid_request``, both 400) rides along in each shape where that provider's client reads it:
+OpenAI's ``error.code`` (``exc.code``); in Anthropic's shape, which has no code of its own, an
+added ``error.code`` (``exc.body["error"]["code"]``), a member the client keeps in ``body`` and
+otherwise ignores. Not ``error.details.error_code``, although the ``anthropic`` client reads it
+as ``exc.error_code``: it also builds ``exc.details`` from it as one of Anthropic's own detail
+types (the first of its union, for a code it does not know), which would tell a caller that checks
+those types a cause that is not ours. Every error the gateway answers also carries the code in the
+``x-context-error-code`` header, whatever the shape.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +37,7 @@ ERROR_TYPES: dict[int, str] = {
     429: "rate_limit_error",
 }
 SERVER_ERROR_TYPE = "api_error"
+ERROR_CODE_HEADER = "x-context-error-code"
 
 
 class GatewayError(Exception):
@@ -82,7 +94,11 @@ def error_body(protocol: Protocol, error: GatewayError) -> dict[str, Any]:
     if protocol == "anthropic":
         return {
             "type": "error",
-            "error": {"type": error_type(error.status), "message": error.message},
+            "error": {
+                "type": error_type(error.status),
+                "message": error.message,
+                "code": error.code,
+            },
         }
     return {
         "error": {
@@ -98,6 +114,7 @@ def error_response(protocol: Protocol, error: GatewayError) -> JsonResponse:
     response = JsonResponse(error_body(protocol, error), status=error.status)
     for name, value in error.headers.items():
         response[name] = value
+    response[ERROR_CODE_HEADER] = error.code
     if error.status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="api"'
     return response

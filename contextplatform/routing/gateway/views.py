@@ -5,8 +5,9 @@ run the resolve use case, forward, present; every error in the caller's provider
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Any, ClassVar
 
 import httpx
@@ -19,15 +20,17 @@ from django_tenants.utils import tenant_context
 
 from contextplatform.core.errors import ApiError
 from contextplatform.deployments.selectors import Upstream
-from contextplatform.routing.gateway.budgets import HeldBudget, hold_budget
+from contextplatform.routing.gateway.budgets import HeldBudget, follow_up_cost, hold_budget
 from contextplatform.routing.gateway.calls import GatewayCall, gateway_call, resolve_headers
 from contextplatform.routing.gateway.connections import return_to_pool
 from contextplatform.routing.gateway.forward import (
+    UpstreamAnswer,
     UpstreamRejected,
     call_upstream,
     max_stream_bytes,
     open_stream,
 )
+from contextplatform.routing.gateway.keepalive import keepalive_seconds, with_keepalive
 from contextplatform.routing.gateway.protocol import (
     GatewayError,
     Protocol,
@@ -36,8 +39,12 @@ from contextplatform.routing.gateway.protocol import (
     unauthorized,
 )
 from contextplatform.routing.gateway.rate_limit import check_rate
+from contextplatform.routing.gateway.served_tools import ServedTools, served_tools
 from contextplatform.routing.gateway.stream_usage import UsageChunkFilter, with_stream_usage
 from contextplatform.routing.gateway.streams import StreamTranscript
+from contextplatform.routing.gateway.tool_calls import ServedCall, ToolCall
+from contextplatform.routing.gateway.tool_loop import LoopedAnswer, answer_with_tools
+from contextplatform.routing.gateway.tool_stream import ToolStream
 from contextplatform.routing.gateway.upstreams import upstream_for
 from contextplatform.routing.pipeline.resolver import Resolution
 from contextplatform.routing.pipeline.usage import ProviderUsage, usage_from_response
@@ -45,6 +52,7 @@ from contextplatform.routing.selectors import all_routes
 from contextplatform.routing.use_cases import (
     ResolveCall,
     hand_back,
+    record_tool_calls,
     record_usage,
     resolve_context,
 )
@@ -101,6 +109,7 @@ def _prepared(
             store_memory=call.store_memory,
             headers=headers,
             loaded=loaded,
+            serves_tools=True,
         )
     )
     return upstream, resolution
@@ -111,11 +120,15 @@ async def complete_turn(
     resolve_id: str,
     response: dict[str, Any],
     usage: ProviderUsage | None = None,
+    *,
+    tools: ServedTools | None = None,
+    first_usage: ProviderUsage | None = None,
 ) -> None:
     """What a hand-back does (the answer to the session, each kind's after-response hook), done
-    here so the client needs none, and the provider's usage recorded (replay record, the
-    deployment's calibration), in one trip to the database thread; a failure is logged, the answer
-    is already the client's."""
+    here so the client needs none, the provider's usage recorded (replay record, the deployment's
+    calibration, from the first call: the one the estimate is of) and the tool calls the gateway
+    served, in one trip to the database thread; a failure is logged, the answer is already the
+    client's."""
 
     def work() -> None:
         try:
@@ -124,14 +137,30 @@ async def complete_turn(
             logger.exception("completing the turn of %s failed", resolve_id)
         if usage is not None:
             try:
-                record_usage(resolve_id=resolve_id, usage=usage)
+                record_usage(resolve_id=resolve_id, usage=usage, first_call=first_usage)
             except Exception:
                 logger.exception("recording the usage of %s failed", resolve_id)
+        if tools is not None and tools.records:
+            try:
+                record_tool_calls(resolve_id=resolve_id, calls=tools.records)
+            except Exception:
+                logger.exception("recording the tool calls of %s failed", resolve_id)
 
     try:
         await in_tenant(tenant, work)
     except Exception:  # the database thread itself failed
         logger.exception("completing the turn of %s failed", resolve_id)
+
+
+# Turns completed after their stream: held here so that a task outlives a cancelled response.
+_background: set[asyncio.Task[None]] = set()
+
+
+def in_background(work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    task = asyncio.ensure_future(work)
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+    return task
 
 
 class GatewayView(View):
@@ -196,6 +225,7 @@ class ChatView(GatewayView):
             resolve_id = resolution.id
             held = await hold_budget(tenant, resolution, call.session, call.user)
             forward = {"allowlist": tenant.outbound_allowlist, "client_headers": request.headers}
+            tools = served_tools(resolution, call.user, tenant.capture_content)
             if call.stream:
                 # The provider's usage is asked for even when the client did not ask for it.
                 body, hide_usage = with_stream_usage(self.protocol, resolution.rewritten)
@@ -204,18 +234,45 @@ class ChatView(GatewayView):
                 except BaseException:  # refused, failed or cancelled: nothing was spent
                     await held.release()
                     raise
-                response: HttpResponseBase = self.streamed(
-                    tenant, resolve_id, upstream_response, hide_usage=hide_usage, held=held
-                )
+                if tools:
+                    loop = ToolStream(
+                        tenant,
+                        upstream,
+                        body,
+                        tools,
+                        held,
+                        forward,
+                        resolution,
+                        hide_usage,
+                        in_tenant,
+                    )
+                    response: HttpResponseBase = self.streamed(
+                        tenant, resolve_id, upstream_response, held=held, loop=loop
+                    )
+                else:
+                    response = self.streamed(
+                        tenant, resolve_id, upstream_response, hide_usage=hide_usage, held=held
+                    )
             else:
                 try:
                     answer = await call_upstream(upstream, resolution.rewritten, **forward)
+                    looped = await self.looped(
+                        tenant, upstream, answer, tools, held, forward, resolution
+                    )
                 except BaseException:
                     await held.release()
                     raise
+                answer = looped.answer
                 await held.settle_answer(self.protocol, answer.payload)
                 usage = usage_from_response(answer.payload)
-                await complete_turn(tenant, resolve_id, answer.payload, usage)
+                await complete_turn(
+                    tenant,
+                    resolve_id,
+                    answer.payload,
+                    usage,
+                    tools=tools,
+                    first_usage=looped.first_usage,
+                )
                 response = HttpResponse(
                     answer.body, status=answer.status, content_type="application/json"
                 )
@@ -229,6 +286,41 @@ class ChatView(GatewayView):
             response[RESOLVE_ID_HEADER] = resolve_id
         return response
 
+    async def looped(
+        self,
+        tenant: Tenant,
+        upstream: Upstream,
+        answer: UpstreamAnswer,
+        tools: ServedTools,
+        held: HeldBudget,
+        forward: dict[str, Any],
+        resolution: Resolution,
+    ) -> LoopedAnswer:
+        """The answer after the gateway served the calls of its own tools (unchanged when the
+        call has none or the model called none)."""
+        if not tools:
+            return LoopedAnswer(answer, usage_from_response(answer.payload), 0)
+
+        async def serve(calls: list[ToolCall]) -> list[ServedCall]:
+            served: list[ServedCall] = await in_tenant(tenant, lambda: tools.serve_round(calls))
+            return served
+
+        async def ask(body: dict[str, Any]) -> UpstreamAnswer:
+            return await call_upstream(upstream, body, **forward)
+
+        async def extend(body: dict[str, Any]) -> bool:
+            return await held.extend(*follow_up_cost(resolution, body))
+
+        return await answer_with_tools(
+            self.protocol,
+            resolution.rewritten,
+            answer,
+            tools,
+            serve=serve,
+            ask=ask,
+            extend=extend,
+        )
+
     def streamed(
         self,
         tenant: Tenant,
@@ -237,43 +329,73 @@ class ChatView(GatewayView):
         *,
         hide_usage: bool = False,
         held: HeldBudget | None = None,
+        loop: ToolStream | None = None,
     ) -> StreamingHttpResponse:
         transcript = StreamTranscript(self.protocol)
-        usage_filter = UsageChunkFilter() if hide_usage else None
+        usage_filter = UsageChunkFilter() if hide_usage and loop is None else None
         limit = max_stream_bytes()
 
         async def events() -> AsyncIterator[bytes]:
             passed = 0
             whole = False
+            current = upstream_response
             try:
-                async for chunk in upstream_response.aiter_bytes():
-                    passed += len(chunk)
-                    if passed > limit:
-                        logger.warning("stream of %s cut at %d bytes", resolve_id, limit)
-                        break
-                    transcript.feed(chunk)
-                    passed_on = usage_filter.feed(chunk) if usage_filter else chunk
-                    if passed_on:
-                        yield passed_on
-                else:
-                    whole = True
-                    if usage_filter and (rest := usage_filter.flush()):
-                        yield rest
+                while True:
+                    async for chunk in current.aiter_bytes():
+                        passed += len(chunk)
+                        if passed > limit:
+                            logger.warning("stream of %s cut at %d bytes", resolve_id, limit)
+                            return
+                        if loop is not None:
+                            chunk = loop.round.feed(chunk)
+                        else:
+                            transcript.feed(chunk)
+                        passed_on = usage_filter.feed(chunk) if usage_filter else chunk
+                        if passed_on:
+                            if loop is not None:
+                                transcript.feed(passed_on)
+                            yield passed_on
+                    if loop is None:
+                        whole = True
+                        if usage_filter and (rest := usage_filter.flush()):
+                            yield rest
+                        return
+                    await current.aclose()
+                    following = await loop.follow_up()
+                    if following is None:
+                        whole = True
+                        end = loop.ending()
+                        transcript.feed(end)
+                        yield end
+                        return
+                    current = following
             except httpx.HTTPError as error:
                 logger.warning("the upstream broke off the stream of %s: %s", resolve_id, error)
             finally:
-                # Also when the client went away (the task is cancelled at the yield above):
-                # closing the response closes the upstream connection, which ends its call.
-                await upstream_response.aclose()
-                if held is not None:  # what was generated until the stream ended is spent
-                    await held.settle_stream(transcript)
-            if whole:
+                # Also when the client went away (the task is cancelled at a yield above), and
+                # in a task of its own that no further cancellation reaches: the upstream call is
+                # closed, what it generated is spent, and a turn that is over (whether or not the
+                # client stayed for its last bytes: the sync openai client hangs up on [DONE]) is
+                # completed.
+                await asyncio.shield(in_background(after_stream(current, whole)))
+
+        async def after_stream(current: httpx.Response, whole: bool) -> None:
+            await current.aclose()  # closing the response ends the upstream's call
+            usage = loop.provider_usage() if loop is not None else None
+            if held is not None:  # what was generated until the stream ended is spent
+                await held.settle_stream(transcript, usage)
+            if whole or transcript.finished:
                 await complete_turn(
-                    tenant, resolve_id, transcript.response(), transcript.provider_usage
+                    tenant,
+                    resolve_id,
+                    transcript.response(),
+                    usage or transcript.provider_usage,
+                    tools=loop.tools if loop is not None else None,
+                    first_usage=loop.first_usage() if loop is not None else None,
                 )
 
         response = StreamingHttpResponse(
-            events(),
+            with_keepalive(events(), keepalive_seconds()),
             status=upstream_response.status_code,
             content_type=upstream_response.headers.get("content-type", "text/event-stream"),
         )

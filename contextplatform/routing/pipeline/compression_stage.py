@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ from contextplatform.core.estimation import TokenEstimator
 from contextplatform.routing.pipeline.budget import Budget
 from contextplatform.routing.pipeline.chat import ChatFormat
 from contextplatform.routing.pipeline.refusals import context_length_exceeded
-from sources.judge import JudgeCandidate, judge_for
+from sources.judge import Judge, JudgeCandidate, judge_for
 
 JUDGE_READS_CHARACTERS = 2000
 
@@ -37,10 +37,23 @@ class StageOutcome:
     report: dict[str, Any] = field(default_factory=dict)
 
 
-def block_judge(deployment: str | None) -> Callable[[str, list[str]], list[float]]:
-    judge = judge_for(deployment)
+@dataclass
+class BlockJudge:
+    """The compress stage's judge, found when the engine first ranks (most requests never do, so
+    most never look a deployment up): the named one, else the route's upstream when it may
+    judge, else the local judge. ``label`` says which one ran, for the report."""
 
-    def score(query: str, texts: list[str]) -> list[float]:
+    deployment: str | None
+    default: str | None = None
+    allowlist: Sequence[str] | None = None
+    label: str | None = None
+    _judge: Judge | None = None
+
+    def __call__(self, query: str, texts: list[str]) -> list[float]:
+        if self._judge is None:
+            self._judge = judge_for(self.deployment, allowlist=self.allowlist, default=self.default)
+        judge = self._judge
+        self.label = judge.label
         # Blocks can be huge; the judge reads their beginning, enough to tell what they are about.
         candidates = [JudgeCandidate(text=text[:JUDGE_READS_CHARACTERS]) for text in texts]
         try:
@@ -51,7 +64,13 @@ def block_judge(deployment: str | None) -> Callable[[str, list[str]], list[float
         metrics.count_judge("compress", ok=True)
         return scores
 
-    return score
+
+def block_judge(
+    deployment: str | None,
+    default: str | None = None,
+    allowlist: Sequence[str] | None = None,
+) -> BlockJudge:
+    return BlockJudge(deployment, default, allowlist)
 
 
 def result_report(result: CompressionResult, estimator: TokenEstimator) -> dict[str, Any]:
@@ -113,6 +132,8 @@ def run_compression(
     stream: bool = False,
     persist: bool = True,
     numeric_budget: bool = False,
+    judge_default: str | None = None,
+    allowlist: Sequence[str] | None = None,
 ) -> StageOutcome:
     """Raises ApiError 400 context_length_exceeded (nothing rewritten) or, under fail_closed,
     500 compression_failed; under fail_open a failed rewrite sends the request as it was."""
@@ -135,7 +156,8 @@ def run_compression(
             target = effective.targets.of(kind)  # type: ignore[arg-type]
             if target.mode == "recoverable":
                 target.mode = "extractive"
-    judge = block_judge(judge_deployment(config))  # the engine decides whether it ranks
+    # The engine decides whether it ranks; the judge is looked up only then.
+    judge = block_judge(judge_deployment(config), judge_default, allowlist)
     provenance = Provenance(
         rag_call_ids=frozenset(i for i, kind in injected.items() if kind == "rag"),
         memory_call_ids=frozenset(i for i, kind in injected.items() if kind == "memory"),
@@ -182,7 +204,10 @@ def run_compression(
     if persist:
         status = "applied" if result.applied else result.skip_reason or "not_applied"
         record(route, status, result.tokens_before, result.tokens_after)
-    return StageOutcome(result.body, result_report(result, estimator))
+    report = result_report(result, estimator)
+    if judge.label is not None:
+        report["judge"] = judge.label
+    return StageOutcome(result.body, report)
 
 
 FAILED = frozenset({"context_length_exceeded", "compression_failed"})

@@ -23,7 +23,8 @@ def preview_route(
     allowlist: Sequence[str] = (),
 ) -> dict[str, Any]:
     route = existing_route(route_name)
-    sources = [source for source in build_sources(route.spec()) if source.previewable]
+    spec = route.spec()
+    sources = [source for source in build_sources(spec) if source.previewable]
     request = ContextRequest(
         request_id="pvw_" + secrets.token_hex(8),
         tenant=tenant_schema,
@@ -34,6 +35,7 @@ def preview_route(
         allowlist=tuple(allowlist),
         use_cache=False,
         dry_run=True,
+        judge_deployment=spec.model.upstream,  # the same default judge as the route's resolves
     )
     outcomes = async_to_sync(fetch_all)(sources, request) if sources else []
     return {

@@ -26,6 +26,7 @@ from contextplatform.routing.pipeline.chat import ChatFormat, ChatRequest, parse
 from contextplatform.routing.pipeline.compression_stage import run_compression
 from contextplatform.routing.pipeline.estimators import EstimatorChoice, estimated, estimator_for
 from contextplatform.routing.pipeline.injection import SourceBlock, inject, injected_call_ids
+from contextplatform.routing.pipeline.lazy_sources import lazy_sources, offer_search_tools
 from contextplatform.routing.pipeline.packing import PackDecision, pack
 from contextplatform.routing.pipeline.refusals import context_length_exceeded, source_failed
 from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER
@@ -60,6 +61,18 @@ def resolve_id_age_s(record_id: str) -> float | None:
     return time.time() - int(record_id[4:12], 16)
 
 
+def lazy_outcome(tool: str, source: ContextSource) -> SourceOutcome:
+    """A lazy source's line in the report: not fetched now, offered to the model as ``tool``."""
+    return SourceOutcome(
+        name=source.name,
+        type=source.type,
+        priority=source.priority,
+        on_failure=source.on_failure,
+        status="skipped",
+        notes={"lazy": True, "tool": tool},
+    )
+
+
 def build_sources(spec: RouteSpec) -> list[ContextSource]:
     default_timeout = settings.CONTEXT_DEFAULT_SOURCE_TIMEOUT_MS
     sources: list[ContextSource] = []
@@ -92,6 +105,10 @@ class Resolution:
     sources: list[ContextSource] = field(default_factory=list)
     # The estimator the counts came from and their label (estimated, exact, provider_calibrated).
     counting: EstimatorChoice = field(default_factory=estimated)
+    # The search tools offered for lazy sources (by tool name), and what their calls are asked
+    # with (the gateway serves them after the resolve).
+    lazy_tools: dict[str, ContextSource] = field(default_factory=dict)
+    context_request: ContextRequest | None = None
 
     @property
     def blocked(self) -> list[SourceOutcome]:
@@ -176,7 +193,11 @@ def resolve(
     allowlist: Sequence[str] = (),
     headers: Mapping[str, str] | None = None,
     loaded: LoadedRoute | None = None,
+    serves_tools: bool = False,
 ) -> Resolution:
+    """``serves_tools``: the caller (the gateway) answers the model's calls of the tools the
+    platform adds, so lazy sources become search tools and recoverable compression applies to
+    streams too."""
     started = time.perf_counter()
     loaded = loaded or loaded_route(route_name)
     route, spec = loaded.route, loaded.spec
@@ -213,10 +234,14 @@ def resolve(
         turns=chat.turns,
         allowlist=tuple(allowlist),
         dry_run=not record,
+        judge_deployment=spec.model.upstream,
     )
     clock = metrics.StageClock()
-    fetched = sources if spec.context.enabled else []
+    offered = lazy_sources(sources, chat.body) if serves_tools and spec.context.enabled else {}
+    lazy = set(map(id, offered.values()))
+    fetched = [s for s in sources if id(s) not in lazy] if spec.context.enabled else []
     outcomes = async_to_sync(fetch_all)(fetched, context_request, estimator) if fetched else []
+    outcomes += [lazy_outcome(tool, source) for tool, source in offered.items()]
     clock.lap("fetch")
 
     usable = [o for o in outcomes if o.status == "ok"]
@@ -248,6 +273,7 @@ def resolve(
         if injection_mode == "tool_role"
         else {}
     )
+    rewritten = offer_search_tools(rewritten, chat.format, offered)
     clock.lap("inject")
     stage = run_compression(
         config=compress,
@@ -261,9 +287,11 @@ def resolve(
         route=route.name,
         user=user,
         headers=headers or {},
-        stream=bool(chat.body.get("stream")),
+        stream=bool(chat.body.get("stream")) and not serves_tools,
         persist=record,
         numeric_budget=isinstance(budget_config.max_tokens, int),
+        judge_default=spec.model.upstream,
+        allowlist=tuple(allowlist),
     )
     # Count the body once more only if compression actually replaced it.
     tokens_after = injected_tokens if stage.body is rewritten else count_json(stage.body, estimator)
@@ -285,6 +313,8 @@ def resolve(
         compression=stage.report,
         sources=sources,
         counting=counting,
+        lazy_tools=offered,
+        context_request=context_request,
     )
     resolution.duration_ms = round((time.perf_counter() - started) * 1000, 3)
     if record:

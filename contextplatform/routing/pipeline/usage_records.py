@@ -5,6 +5,7 @@ way to the table (``turns.await_replay`` waits for it, as completing the turn do
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.db import transaction
 
@@ -20,7 +21,9 @@ from contextplatform.routing.pipeline.usage import (
 logger = logging.getLogger("contextplatform.usage")
 
 
-def record_usage(*, resolve_id: str, usage: ProviderUsage) -> bool:
+def record_usage(
+    *, resolve_id: str, usage: ProviderUsage, first_call: ProviderUsage | None = None
+) -> bool:
     """Put ``usage`` beside the estimate in the record's ``tokens`` and, once per record, move the
     deployment's calibration toward the observed ratio. False when there is no such record or it
     already holds a provider usage (a repeated answer counts once)."""
@@ -35,5 +38,15 @@ def record_usage(*, resolve_id: str, usage: ProviderUsage) -> bool:
         deployment = record.tokens.get("deployment")
         estimate = uncalibrated_input(record.tokens)
         if isinstance(deployment, str) and estimate is not None:
-            calibrate_deployment(deployment, provider_input=usage.input, estimated_input=estimate)
+            provider_input = (first_call or usage).input
+            calibrate_deployment(
+                deployment, provider_input=provider_input, estimated_input=estimate
+            )
     return True
+
+
+def record_tool_calls(*, resolve_id: str, calls: list[dict[str, Any]]) -> bool:
+    """The served tool calls into the record's ``tool_calls``; False when there is no record."""
+    if not await_replay(resolve_id):
+        return False
+    return ReplayRecord.objects.filter(pk=resolve_id).update(tool_calls=calls) == 1

@@ -53,6 +53,13 @@ class Gateway:
         assert response.status_code == 200, response.text
         return dict(response.json())
 
+    def upstream_of(self, route: str) -> str:
+        """The deployment a route forwards to."""
+        with self.api() as api:
+            response = api.get(f"/api/v1/routes/{route}")
+        assert response.status_code == 200, response.text
+        return str(response.json()["model"]["upstream"])
+
     def session(self, session: str, user: str) -> list[dict[str, Any]]:
         with self.api() as api:
             response = api.get(f"/api/v1/sessions/{session}/messages", params={"user": user})
@@ -138,6 +145,25 @@ def upstream(gateway: Gateway) -> Iterator[LoopbackUpstream]:
     gateway.upstream.disconnected.clear()
     yield gateway.upstream
     gateway.upstream.behave()
+
+
+@pytest.fixture
+def spend(django_db_blocker: Any) -> Any:
+    """(spent, reserved) of a session of acme's, as the server committed it."""
+    from django_tenants.utils import schema_context
+
+    from contextplatform.routing.models import SessionSpend
+
+    def read(session: str, user: str = "") -> tuple[int, int]:
+        with django_db_blocker.unblock(), schema_context("acme"):
+            row = (
+                SessionSpend.objects.filter(session_key=session, user_id=user)
+                .values_list("spent", "reserved")
+                .first()
+            )
+        return row or (0, 0)
+
+    return read
 
 
 def unique(prefix: str) -> str:

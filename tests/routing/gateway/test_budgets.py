@@ -11,22 +11,14 @@ from typing import Any
 import anthropic
 import openai
 import pytest
-from django_tenants.utils import schema_context
 
-from contextplatform.routing.models import Route, SessionSpend, TenantDefaults
+from contextplatform.routing.models import Route, TenantDefaults
 from tests.routing.gateway.conftest import Gateway, unique
 from tests.upstream import LoopbackUpstream
 
 CONCURRENT = 20
 MAX_OUTPUT = 200  # each request's max_tokens: most of its worst case, little of what it spends
 FITS = 5  # worst cases the budget holds at once
-
-
-def route_upstream(gateway: Gateway, route: str) -> str:
-    with gateway.api() as api:
-        response = api.get(f"/api/v1/routes/{route}")
-    assert response.status_code == 200, response.text
-    return str(response.json()["model"]["upstream"])
 
 
 @pytest.fixture
@@ -38,7 +30,7 @@ def budget_route(gateway: Gateway) -> Iterator[Any]:
         name = unique("gw-budget")
         body = {
             "name": name,
-            "model": {"upstream": route_upstream(gateway, like)},
+            "model": {"upstream": gateway.upstream_of(like)},
             "context": {"sources": [], "budget": {"session_max_tokens": session_max_tokens}},
         }
         with gateway.api() as api:
@@ -60,22 +52,6 @@ def set_budget(gateway: Gateway, route: str, session_max_tokens: int) -> None:
             json={"context": {"budget": {"session_max_tokens": session_max_tokens}}},
         )
     assert response.status_code == 200, response.text
-
-
-@pytest.fixture
-def spend(django_db_blocker: Any) -> Any:
-    """(spent, reserved) of a session of acme's, as the server committed it."""
-
-    def read(session: str, user: str = "") -> tuple[int, int]:
-        with django_db_blocker.unblock(), schema_context("acme"):
-            row = (
-                SessionSpend.objects.filter(session_key=session, user_id=user)
-                .values_list("spent", "reserved")
-                .first()
-            )
-        return row or (0, 0)
-
-    return read
 
 
 def messages() -> list[Any]:

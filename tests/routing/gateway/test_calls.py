@@ -72,7 +72,11 @@ def test_error_shapes() -> None:
     }
     assert error_body("anthropic", error) == {
         "type": "error",
-        "error": {"type": "not_found_error", "message": "route 'x' does not exist"},
+        "error": {
+            "type": "not_found_error",
+            "message": "route 'x' does not exist",
+            "code": "not_found",
+        },
     }
     assert error_body("anthropic", GatewayError(502, "upstream_error", "x"))["error"]["type"] == (
         "api_error"
