@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.response import Response
 
@@ -65,7 +66,25 @@ def envelope(code: str, message: str, param: str | None = None) -> dict[str, Any
     return {"error": {"code": code, "message": message, "param": param}}
 
 
-def error_response(error: ApiError) -> JsonResponse:
+# Paths whose callers expect another error shape than the envelope (the gateway's providers'):
+# an app registers a renderer for its prefix, and the kernel's middleware answers through it.
+ErrorRenderer = Callable[[ApiError], HttpResponse]
+_renderers: list[tuple[str, ErrorRenderer]] = []
+
+
+def register_error_renderer(prefix: str, render: ErrorRenderer) -> None:
+    """Render errors on paths starting with ``prefix`` with ``render``; the longest prefix wins."""
+    _renderers[:] = [(p, r) for p, r in _renderers if p != prefix] + [(prefix, render)]
+    _renderers.sort(key=lambda entry: -len(entry[0]))
+
+
+def error_response(error: ApiError, path: str | None = None) -> HttpResponse:
+    """The error in the shape the caller of ``path`` expects (the envelope unless an app
+    registered another for it)."""
+    if path is not None:
+        for prefix, render in _renderers:
+            if path.startswith(prefix):
+                return render(error)
     return JsonResponse(envelope(error.code, error.message, error.param), status=error.status)
 
 

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 
-from contextplatform.core.errors import ApiError, envelope, error_response, is_api_path
+from contextplatform.core.errors import ApiError, error_response, is_api_path
 
 logger = logging.getLogger("contextplatform.api")
 
@@ -25,14 +25,20 @@ class BodySizeLimitMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if request.method in BODY_METHODS and is_api_path(request.path):
             limit = settings.API_MAX_BODY_BYTES
-            too_big = JsonResponse(
-                envelope("payload_too_large", f"request body exceeds the limit of {limit} bytes"),
-                status=413,
+            too_big = error_response(
+                ApiError(
+                    "payload_too_large",
+                    f"request body exceeds the limit of {limit} bytes",
+                    status=413,
+                ),
+                request.path,
             )
             try:
                 declared = int(request.META.get("CONTENT_LENGTH") or 0)
             except ValueError:
-                return error_response(ApiError("invalid_request", "invalid Content-Length header"))
+                return error_response(
+                    ApiError("invalid_request", "invalid Content-Length header"), request.path
+                )
             if declared > limit:
                 return too_big
             try:
@@ -57,6 +63,8 @@ class ApiErrorMiddleware:
         if not is_api_path(request.path):
             return None
         if isinstance(exception, ApiError):
-            return error_response(exception)
+            return error_response(exception, request.path)
         logger.exception("unhandled error on %s", request.path)
-        return JsonResponse(envelope("internal_error", "internal server error"), status=500)
+        return error_response(
+            ApiError("internal_error", "internal server error", status=500), request.path
+        )

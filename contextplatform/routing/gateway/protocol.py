@@ -16,10 +16,10 @@ those types a cause that is not ours. Every error the gateway answers also carri
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 
 from contextplatform.core.errors import ApiError
 
@@ -118,3 +118,13 @@ def error_response(protocol: Protocol, error: GatewayError) -> JsonResponse:
     if error.status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="api"'
     return response
+
+
+def api_error_renderer(protocol: Protocol) -> Callable[[ApiError], HttpResponse]:
+    """What the kernel's middleware answers on a gateway path (an oversized body, a last-resort
+    500): the provider's shape, not the REST envelope."""
+
+    def render(error: ApiError) -> HttpResponse:
+        return error_response(protocol, GatewayError.from_api_error(error))
+
+    return render

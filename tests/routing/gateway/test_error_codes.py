@@ -173,3 +173,28 @@ def test_an_answer_and_an_upstreams_own_error_carry_no_code_header(
             model=gateway.openai_route, messages=messages()
         )
     assert HEADER not in limited.value.response.headers
+
+
+OVERSIZED = "x" * (4 * 1024 * 1024 + 1)  # over API_MAX_BODY_BYTES, the live server's default
+
+
+def test_an_oversized_body_is_refused_in_each_providers_shape(gateway: Gateway) -> None:
+    """The kernel's body limit answers before any view: in the caller's provider shape."""
+    with pytest.raises(openai.APIStatusError) as refused:
+        openai_client(gateway).chat.completions.create(
+            model=gateway.openai_route, messages=[{"role": "user", "content": OVERSIZED}]
+        )
+    assert refused.value.status_code == 413 and refused.value.code == "payload_too_large"
+    assert refused.value.response.headers[HEADER] == "payload_too_large"
+    with pytest.raises(anthropic.APIStatusError) as too_large:
+        anthropic_client(gateway).messages.create(
+            model=gateway.anthropic_route,
+            max_tokens=10,
+            messages=[{"role": "user", "content": OVERSIZED}],
+        )
+    assert anthropic_refusal(too_large.value) == (
+        413,
+        "request_too_large",
+        "payload_too_large",
+        "payload_too_large",
+    )
