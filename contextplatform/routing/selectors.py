@@ -16,6 +16,7 @@ from contextplatform.routing.models import Recipe, ReplayRecord, Route, TenantDe
 from contextplatform.routing.pipeline.replay_writer import flush_current_tenant
 
 if TYPE_CHECKING:
+    from contextplatform.deployments.models import Deployment
     from contextplatform.routing.configuration.schema import RouteSpec
 
 
@@ -47,6 +48,8 @@ class LoadedRoute:
 
     route: Route
     spec: RouteSpec
+    # The route's upstream deployment, when the caller read it already (the gateway does).
+    deployment: Deployment | None = None
 
 
 def loaded_route(name: str, param: str | None = "route") -> LoadedRoute:

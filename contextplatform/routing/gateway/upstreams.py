@@ -3,8 +3,10 @@ protocol the client speaks: translating between providers is not the gateway's j
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.selectors import Upstream, deployment_named, upstream_of
 from contextplatform.routing.configuration.schema import RouteSpec
 from contextplatform.routing.gateway.protocol import GatewayError, Protocol
@@ -13,7 +15,7 @@ from contextplatform.routing.selectors import LoadedRoute, loaded_route
 ENDPOINTS: dict[str, str] = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
 
 
-def route_upstream(spec: RouteSpec) -> Upstream:
+def route_deployment(spec: RouteSpec) -> Deployment:
     """The route's deployment; 400 when the route names none, 503 when it names a missing one
     (the operator's to fix, not the caller's)."""
     name: Any = spec.model.upstream
@@ -32,7 +34,7 @@ def route_upstream(spec: RouteSpec) -> Upstream:
             "deployment_missing",
             f"route {spec.name!r} names the deployment {name!r}, which does not exist",
         )
-    return upstream_of(deployment)
+    return deployment
 
 
 def upstream_for(route_name: str, protocol: Protocol) -> tuple[LoadedRoute, Upstream]:
@@ -40,7 +42,8 @@ def upstream_for(route_name: str, protocol: Protocol) -> tuple[LoadedRoute, Upst
     speaks another protocol than the endpoint called."""
     loaded = loaded_route(route_name, param="model")
     spec = loaded.spec
-    upstream = route_upstream(spec)
+    deployment = route_deployment(spec)
+    upstream = upstream_of(deployment)
     if upstream.protocol != protocol:
         raise GatewayError(
             400,
@@ -51,4 +54,5 @@ def upstream_for(route_name: str, protocol: Protocol) -> tuple[LoadedRoute, Upst
             "(the gateway does not translate between providers)",
             param="model",
         )
-    return loaded, upstream
+    # The resolve counts with the deployment's tokenizer or calibration: it need not read it again.
+    return replace(loaded, deployment=deployment), upstream

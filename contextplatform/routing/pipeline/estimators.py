@@ -15,6 +15,7 @@ from typing import Any, Literal
 from contextplatform.core.estimation import TokenEstimator, default_estimator
 from contextplatform.core.exact_tokens import exact_estimator_for
 from contextplatform.deployments.calibration import CalibratedEstimator
+from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.selectors import deployment_named
 from contextplatform.routing.configuration.schema import RouteSpec
 
@@ -48,12 +49,14 @@ def estimated() -> EstimatorChoice:
     return EstimatorChoice(estimator=default_estimator(), label="estimated")
 
 
-def estimator_for(spec: RouteSpec) -> EstimatorChoice:
-    """The estimator of a route: its deployment's exact tokenizer, else its calibration."""
+def estimator_for(spec: RouteSpec, deployment: Deployment | None = None) -> EstimatorChoice:
+    """The estimator of a route: its deployment's exact tokenizer, else its calibration.
+    ``deployment``: the route's upstream deployment when the caller read it already."""
     name = spec.model.upstream
     if not isinstance(name, str) or not name:
         return estimated()
-    deployment = deployment_named(name)
+    if deployment is None or deployment.name != name:
+        deployment = deployment_named(name)
     if deployment is None:
         return estimated()
     exact = exact_estimator_for(deployment.protocol, deployment.model)

@@ -202,7 +202,7 @@ def resolve(
     loaded = loaded or loaded_route(route_name)
     route, spec = loaded.route, loaded.spec
     chat = parse_chat_request(request_body, chat_format)
-    counting = estimator_for(spec)
+    counting = estimator_for(spec, loaded.deployment)
     estimator = counting.estimator
     resolution_id = new_resolve_id()
     tokens_before = count_json(chat.body, estimator)
