@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('routing', '0004_session_spend'),
+        ("routing", "0004_session_spend"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='replayrecord',
-            name='tool_calls',
+            model_name="replayrecord",
+            name="tool_calls",
             field=models.JSONField(blank=True, default=list),
         ),
     ]
