@@ -169,6 +169,8 @@ else:
 
 # Context resolution defaults.
 CONTEXT_DEFAULT_SOURCE_TIMEOUT_MS = env_int("CONTEXT_DEFAULT_SOURCE_TIMEOUT_MS", 1500)
+# Seconds a session's pre-warmed sources serve its next resolve (POST /sessions/{s}/prewarm).
+CONTEXT_PREWARM_TTL_SECONDS = float(os.environ.get("CONTEXT_PREWARM_TTL_SECONDS", "60"))
 
 # OpenAI-compatible chat deployments a relevance judge may name (`match.judge.deployment`), as JSON:
 # {"name": {"url": "https://host", "model": "m", "api_key_env": "VAR" (or "api_key"),
@@ -176,6 +178,13 @@ CONTEXT_DEFAULT_SOURCE_TIMEOUT_MS = env_int("CONTEXT_DEFAULT_SOURCE_TIMEOUT_MS",
 LLM_DEPLOYMENTS = json.loads(os.environ.get("LLM_DEPLOYMENTS") or "{}")
 if not isinstance(LLM_DEPLOYMENTS, dict):
     raise ValueError("LLM_DEPLOYMENTS must be a JSON object of name to deployment")
+
+# MCP servers started as local processes (stdio), as JSON: {"name": {"command": "...", "args": [..],
+# "env": {..}, "timeout_ms": 5000, "tenants": ["acme"]}} (tenants: who may name it; absent: all).
+# Platform configuration only: a tenant registers Streamable HTTP servers, never commands.
+MCP_STDIO_SERVERS = json.loads(os.environ.get("MCP_STDIO_SERVERS") or "{}")
+if not isinstance(MCP_STDIO_SERVERS, dict):
+    raise ValueError("MCP_STDIO_SERVERS must be a JSON object of name to server")
 
 # Deployments' API keys are stored encrypted (contextplatform.core.secrets): comma-separated
 # Fernet keys, newest first (rotation: prepend a key, run rotate_deployment_keys, drop the old one).
@@ -195,6 +204,17 @@ EMBEDDING_LOCAL_MODEL_DIR = Path(
     os.environ.get("EMBEDDING_LOCAL_MODEL_DIR")
     or BASE_DIR / "var" / "models" / "all-MiniLM-L6-v2-int8"
 )
+
+# Vector databases of the rag backends milvus and qdrant. A source naming no uri/url (or with
+# reuse_cache_connection) uses the platform's server, where each tenant's collections are named
+# <tenant schema>__<collection>: a Milvus URI (a server, or a Milvus Lite file for development)
+# and token; a Qdrant URL (or a local-mode directory) and API key. A source naming a Milvus Lite
+# file or a Qdrant local directory gets its own under VECTOR_LOCAL_ROOT/<tenant schema>/.
+VECTOR_MILVUS_URI = os.environ.get("VECTOR_MILVUS_URI", "").strip()
+VECTOR_MILVUS_TOKEN = os.environ.get("VECTOR_MILVUS_TOKEN", "").strip()
+VECTOR_QDRANT_URL = os.environ.get("VECTOR_QDRANT_URL", "").strip()
+VECTOR_QDRANT_API_KEY = os.environ.get("VECTOR_QDRANT_API_KEY", "").strip()
+VECTOR_LOCAL_ROOT = Path(os.environ.get("VECTOR_LOCAL_ROOT") or BASE_DIR / "var" / "vector")
 
 # Outbound HTTP of tenant-configured sources refuses private, loopback and link-local addresses
 # unless the tenant's allow-list names them; True lets every address through (trusted networks).
@@ -225,7 +245,8 @@ if REDIS_URL:
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
-            "KEY_PREFIX": "cp",
+            # Several runs sharing one Redis (the test suite's live servers) keep apart by prefix.
+            "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "cp"),
             "TIMEOUT": 3600,
         }
     }

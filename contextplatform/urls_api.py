@@ -5,10 +5,11 @@ from django.urls import path
 from compression import views as compression
 from contextplatform.deployments import views as deployments
 from contextplatform.routing.api import compression as compression_views
-from contextplatform.routing.api import replay, resolve, routes
+from contextplatform.routing.api import prewarm, replay, resolve, routes
 from memory import views as memory
 from sources import knowledge_views as knowledge
 from sources import views as sources
+from sources.mcp import views as mcp
 
 urlpatterns = [
     path("resolve", resolve.ResolveView.as_view(), name="resolve"),
@@ -63,6 +64,8 @@ urlpatterns = [
         deployments.DeploymentDetailView.as_view(),
         name="deployment",
     ),
+    path("mcp-servers", mcp.McpServerListView.as_view(), name="mcp-servers"),
+    path("mcp-servers/<str:name>", mcp.McpServerDetailView.as_view(), name="mcp-server"),
     path("replay", replay.ReplayListView.as_view(), name="replay-list"),
     path("replay/<str:record_id>", replay.ReplayDetailView.as_view(), name="replay-detail"),
     path("users/<str:user>/profile", sources.UserProfileView.as_view(), name="user-profile"),
@@ -86,6 +89,11 @@ urlpatterns = [
         "sessions/<str:session>/messages",
         sources.SessionMessagesView.as_view(),
         name="session-messages",
+    ),
+    path(
+        "sessions/<str:session>/prewarm",
+        prewarm.SessionPrewarmView.as_view(),
+        name="session-prewarm",
     ),
     path("collections", knowledge.CollectionListView.as_view(), name="collections"),
     path(

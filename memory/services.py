@@ -22,6 +22,7 @@ from contextplatform.core.errors import invalid_request
 from memory.models import KINDS, Memory
 from memory.selectors import MAX_ID, TEXT_CONFIG, require_user
 from sources.embedding import Embedder
+from sources.prewarm import invalidate_prewarm
 
 logger = logging.getLogger("contextplatform.memory")
 
@@ -112,6 +113,7 @@ def create_memory(
             strength=strength,
         )
         refresh_search_vector(memory.pk)
+    invalidate_prewarm(connection.schema_name, user=user_id)
     memory.refresh_from_db()
     return memory
 
@@ -150,6 +152,7 @@ def update_memory(
         )
         if updated and "content" in changes:
             refresh_search_vector(memory.pk)
+    invalidate_prewarm(connection.schema_name, user=memory.user_id)
     memory.refresh_from_db()
     return memory
 
@@ -164,7 +167,10 @@ def delete_memory(*, user_id: str, memory_id: int) -> bool:
         cursor.execute(
             f'DELETE FROM {table()} WHERE "user_id" = %s AND "id" = %s', [user_id, memory_id]
         )
-        return cursor.rowcount > 0
+        deleted = cursor.rowcount > 0
+    if deleted:
+        invalidate_prewarm(connection.schema_name, user=user_id)
+    return deleted
 
 
 def erase_user(*, user_id: str) -> int:
@@ -175,6 +181,7 @@ def erase_user(*, user_id: str) -> int:
     with connection.cursor() as cursor:
         cursor.execute(f'DELETE FROM {table()} WHERE "user_id" = %s', [user_id])
         deleted = cursor.rowcount
+    invalidate_prewarm(connection.schema_name, user=user_id)
     logger.info("memory_user_erased", extra={"deleted": deleted, "schema": connection.schema_name})
     return deleted
 
@@ -258,4 +265,6 @@ def apply_retention(
             counts["aged"] = delete_older_than(max_age_days=max_age_days, now=now)
         if max_per_user:
             counts["pruned"] = prune_weakest(max_per_user=max_per_user)
+    if any(counts.values()):  # several users at once: every pre-warmed session of the tenant
+        invalidate_prewarm(connection.schema_name)
     return counts

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from asgiref.sync import sync_to_async
@@ -21,6 +22,7 @@ from sources.base import (
     ContextItem,
     ContextRequest,
     ContextSource,
+    PrewarmSkipped,
     ResolvedTurn,
     SourceFailed,
     SourceResult,
@@ -33,6 +35,7 @@ from sources.matching import MatchConfig, RecallConfig, judge_and_keep
 from sources.recall import RecallHit
 
 if TYPE_CHECKING:
+    from memory.prewarm import MemoryPool
     from memory.selectors import MemoryHit
 
 BACKEND = "postgres"
@@ -90,6 +93,8 @@ class MemorySource(ContextSource):
     type = "memory"
     Settings = MemorySettings
     previewable = True
+    # The user's memories are read ahead (memory/prewarm.py); the turn's query ranks them.
+    prewarmable = True
 
     @property
     def memory(self) -> MemorySettings:
@@ -100,13 +105,42 @@ class MemorySource(ContextSource):
         return self.memory.match or default_memory_match()
 
     async def fetch(self, request: ContextRequest) -> SourceResult:
+        return await self.remembered(request, self.recall)
+
+    async def prewarm(self, request: ContextRequest) -> MemoryPool:
+        from memory.prewarm import POOL_MAX, load_pool
+
+        if not request.user:
+            raise PrewarmSkipped("no user")
+        if self.memory.hybrid_search:
+            raise PrewarmSkipped("hybrid_search ranks by the store's full text at the turn")
+        user = request.user
+        pool = await sync_to_async(within_deadline)(self.timeout_seconds, lambda: load_pool(user))
+        if pool is None:
+            raise PrewarmSkipped(f"the user has more than {POOL_MAX} memories")
+        return pool
+
+    async def fetch_prewarmed(self, request: ContextRequest, warm: Any) -> SourceResult:
+        if warm.user != request.user:  # never another user's memories, whatever the cache held
+            raise RuntimeError("a pre-warmed memory pool of another user")
+
+        async def from_pool(request: ContextRequest) -> list[RecallHit]:
+            return await self.recall_from_pool(request, warm)
+
+        return await self.remembered(request, from_pool)
+
+    async def remembered(
+        self,
+        request: ContextRequest,
+        recall: Callable[[ContextRequest], Awaitable[list[RecallHit]]],
+    ) -> SourceResult:
         notes: dict[str, Any] = {"backend": BACKEND}
         if not request.user:
             return self.outcome(notes, "missing", "no user on the request")
         if not request.query.strip():
             return self.outcome(notes, "missing", "no user query")
         try:
-            hits = await self.recall(request)
+            hits = await recall(request)
         except Exception as error:
             MEMORY_RETRIEVAL.labels(backend=BACKEND, status="error").inc()
             raise SourceFailed(
@@ -245,6 +279,18 @@ class MemorySource(ContextSource):
                 hybrid_mode=self.memory.hybrid_mode,
             ),
         )
+        return [recall_hit(hit, score=hit.score) for hit in found]
+
+    async def recall_from_pool(self, request: ContextRequest, pool: MemoryPool) -> list[RecallHit]:
+        """``recall`` over the user's pre-warmed memories instead of the store."""
+        from memory import prewarm
+
+        recall = self.match.recall
+        if recall is None:
+            limit = self.match.judge.max_candidates if self.match.judge else 64
+            return [recall_hit(m, score=1.0) for m in prewarm.newest(pool, limit)]
+        vector = await asyncio.to_thread(get_embedder().embed_query, request.query)
+        found = prewarm.search(pool, vector, recall.top_k, recall.min_similarity)
         return [recall_hit(hit, score=hit.score) for hit in found]
 
 

@@ -7,11 +7,21 @@ compression: speed and a planted fact through 10x compression, in process
 (``scripts/bench_compression.py``); (6) memory: write to searchable through a real Celery worker,
 search over 1,000,000 memories, recall of planted facts (``scripts/bench_memory.py``); (7)
 observability: metrics, replay and the live stream on vs off per resolve, in process, and live
-fan-out to 50 WebSocket dashboards of a real uvicorn (``scripts/bench_observability.py``).
+fan-out to 50 WebSocket dashboards of a real uvicorn (``scripts/bench_observability.py``); (8)
+the gateway: its overhead over calling a loopback upstream directly, non-streaming and time to
+first token, and requests/s at 32 clients, beside LiteLLM's proxy (``scripts/bench_gateway.py``);
+(9) connectors: each connector source's fetch overhead over calling its peer directly
+(``scripts/bench_connectors.py``; ``BENCH_ONLY=connectors`` runs it alone); (10) pre-warm: the
+demo route's resolve with and without a pre-warmed session, in process (``scripts/bench_prewarm.py``;
+``BENCH_ONLY=prewarm`` runs it alone); (11) lazy retrieval: the context a lazy RAG source saves
+on the demo route (``scripts/bench_lazy.py``; ``BENCH_ONLY=lazy``).
+The vector backends (``milvus`` on Milvus Lite, ``qdrant`` in local mode) beside ``vectorstore``
+over the retrieval section's 100,000 chunks run right after it (``scripts/bench_backends.py``;
+``BENCH_ONLY=backends`` runs it alone).
 ``BENCH_QUICK=1`` shrinks every run (for trying the script; the page then says so).
-``BENCH_ONLY=retrieval``, ``BENCH_ONLY=compression``, ``BENCH_ONLY=memory`` or
-``BENCH_ONLY=observability`` runs section 4, 5, 6 or 7 alone and replaces it in the existing page
-(section 5 needs no database).
+``BENCH_ONLY=retrieval``, ``BENCH_ONLY=compression``, ``BENCH_ONLY=memory``,
+``BENCH_ONLY=observability`` or ``BENCH_ONLY=gateway`` runs section 4, 5, 6, 7 or 8 alone and
+replaces it in the existing page (section 5 needs no database).
 """
 
 from __future__ import annotations
@@ -24,11 +34,16 @@ from pathlib import Path
 from typing import Any
 
 from scripts import bench_sources  # noqa: F401  (registers the bench-only source kind)
+from scripts.bench_backends import run_backends
 from scripts.bench_compression import run_compression
+from scripts.bench_connectors import run_connectors
 from scripts.bench_env import environment, git_revision
+from scripts.bench_gateway import run_gateway
 from scripts.bench_http import measure_http, server_config
+from scripts.bench_lazy import print_lazy, run_lazy, write_lazy
 from scripts.bench_memory import run_memory
 from scripts.bench_observability import run_observability
+from scripts.bench_prewarm import run_prewarm
 from scripts.bench_resolver import (
     PARALLEL_FACTOR,
     PARALLEL_SLEEP_MS,
@@ -62,9 +77,13 @@ from scripts.report import (
     worker_split,
     write_report,
 )
+from scripts.report_backends import print_backends, write_backends
 from scripts.report_compression import print_compression, write_compression
+from scripts.report_connectors import print_connectors, write_connectors
+from scripts.report_gateway import print_gateway, write_gateway
 from scripts.report_memory import print_memory, write_memory
 from scripts.report_observability import print_observability, write_observability
+from scripts.report_prewarm import print_prewarm, write_prewarm
 from scripts.report_retrieval import print_retrieval, write_retrieval
 
 DEMO_TENANT = "demo"
@@ -223,7 +242,7 @@ def retrieval_part(quick: bool) -> RetrievalResults:
 
 @dataclass(frozen=True)
 class Section:
-    """One of sections 4-7: run it, write it into the page, print its summary."""
+    """One of sections 4-8: run it, write it into the page, print its summary."""
 
     run: Callable[[bool], Any]
     write: Callable[[Any, Path, str], list[Path]]
@@ -234,9 +253,14 @@ class Section:
 # In page order; BENCH_ONLY=<name> runs one alone and replaces it in the existing page.
 SECTIONS = {
     "retrieval": Section(retrieval_part, write_retrieval, print_retrieval),
+    "backends": Section(run_backends, write_backends, print_backends),
     "compression": Section(run_compression, write_compression, print_compression, database=False),
     "memory": Section(run_memory, write_memory, print_memory),
     "observability": Section(run_observability, write_observability, print_observability),
+    "gateway": Section(run_gateway, write_gateway, print_gateway),
+    "connectors": Section(run_connectors, write_connectors, print_connectors),
+    "prewarm": Section(run_prewarm, write_prewarm, print_prewarm),
+    "lazy": Section(run_lazy, write_lazy, print_lazy),
 }
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from sources import knowledge_admin  # noqa: F401  (collections, documents, ingestion jobs)
+from sources.mcp import admin as mcp_admin  # noqa: F401  (MCP servers)
 from sources.models import ChatMessage, ChatSession, UserProfile
 from tenants.admin import TenantOnlyAdmin
 

@@ -7,3 +7,6 @@ class SourcesConfig(AppConfig):
 
     def ready(self) -> None:
         from sources import kinds  # noqa: F401  (registers the built-in source kinds)
+        from sources.prewarm import connect_model_signals
+
+        connect_model_signals()  # profile and session writes invalidate pre-warmed sessions

@@ -87,6 +87,10 @@ class SourceResult:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
+class PrewarmSkipped(Exception):
+    """A source that cannot read ahead for this session (its reason is the pre-warm report's)."""
+
+
 class SourceFailed(Exception):
     """A fetch failed after learning something worth reporting (a hybrid backend's primary error,
     the memory store's status): the outcome names ``error`` and keeps ``notes``."""
@@ -116,6 +120,10 @@ class ContextSource(ABC):
     Settings: ClassVar[builtins.type[SourceSettings]]
     default_priority: ClassVar[int] = 0
     previewable: ClassVar[bool] = False  # shown by POST /api/v1/plugins/context/preview
+    # Read ahead when a session opens (POST /api/v1/sessions/{session}/prewarm): a kind whose
+    # fetch reads what the user or the session holds, not what the turn asks, sets it; ``prewarm``
+    # then runs at the session's opening and the next resolve serves ``fetch_prewarmed``.
+    prewarmable: ClassVar[bool] = False
 
     def __init__(self, settings: SourceSettings, *, default_timeout_ms: int = 1500):
         self.settings = settings
@@ -145,6 +153,19 @@ class ContextSource(ABC):
     async def fetch(self, request: ContextRequest) -> SourceResult:
         """This source's items for the request; raising means the source failed (raise
         ``SourceFailed`` to keep notes)."""
+
+    async def prewarm(self, request: ContextRequest) -> Any:
+        """What this source reads before the turn is known (``request.query`` is empty, no
+        turns): kept, pickled, in the session's pre-warm cache for ``fetch_prewarmed``. By default
+        the whole fetch's result; a kind whose fetch also reads the turn keeps less. Raise
+        ``PrewarmSkipped`` when there is nothing to read ahead."""
+        return await self.fetch(request)
+
+    async def fetch_prewarmed(self, request: ContextRequest, warm: Any) -> SourceResult:
+        """The fetch, from what ``prewarm`` read instead of from the store."""
+        if not isinstance(warm, SourceResult):
+            raise TypeError(f"{self.type}: pre-warmed {type(warm).__name__}, not a SourceResult")
+        return warm
 
     def notes_on_timeout(self) -> dict[str, Any]:
         """The report's notes when the fetch ran out of time (it was cancelled, so it could not

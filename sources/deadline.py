@@ -2,7 +2,9 @@
 
 Sources run their queries on the request's own thread (its connection carries the tenant's
 schema). ``asyncio.wait_for`` alone cannot interrupt a query that waits on a lock, so the query
-gets the same deadline as the source through PostgreSQL's ``statement_timeout``.
+gets the same deadline as the source through PostgreSQL's ``statement_timeout``: what is left of
+it when the statement starts (``sources.fetch_deadline``), so a query begun late in the fetch
+cannot outlive the source.
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ from typing import TypeVar
 
 from django.db import connection, transaction
 
+from sources.fetch_deadline import shortened
+
 T = TypeVar("T")
 
 
 @contextmanager
 def statement_deadline(timeout_seconds: float) -> Iterator[None]:
+    timeout_seconds = shortened(timeout_seconds)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             "SELECT set_config('statement_timeout', %s, true)",

@@ -1,4 +1,10 @@
-"""Fetch every source of a route concurrently, each under its own timeout."""
+"""Fetch every source of a route concurrently, each under its own deadline.
+
+A source's ``timeout_ms`` is a deadline on its whole fetch: the clock starts here
+(``sources.fetch_deadline``), everything the source does inside takes its own bounds from what is
+left of it, and a fetch cut by a bound of its own (a backend's ``timeout_ms``, a connector's)
+raises a ``TimeoutError`` and is reported ``timeout`` like one cut here, not ``failed``.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from typing import Any
 
 from contextplatform.core import metrics
 from contextplatform.core.estimation import TokenEstimator, default_estimator
+from sources import fetch_deadline
 from sources.base import (
     ContextItem,
     ContextRequest,
@@ -68,20 +75,27 @@ async def fetch_one(
     if not source.settings.enabled:
         return outcome
     outcome.started_at = time.perf_counter()
+    seconds = source.timeout_seconds
+    with fetch_deadline.running(seconds) as deadline:
+        # The fetch's task copies the context: everything it starts sees the deadline.
+        fetching = asyncio.ensure_future(source.fetch(request))
     try:
-        result = await asyncio.wait_for(source.fetch(request), timeout=source.timeout_seconds)
-    except TimeoutError:
+        result = await asyncio.wait_for(fetching, timeout=seconds)
+    except TimeoutError as error:
         outcome.status = "timeout"
-        outcome.error = f"timed out after {source.timeout_seconds * 1000:.0f} ms"
-        outcome.notes = source.notes_on_timeout()
+        if fetching.cancelled():  # cut here, at the deadline
+            outcome.error = f"timed out after {seconds * 1000:.0f} ms"
+            outcome.notes = source.notes_on_timeout()
+        else:  # a shorter bound of the source's own fired first
+            outcome.error = timeout_text(error)
     except asyncio.CancelledError:
         raise
     except SourceFailed as failure:
-        outcome.status = "failed"
+        outcome.status = failed_status(failure.error, deadline)
         outcome.error = failure_text(failure.error)
         outcome.notes = failure.notes
     except Exception as error:  # a source's failure is recorded, never raised
-        outcome.status = "failed"
+        outcome.status = failed_status(error, deadline)
         outcome.error = failure_text(error)
     else:
         outcome.items = result.items
@@ -100,6 +114,20 @@ async def fetch_one(
 
 def failure_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"[:500]
+
+
+def failed_status(error: BaseException, deadline: float) -> SourceStatus:
+    """``timeout`` for a fetch cut by a bound of its own (a ``TimeoutError``) or failing once its
+    deadline had passed (a database statement cancelled by the deadline's statement_timeout);
+    ``failed`` otherwise."""
+    if isinstance(error, TimeoutError) or time.monotonic() >= deadline:
+        return "timeout"
+    return "failed"
+
+
+def timeout_text(error: BaseException) -> str:
+    """A bound of the source's own fired: its message, or the plain words when it has none."""
+    return failure_text(error) if str(error) else "timed out"
 
 
 def log_outcome(outcome: SourceOutcome, request: ContextRequest) -> None:

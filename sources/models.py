@@ -1,12 +1,16 @@
-"""Per-tenant data that the built-in sources read: user profiles and session messages."""
+"""Per-tenant data that the built-in sources read: user profiles and session messages, the
+knowledge base, and the MCP servers that MCP sources name."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
+from django.core.validators import RegexValidator
 from django.db import models
 from pgvector.django import HnswIndex, VectorField
+
+from sources.mcp.config import DEFAULT_TIMEOUT_MS, MCP_SERVER_NAME_PATTERN
 
 
 class UserProfile(models.Model):
@@ -164,3 +168,32 @@ class IngestionJob(models.Model):
         if self.total:
             return self.processed / self.total
         return 1.0 if self.status == "done" else 0.0  # a job with nothing to do
+
+
+class McpServer(models.Model):
+    """A tenant's MCP server (Streamable HTTP) that ``mcp_resources`` sources and ``mcp`` RAG
+    backends name. Header values are write-only: Fernet tokens (``contextplatform.core.secrets``),
+    never the plain values, which only the MCP client decrypts (``sources.mcp.selectors``)."""
+
+    name = models.CharField(
+        max_length=100, unique=True, validators=[RegexValidator(MCP_SERVER_NAME_PATTERN)]
+    )
+    url = models.CharField(max_length=2000, help_text="the server's Streamable HTTP endpoint")
+    # {header name: Fernet token of its value}; the names are shown, the values never.
+    headers_encrypted = models.JSONField(default=dict, blank=True, editable=False)
+    timeout_ms = models.PositiveIntegerField(
+        default=DEFAULT_TIMEOUT_MS, help_text="the deadline of each exchange with the server"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("name",)
+        verbose_name = "MCP server"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def header_names(self) -> list[str]:
+        return sorted(self.headers_encrypted or {}, key=str.lower)

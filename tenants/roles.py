@@ -28,12 +28,14 @@ def grant(actions: tuple[str, ...], *models: str) -> set[str]:
     return granted
 
 
-# Deployments (upstream models) are configuration too; their keys are write-only on every page.
+# Deployments (upstream models) and MCP servers are configuration too; their keys and header
+# values are write-only on every page.
 CONFIGURATION = (
     "routing.route",
     "routing.recipe",
     "routing.tenantdefaults",
     "deployments.deployment",
+    "sources.mcpserver",
 )
 
 # Operators configure routes, deployments and the data sources read (profiles, sessions, knowledge base).

@@ -41,6 +41,7 @@ def isolated_task_and_cache_settings() -> None:
     """Tasks run inline (a test that needs a real worker starts one), and this run's cache keys
     never meet an earlier run's in a shared Redis."""
     from django.conf import settings
+    from django.test.signals import clear_cache_handlers
 
     from contextplatform.celery import app
 
@@ -49,10 +50,15 @@ def isolated_task_and_cache_settings() -> None:
     # commit replay records past it. Tests write them inline; the live-server tests (and
     # tests/routing/pipeline/test_replay_writer.py) run the background writer.
     settings.REPLAY_WRITES = "inline"
+    prefix = f"test-{uuid.uuid4().hex[:12]}"
     settings.CACHES = {
-        name: {**config, "KEY_PREFIX": f"test-{uuid.uuid4().hex[:12]}"}
-        for name, config in settings.CACHES.items()
+        name: {**config, "KEY_PREFIX": prefix} for name, config in settings.CACHES.items()
     }
+    # Anything that touched the cache before this (collection, a plugin's setup) left the handler
+    # holding the old settings: forget them, as Django's own settings override does.
+    clear_cache_handlers(setting="CACHES")
+    # The live servers the tests start use the same prefix (tests/live.py passes it on).
+    os.environ["CACHE_KEY_PREFIX"] = prefix
 
 
 @pytest.fixture(scope="session")

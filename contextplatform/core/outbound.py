@@ -10,6 +10,7 @@ connects to, so that a name which resolves differently the second time (DNS rebi
 from __future__ import annotations
 
 import functools
+import http.cookiejar
 import ipaddress
 import json as jsonlib
 import socket
@@ -322,7 +323,7 @@ def guarded_async_client(
     async def check_request(request: httpx.Request) -> None:
         await _acheck(policy, request.url)
 
-    return httpx.AsyncClient(
+    client = httpx.AsyncClient(
         transport=_GuardedTransport(policy),
         timeout=timeout_s,
         follow_redirects=max_redirects > 0,
@@ -330,6 +331,17 @@ def guarded_async_client(
         trust_env=False,
         event_hooks={"request": [check_request]},
     )
+    client.cookies = no_cookies()  # the setter keeps a jar as it is
+    return client
+
+
+def no_cookies() -> http.cookiejar.CookieJar:
+    """A cookie jar that keeps nothing (its policy allows no domain). Outbound clients are pooled
+    and shared by many callers (users, and tenants with the same allow-list): a cookie one
+    upstream answered to one caller must never ride along with the next caller's request. Set as
+    ``client.cookies`` after the client is made: given to the constructor, httpx would copy it
+    into a jar of the default policy."""
+    return http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
 
 
 # --- bounded JSON ------------------------------------------------------------------------------

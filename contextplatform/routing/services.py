@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from contextplatform.core import secrets
 from contextplatform.core.errors import ApiError, invalid_request
 from contextplatform.core.validation import parse
 from contextplatform.deployments.schema import DEPLOYMENT_NAME_PATTERN, DeploymentSpec
@@ -26,6 +27,7 @@ from contextplatform.routing.configuration.schema import (
     validate_route_spec,
 )
 from contextplatform.routing.models import Recipe, Route, TenantDefaults
+from sources import secret_settings
 
 
 @dataclass(frozen=True)
@@ -133,13 +135,21 @@ def own_layer(spec: RouteSpec) -> dict[str, Any]:
     return spec.context.model_dump(mode="json", exclude_unset=True)
 
 
-def _fields(spec: RouteSpec, layer: dict[str, Any] | None, recipe: Recipe | None) -> dict[str, Any]:
+def _fields(
+    spec: RouteSpec,
+    layer: dict[str, Any] | None,
+    recipe: Recipe | None,
+    stored: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The columns of a route; its layer as stored (secrets sealed against ``stored``, the layer
+    it replaces: ``sources.secret_settings``)."""
+    written = own_layer(spec) if layer is None else layer
     return {
         "description": spec.description,
         "context_window": spec.model.context_window,
         "max_output_tokens": spec.model.max_output_tokens,
         "model": spec.model.model_dump(mode="json"),
-        "context": own_layer(spec) if layer is None else layer,
+        "context": secret_settings.seal(written, stored),
         "recipe": recipe if recipe is not None else _recipe_named(spec.recipe, "recipe"),
     }
 
@@ -167,8 +177,9 @@ def update_route(
 ) -> Route:
     if spec.name != route.name and Route.objects.filter(name=spec.name).exists():
         raise ApiError("conflict", f"route {spec.name!r} already exists", status=409, param="name")
+    stored = route.context
     route.name = spec.name
-    for name, value in _fields(spec, layer, recipe).items():
+    for name, value in _fields(spec, layer, recipe, stored).items():
         setattr(route, name, value)
     route.save()
     return route
@@ -188,14 +199,17 @@ def delete_route(*, route: Route) -> None:
 
 
 def save_defaults(*, context: dict[str, Any]) -> TenantDefaults:
+    sealed = secret_settings.seal(context, TenantDefaults.current_context())
     defaults, _ = TenantDefaults.objects.update_or_create(
-        pk=TenantDefaults.SINGLETON_ID, defaults={"context": context}
+        pk=TenantDefaults.SINGLETON_ID, defaults={"context": sealed}
     )
     return defaults
 
 
 def upsert_recipe(*, name: str, context: dict[str, Any]) -> tuple[Recipe, bool]:
-    return Recipe.objects.update_or_create(name=name, defaults={"context": context})
+    stored = Recipe.objects.filter(name=name).values_list("context", flat=True).first()
+    sealed = secret_settings.seal(context, stored)
+    return Recipe.objects.update_or_create(name=name, defaults={"context": sealed})
 
 
 # --- import -------------------------------------------------------------------------------------
@@ -317,3 +331,28 @@ def _check_routes_left_out(document: ConfigDocument, defaults: dict[str, Any]) -
                 f"it: {error.message}",
                 param,
             ) from None
+
+
+def rotate_source_secrets() -> int:
+    """Re-encrypt every secret the sources of the current schema's routes, recipes and tenant
+    defaults store under the newest key of DEPLOYMENT_SECRET_KEYS; the count. A token no key reads
+    is reported (naming where it is), not skipped, as for deployments' keys."""
+    rotated = 0
+    with transaction.atomic():
+        layers: list[tuple[str, Any]] = [
+            *((f"route {r.name!r}", r) for r in Route.objects.select_for_update()),
+            *((f"recipe {r.name!r}", r) for r in Recipe.objects.select_for_update()),
+            *(("the tenant defaults", d) for d in TenantDefaults.objects.select_for_update()),
+        ]
+        for where, row in layers:
+            try:
+                context, count = secret_settings.rotate(row.context)
+            except secrets.SecretUnreadable:
+                raise invalid_request(
+                    f"{where}: a source's secret is not readable with DEPLOYMENT_SECRET_KEYS; add "
+                    "the key it was written with, then rotate again"
+                ) from None
+            if count:
+                type(row).objects.filter(pk=row.pk).update(context=context)
+                rotated += count
+    return rotated

@@ -10,11 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from contextplatform.routing.pipeline.chat import ChatFormat
 from contextplatform.routing.pipeline.resolver import Resolution, resolve
-from contextplatform.routing.pipeline.turns import begin_turn, complete_turn
+from contextplatform.routing.pipeline.turns import begin_turn, complete_turn, record_answer
 from contextplatform.routing.pipeline.usage import ProviderUsage
-from contextplatform.routing.pipeline.usage_records import (
-    record_tool_calls as record_tool_calls_in_replay,
-)
+from contextplatform.routing.pipeline.usage_records import apply_usage
 from contextplatform.routing.pipeline.usage_records import record_usage as record_usage_in_replay
 from contextplatform.routing.selectors import LoadedRoute
 from sources.base import ResolvedTurn
@@ -40,6 +38,9 @@ class ResolveCall:
     loaded: LoadedRoute | None = None
     # The entry point answers the model's calls of the platform's own tools (the gateway does).
     serves_tools: bool = False
+    # The entry point completes the call itself (the gateway): the replay record is written once,
+    # when ``finish_call`` is given the answer, instead of at resolve.
+    defer_replay: bool = False
 
 
 def resolve_context(call: ResolveCall) -> Resolution:
@@ -59,9 +60,12 @@ def resolve_context(call: ResolveCall) -> Resolution:
         headers=call.headers,
         loaded=call.loaded,
         serves_tools=call.serves_tools,
+        defer_replay=call.defer_replay,
     )
     refusal = resolution.refusal()
     if refusal is not None:
+        if resolution.pending_replay is not None:
+            resolution.pending_replay.submit()
         raise refusal
     turn = ResolvedTurn(
         resolve_id=resolution.id,
@@ -72,8 +76,8 @@ def resolve_context(call: ResolveCall) -> Resolution:
         store_requested=call.store_memory,
     )
     for source in resolution.sources:
-        if source.settings.enabled:
-            source.after_resolve(turn)
+        if source.settings.enabled and source.after_resolve(turn):
+            resolution.answer_kinds.append(type(source))
     if call.session:
         begin_turn(
             resolve_id=resolution.id,
@@ -108,7 +112,38 @@ def record_usage(
     return record_usage_in_replay(resolve_id=resolve_id, usage=usage, first_call=first_call)
 
 
-def record_tool_calls(*, resolve_id: str, calls: list[dict[str, Any]]) -> bool:
-    """The calls of the platform's own tools the gateway served for a resolve, into its replay
-    record."""
-    return record_tool_calls_in_replay(resolve_id=resolve_id, calls=calls)
+def finish_call(
+    *,
+    tenant: Tenant,
+    resolution: Resolution,
+    response: Any | None,
+    usage: ProviderUsage | None = None,
+    first_call: ProviderUsage | None = None,
+    tool_calls: list[dict[str, Any]] | None = None,
+) -> None:
+    """The end of a call whose entry point forwarded it (the gateway): what a hand-back does
+    when there is an answer (``response``; None when the call ended without one), the provider's
+    usage and the served tool calls, all into the replay record the resolve left pending, which
+    is then written, once. Only the kinds whose after-resolve hook queued something hear the
+    answer. The session's message is written before this returns (the conversation's next call
+    reads it); the record and the deployment's calibration are written in the background."""
+    pending = resolution.pending_replay
+    if pending is None or pending.submitted:
+        return
+    record = pending.record
+    calibration = None
+    try:
+        if response is not None and record.status != "refused":
+            record_answer(
+                record,
+                response,
+                capture_content=tenant.capture_content,
+                kinds=dict.fromkeys(resolution.answer_kinds),
+            )
+        if usage is not None:
+            calibration = apply_usage(record, usage, first_call)
+        if tool_calls:
+            record.tool_calls = list(tool_calls)
+    finally:
+        # The calibration moves in the writer's thread: nothing the caller waits for.
+        pending.submit(after=calibration)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 from pydantic import Field
@@ -13,6 +13,7 @@ from sources.base import (
     ChatTurn,
     ContextRequest,
     ContextSource,
+    PrewarmSkipped,
     SourceResult,
     SourceSettings,
     register_source_kind,
@@ -69,11 +70,25 @@ def render_turns(turns: list[ChatTurn]) -> str:
 class RecentMessagesSource(ContextSource):
     type = "recent_messages"
     Settings = RecentMessagesSettings
+    # The session's stored turns are read ahead; which of them the request already carries is
+    # decided at the resolve, from its own messages.
+    prewarmable = True
 
     async def fetch(self, request: ContextRequest) -> SourceResult:
         if not request.session:
             return SourceResult()
         stored = await sync_to_async(self._load)(request.session, request.user)
+        return self.from_stored(request, stored)
+
+    async def prewarm(self, request: ContextRequest) -> list[ChatTurn]:
+        if not request.session:
+            raise PrewarmSkipped("no session")
+        return await sync_to_async(self._load)(request.session, request.user)
+
+    async def fetch_prewarmed(self, request: ContextRequest, warm: Any) -> SourceResult:
+        return self.from_stored(request, list(warm))
+
+    def from_stored(self, request: ContextRequest, stored: list[ChatTurn]) -> SourceResult:
         already_sent = {(turn.role, turn.text) for turn in request.turns}
         turns = [
             turn for turn in stored if (turn.role, turn.text) not in already_sent and turn.text

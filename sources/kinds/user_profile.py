@@ -30,6 +30,7 @@ class UserProfileSettings(SourceSettings):
 class UserProfileSource(ContextSource):
     type = "user_profile"
     Settings = UserProfileSettings
+    prewarmable = True  # the user's attributes, whatever the turn asks
 
     async def fetch(self, request: ContextRequest) -> SourceResult:
         if not request.user:

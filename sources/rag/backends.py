@@ -22,6 +22,11 @@ class BackendError(Exception):
     """The backend could not answer (unknown collection, transport error, bad response)."""
 
 
+class BackendTimeout(BackendError, TimeoutError):
+    """The backend's own ``timeout_ms`` (or what was left of the source's deadline) ended the
+    retrieval: the source reports ``timeout``, and a hybrid backend falls back as for any error."""
+
+
 @dataclass(frozen=True)
 class RetrievalRequest:
     schema: str

@@ -16,8 +16,13 @@ from contextplatform.core.outbound import DEFAULT_MAX_RESPONSE_BYTES
 from contextplatform.core.validation import describe
 from sources.base import SourceSettings
 from sources.matching import MatchConfig
+from sources.mcp.config import McpBackendConfig
+from sources.rag.vector_configs import MilvusConfig, OpenAiSearchConfig, QdrantConfig
+from sources.secret_settings import Path, register_secret_locator, secret_fields
 
-Backend = Literal["vectorstore", "external_api", "hybrid"]
+Backend = Literal["vectorstore", "external_api", "hybrid", "milvus", "qdrant", "openai", "mcp"]
+# Backends over another vector database: they recall by embedding (theirs or the platform's).
+EXTERNAL_BACKENDS = {"external_api", "milvus", "qdrant", "openai", "mcp"}
 
 
 class Strict(BaseModel):
@@ -74,7 +79,7 @@ class ExternalApiConfig(Strict):
 
 
 class BackendSpec(Strict):
-    backend: Literal["vectorstore", "external_api"]
+    backend: Literal["vectorstore", "external_api", "milvus", "qdrant", "openai", "mcp"]
     backend_config: dict[str, Any]
 
     @model_validator(mode="after")
@@ -93,6 +98,10 @@ BACKEND_CONFIGS: dict[str, type[BaseModel]] = {
     "vectorstore": VectorstoreConfig,
     "external_api": ExternalApiConfig,
     "hybrid": HybridConfig,
+    "milvus": MilvusConfig,
+    "qdrant": QdrantConfig,
+    "openai": OpenAiSearchConfig,
+    "mcp": McpBackendConfig,
 }
 
 
@@ -123,10 +132,12 @@ class RagSettings(SourceSettings):
     def valid_backend(self) -> RagSettings:
         config = validate_backend_config(self.backend, self.backend_config)
         recall = self.match.recall if self.match else None
-        over_external = self.backend == "external_api" or (
+        over_external = self.backend in EXTERNAL_BACKENDS or (
             isinstance(config, HybridConfig)
-            and "external_api"
-            in {config.primary.backend, config.fallback.backend if config.fallback else ""}
+            and bool(
+                EXTERNAL_BACKENDS
+                & {config.primary.backend, config.fallback.backend if config.fallback else ""}
+            )
         )
         if recall is not None and recall.method != "embedding" and over_external:
             raise ValueError("a source over an external vector database recalls by embedding")
@@ -134,3 +145,30 @@ class RagSettings(SourceSettings):
 
     def backend_settings(self) -> BaseModel:
         return validate_backend_config(self.backend, self.backend_config)
+
+
+def backend_secret_paths(backend: Any, config: Any, at: Path) -> list[Path]:
+    """Where a backend's config keeps its secrets (``Secret`` fields), a hybrid's in its parts."""
+    if not isinstance(config, dict) or not isinstance(backend, str):
+        return []
+    if backend == "hybrid":
+        return [
+            path
+            for part in ("primary", "fallback")
+            if isinstance(config.get(part), dict)
+            for path in backend_secret_paths(
+                config[part].get("backend"),
+                config[part].get("backend_config"),
+                (*at, part, "backend_config"),
+            )
+        ]
+    model = BACKEND_CONFIGS.get(backend)
+    return [(*at, name) for name in secret_fields(model)] if model else []
+
+
+register_secret_locator(
+    "rag",
+    lambda source: backend_secret_paths(
+        source.get("backend", "vectorstore"), source.get("backend_config"), ("backend_config",)
+    ),
+)

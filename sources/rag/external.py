@@ -4,17 +4,24 @@ The request body is a JSON template; the answer is mapped by dotted paths. Each 
 score the service gives (Pinecone ``score``, Weaviate ``1 - distance``, Elasticsearch ``_score``, or a
 custom path); a document without one counts as similarity 1. Outbound requests go through the
 tenant's SSRF guard, bounded by ``max_response_bytes`` and a timeout.
+
+The timeout bounds the whole exchange (connection, sending, every read of a trickling answer), not
+each step as httpx's own timeouts do, and it is the backend's ``timeout_ms`` or what is left of the
+source's deadline, whichever is shorter: a backend cannot extend its source's deadline, and a
+retrieval it cuts is a ``BackendTimeout`` (the source reports ``timeout``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import httpx
 
 from contextplatform.core.outbound import OutboundError, fetch_json_limited, guarded_async_client
-from sources.rag.backends import BackendError, RagBackend, RetrievalRequest
+from sources import fetch_deadline
+from sources.rag.backends import BackendError, BackendTimeout, RagBackend, RetrievalRequest
 from sources.rag.config import ExternalApiConfig, ResponseMapping
 from sources.recall import RecallHit
 
@@ -118,31 +125,16 @@ class ExternalApiBackend(RagBackend):
         values = {"query": request.query, "top_k": top_k, "filter": request.filter or {}}
         body = fill_template(self.config.request_format, values)
         config = self.config
+        own = config.timeout_ms / 1000
+        seconds = fetch_deadline.shortened(own)
+        said = timeout_words(config.timeout_ms, seconds, fetch_deadline.binds(own))
         try:
-            async with guarded_async_client(
-                allowlist=request.allowlist, timeout_s=config.timeout_ms / 1000
-            ) as client:
-                if config.method == "GET":
-                    params = (
-                        {k: as_text(v) for k, v in body.items()} if isinstance(body, dict) else {}
-                    )
-                    url = str(httpx.URL(config.endpoint, params=params))
-                    answer = await fetch_json_limited(
-                        client, "GET", url, headers=config.headers, max_bytes=config.response_limit
-                    )
-                else:
-                    answer = await fetch_json_limited(
-                        client,
-                        "POST",
-                        config.endpoint,
-                        json=body,
-                        headers=config.headers,
-                        max_bytes=config.response_limit,
-                    )
+            async with asyncio.timeout(seconds):  # the whole exchange, not each read
+                answer = await self.ask(request, body, seconds)
         except OutboundError as error:
             raise BackendError(str(error)) from error
-        except httpx.TimeoutException as error:
-            raise BackendError(f"external API timed out after {config.timeout_ms} ms") from error
+        except (TimeoutError, httpx.TimeoutException) as error:
+            raise BackendTimeout(f"external API {said}") from error
         except httpx.HTTPError as error:
             raise BackendError(
                 f"external API unreachable: {type(error).__name__}: {error}"
@@ -151,3 +143,29 @@ class ExternalApiBackend(RagBackend):
         if recall is not None:
             hits = [hit for hit in hits if hit.score >= recall.min_similarity]
         return hits[:top_k]
+
+    async def ask(self, request: RetrievalRequest, body: Any, seconds: float) -> Any:
+        config = self.config
+        async with guarded_async_client(allowlist=request.allowlist, timeout_s=seconds) as client:
+            if config.method == "GET":
+                params = {k: as_text(v) for k, v in body.items()} if isinstance(body, dict) else {}
+                url = str(httpx.URL(config.endpoint, params=params))
+                return await fetch_json_limited(
+                    client, "GET", url, headers=config.headers, max_bytes=config.response_limit
+                )
+            return await fetch_json_limited(
+                client,
+                "POST",
+                config.endpoint,
+                json=body,
+                headers=config.headers,
+                max_bytes=config.response_limit,
+            )
+
+
+def timeout_words(timeout_ms: int, seconds: float, source_binds: bool) -> str:
+    """How a cut retrieval is reported: after the backend's own timeout, or at the source's
+    deadline when that came first."""
+    if source_binds:
+        return f"timed out at the source's deadline ({seconds * 1000:.0f} ms left)"
+    return f"timed out after {timeout_ms} ms"

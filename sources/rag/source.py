@@ -15,9 +15,11 @@ from sources.base import (
     register_source_kind,
 )
 from sources.matching import MatchConfig, MatchResult, cap_characters, default_match, judge_and_keep
+from sources.mcp.config import McpBackendConfig
 from sources.rag import cache
 from sources.rag.backends import RagBackend, RetrievalRequest, VectorstoreBackend
 from sources.rag.config import ExternalApiConfig, HybridConfig, RagSettings, VectorstoreConfig
+from sources.rag.vector_configs import MilvusConfig, OpenAiSearchConfig, QdrantConfig
 from sources.recall import RecallHit
 
 
@@ -32,6 +34,14 @@ def build_backend(config: BaseModel) -> RagBackend:
         from sources.rag.hybrid import HybridBackend
 
         return HybridBackend(config)
+    if isinstance(config, MilvusConfig | QdrantConfig | OpenAiSearchConfig):
+        from sources.rag.vector_backends import build_vector_backend
+
+        return build_vector_backend(config)
+    if isinstance(config, McpBackendConfig):
+        from sources.mcp.backend import McpBackend
+
+        return McpBackend(config)
     raise TypeError(f"no backend for {type(config).__name__}")
 
 

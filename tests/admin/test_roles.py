@@ -29,7 +29,16 @@ from contextplatform.routing.models import Recipe, ReplayRecord, Route, TenantDe
 from memory.services import create_memory
 from sources.embedding import get_embedder
 from sources.ingestion import create_collection
-from sources.models import ChatMessage, ChatSession, Collection, Document, IngestionJob, UserProfile
+from sources.mcp.services import create_server, parse_server
+from sources.models import (
+    ChatMessage,
+    ChatSession,
+    Collection,
+    Document,
+    IngestionJob,
+    McpServer,
+    UserProfile,
+)
 from tenants.models import ApiKey, Tenant
 from tests.admin.conftest import ACME_HOST, PLATFORM_HOST, make_user, signed_in
 from tests.admin.forms import form_data
@@ -50,6 +59,7 @@ EVERYTHING = "vacd"
 EXPECTED: dict[str, dict[str, str]] = {
     "routing.route": rights(operator=EVERYTHING, auditor="v", superuser=EVERYTHING),
     "deployments.deployment": rights(operator=EVERYTHING, auditor="v", superuser=EVERYTHING),
+    "sources.mcpserver": rights(operator=EVERYTHING, auditor="v", superuser=EVERYTHING),
     "routing.recipe": rights(operator=EVERYTHING, auditor="v", superuser=EVERYTHING),
     # One row per tenant, never deleted (writing {} resets it); added only while missing.
     "routing.tenantdefaults": rights(operator="vc", auditor="v", superuser="vc"),
@@ -74,6 +84,8 @@ EXPECTED: dict[str, dict[str, str]] = {
 CUSTOM_VIEWS: dict[str, str] = {
     # Preview runs the route's real sources (outbound calls, judges): operators only.
     "routing_route_preview": "c",
+    # Test connection calls the server with the tenant's stored headers: those who may change it.
+    "sources_mcpserver_test_connection": "c",
     "auth_user_password_change": "c",
 }
 
@@ -141,8 +153,20 @@ def sample_deployment() -> Deployment:
     return create_deployment(spec=spec)
 
 
+def sample_mcp_server() -> McpServer:
+    spec = parse_server(
+        {
+            "name": "sample-mcp",
+            "url": "http://127.0.0.1:9/mcp",
+            "headers": {"Authorization": "Bearer sample-secret"},
+        }
+    )
+    return create_server(spec=spec)
+
+
 SAMPLES: dict[str, Callable[[], models.Model]] = {
     "deployments.deployment": sample_deployment,
+    "sources.mcpserver": sample_mcp_server,
     "routing.route": sample_route,
     "routing.recipe": lambda: Recipe.objects.create(
         name="sample-recipe", context={"budget": {"context_tokens": 2000}}

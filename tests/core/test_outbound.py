@@ -332,3 +332,26 @@ def test_dns_rebinding_is_caught_at_connect_time(
 def test_allowed_host_name_connects(loopback: Service) -> None:
     port = loopback.port
     assert asyncio.run(fetch(f"http://localhost:{port}/json", ["localhost"]))["ok"] is True
+
+
+def test_a_guarded_client_keeps_no_cookie_from_one_call_to_the_next() -> None:
+    """Guarded clients are pooled across users and tenants (the gateway's upstream calls, the
+    connectors): a cookie one answer set must never go out with the next request."""
+    from contextplatform.core.outbound import guarded_async_client
+
+    def respond(seen: Seen) -> Reply:
+        return Reply(body=b"{}", headers={"Set-Cookie": "session=ann-secret; Path=/"})
+
+    with running_service() as service:
+        service.responder = respond
+
+        async def twice() -> None:
+            async with guarded_async_client(allowlist=["127.0.0.1"], timeout_s=5) as client:
+                for user in ("ann", "bob"):
+                    response = await client.get(service.url(f"/u/{user}"))
+                    assert response.status_code == 200
+                assert not client.cookies.jar  # nothing was kept
+
+        asyncio.run(twice())
+    assert [seen.path for seen in service.requests] == ["/u/ann", "/u/bob"]
+    assert all("cookie" not in seen.headers for seen in service.requests)

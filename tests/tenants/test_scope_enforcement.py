@@ -71,6 +71,9 @@ EXPECTED: dict[str, dict[str, str]] = {
         "PATCH": "deployments.write",
         "DELETE": "deployments.write",
     },
+    # MCP servers are configuration the route's sources name: read and written with the routes.
+    "api/v1/mcp-servers": {"GET": ROUTE_READ, "POST": ROUTE_WRITE},
+    "api/v1/mcp-servers/<str:name>": {"GET": ROUTE_READ, "PUT": ROUTE_WRITE, "DELETE": ROUTE_WRITE},
     "api/v1/replay": {"GET": "replay.read"},
     "api/v1/replay/<str:record_id>": {"GET": "replay.read"},
     # A user's profile and sessions are read and written with the memory scopes.
@@ -89,6 +92,8 @@ EXPECTED: dict[str, dict[str, str]] = {
         "DELETE": MEMORY_WRITE,
     },
     "api/v1/sessions/<str:session>/messages": {"GET": MEMORY_READ, "POST": MEMORY_WRITE},
+    # Pre-warming fetches what the session's next resolve would: whoever resolves may ask for it.
+    "api/v1/sessions/<str:session>/prewarm": {"POST": "resolve"},
     # The knowledge base: collections, documents and their ingestion jobs, read or written.
     "api/v1/collections": {"GET": "ingest", "POST": "ingest"},
     "api/v1/collections/<str:name>/documents": {"GET": "ingest", "POST": "ingest"},

@@ -18,6 +18,7 @@ from contextplatform.core.errors import ApiError
 from contextplatform.core.form_errors import below, error_text, is_under
 from contextplatform.routing import services
 from contextplatform.routing.admin.route_form import JsonTextField
+from contextplatform.routing.admin.routes import pretty_json
 from contextplatform.routing.configuration.schema import (
     ConfigDocument,
     parse_config_document,
@@ -25,6 +26,7 @@ from contextplatform.routing.configuration.schema import (
     recipe_document,
 )
 from contextplatform.routing.models import Recipe, TenantDefaults
+from sources.secret_settings import redact
 from tenants.admin import TenantOnlyAdmin
 
 CONTEXT_HELP = (
@@ -40,6 +42,11 @@ class LayerForm(forms.ModelForm):
         indent=2, help_text=CONTEXT_HELP, widget=forms.Textarea(attrs={"rows": 14, "cols": 80})
     )
     context_param = ""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        # Secrets of the layer's sources are shown as {"set": true}, which saved keeps them.
+        self.initial["context"] = redact(self.initial.get("context"))
 
     def clean_context(self) -> dict[str, Any]:
         return self.cleaned_data["context"] or {}
@@ -95,8 +102,29 @@ class TenantDefaultsForm(LayerForm):
         return parse_config_document({"defaults": {"plugins": plugins_document(context)}})
 
 
+class ShownLayer(TenantOnlyAdmin):
+    """Who may only view a layer sees its context with secrets as {"set": true}, not stored."""
+
+    def viewing_only(self, request: HttpRequest, obj: Any) -> bool:
+        return obj is not None and not self.has_change_permission(request, obj)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = list(super().get_fields(request, obj))
+        if self.viewing_only(request, obj):
+            return ["shown_context" if field == "context" else field for field in fields]
+        return fields
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = tuple(super().get_readonly_fields(request, obj))
+        return (*fields, "shown_context") if self.viewing_only(request, obj) else fields
+
+    @admin.display(description="context")
+    def shown_context(self, obj: Any) -> str:
+        return pretty_json(redact(obj.context))
+
+
 @admin.register(Recipe)
-class RecipeAdmin(TenantOnlyAdmin):
+class RecipeAdmin(ShownLayer):
     form = RecipeForm
     list_display = ("name", "route_count", "updated_at")
     search_fields = ("name",)
@@ -118,7 +146,7 @@ class RecipeAdmin(TenantOnlyAdmin):
 
 
 @admin.register(TenantDefaults)
-class TenantDefaultsAdmin(TenantOnlyAdmin):
+class TenantDefaultsAdmin(ShownLayer):
     form = TenantDefaultsForm
     list_display = ("__str__", "updated_at")
 

@@ -27,6 +27,8 @@ from contextplatform.core.form_errors import (
 from contextplatform.routing import services
 from contextplatform.routing.models import Route
 from sources.base import SOURCE_KINDS, OnFailure, SourceSettings, source_kind
+from sources.rag.config import Backend
+from sources.secret_settings import SHOWN, redact
 
 COMMON_SOURCE_FIELDS: tuple[str, ...] = tuple(SourceSettings.model_fields)
 BUDGET_KEYS = ("max_tokens", "reserve_output_tokens", "context_tokens", "session_max_tokens")
@@ -122,6 +124,24 @@ class JsonTextField(forms.JSONField):
         return cleaned
 
 
+class ConnectorsField(JsonTextField):
+    """A realtime_apis source's connectors: a JSON list of objects; blank stands for none."""
+
+    def clean(self, value: Any) -> Any:
+        cleaned = forms.JSONField.clean(self, value)
+        if cleaned is not None and not (
+            isinstance(cleaned, list) and all(isinstance(each, dict) for each in cleaned)
+        ):
+            raise ValidationError(
+                'Write a JSON list of connectors such as [{"name": "balance", "url": '
+                '"https://bank.example/accounts/{user}/balance"}], or leave it blank.'
+            )
+        return cleaned
+
+
+CONNECTOR_PARAM = re.compile(r"^\.connectors(?:\[(\d+)\](?:\.(.+))?)?$")
+
+
 class AutoOrNumberField(forms.CharField):
     """Blank (inherit), ``auto`` or a whole number; the route schema checks the range."""
 
@@ -133,6 +153,45 @@ class AutoOrNumberField(forms.CharField):
             return int(text)
         except ValueError:
             raise ValidationError("Write auto or a whole number.") from None
+
+
+# A rag source's backend settings shown as columns (column -> the backend_config key it edits);
+# the rest of backend_config stays in "other settings". The secret column is write-only.
+BACKEND_COLUMNS: dict[str, dict[str, str]] = {
+    "vectorstore": {"backend_target": "collection"},
+    "milvus": {
+        "backend_target": "collection",
+        "backend_server": "uri",
+        "backend_secret": "token",
+        "content_field": "content_field",
+        "metadata_field": "metadata_field",
+    },
+    "qdrant": {
+        "backend_target": "collection",
+        "backend_server": "url",
+        "backend_secret": "api_key",
+        "content_field": "content_field",
+        "metadata_field": "metadata_field",
+    },
+    "openai": {
+        "backend_target": "vector_store_id",
+        "backend_server": "base_url",
+        "backend_secret": "api_key",
+    },
+}
+COLUMN_WORDS = {
+    "backend_target": "collection / store",
+    "backend_server": "server",
+    "backend_secret": "secret",
+    "content_field": "content field",
+    "metadata_field": "metadata field",
+}
+SECRET_KEPT = "stored: blank keeps it"
+
+
+def column_of(backend: str, key: str) -> str | None:
+    """The row column editing ``backend_config.<key>`` of a ``backend`` source, if any."""
+    return next((c for c, k in BACKEND_COLUMNS.get(backend, {}).items() if k == key), None)
 
 
 def kind_has_texts(type_name: str) -> bool:
@@ -171,11 +230,64 @@ class SourceRowForm(forms.Form):
         help_text="One text per line (sources with texts, such as skill_guardrails).",
         widget=forms.Textarea(attrs={"rows": 3, "cols": 28}),
     )
+    backend = forms.ChoiceField(
+        required=False,
+        help_text="A rag source's backend (blank: vectorstore, or as written in other settings).",
+        choices=[("", "---------"), *((name, name) for name in get_args(Backend))],
+    )
+    backend_target = forms.CharField(
+        required=False,
+        label="collection / store",
+        help_text="vectorstore, milvus, qdrant: collection; openai: vector_store_id.",
+        widget=forms.TextInput(attrs={"size": 12}),
+    )
+    backend_server = forms.CharField(
+        required=False,
+        label="server",
+        help_text="milvus: uri (a server, or a Milvus Lite file such as docs.db); qdrant: url "
+        "(a server, or a local-mode directory name); openai: base_url. Blank: the default.",
+        widget=forms.TextInput(attrs={"size": 16}),
+    )
+    backend_secret = forms.CharField(
+        required=False,
+        strip=False,
+        label="secret",
+        help_text="milvus: token; qdrant, openai: api_key. Write-only, stored encrypted: blank "
+        'keeps the stored one; to remove it write "token": null (or "api_key": null) under '
+        "backend_config in other settings.",
+        widget=forms.PasswordInput(render_value=False, attrs={"size": 10}),
+    )
+    content_field = forms.CharField(
+        required=False,
+        label="content field",
+        help_text="milvus, qdrant: the field holding the text (blank: content).",
+        widget=forms.TextInput(attrs={"size": 8}),
+    )
+    metadata_field = forms.CharField(
+        required=False,
+        label="metadata field",
+        help_text="milvus, qdrant: the field holding the metadata the filter reads.",
+        widget=forms.TextInput(attrs={"size": 8}),
+    )
+    connectors = ConnectorsField(
+        indent=2,
+        label="connectors",
+        help_text='realtime_apis: a JSON list, one object per connector: "name", "method" (GET, '
+        'POST), "url" ({user}, {session}, {query} in its path or query string only), "headers", '
+        '"body" (POST), "select" (a JSON path: $, .key, [n], [*]), "timeout_ms", '
+        '"cache_ttl_seconds", "max_items", "max_response_bytes".',
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 36}),
+    )
     settings = JsonTextField(
         label="other settings",
         help_text="The kind's own settings as a JSON object.",
         widget=forms.Textarea(attrs={"rows": 3, "cols": 36}),
     )
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        if self.initial.get("secret_set"):
+            self.fields["backend_secret"].widget.attrs["placeholder"] = SECRET_KEPT
 
     def clean_settings(self) -> dict[str, Any]:
         settings = self.cleaned_data["settings"] or {}
@@ -184,6 +296,61 @@ class SourceRowForm(forms.Form):
             raise ValidationError(f"{', '.join(columns)}: has its own column; remove it here.")
         return settings
 
+    def backend_columns(self) -> dict[str, Any]:
+        """The backend columns written (or, for the secret, the stored one kept)."""
+        return {
+            column: self.cleaned_data.get(column)
+            for column in COLUMN_WORDS
+            if self.cleaned_data.get(column) not in (None, "")
+        }
+
+    def chosen_backend(self) -> str:
+        settings = self.cleaned_data.get("settings") or {}
+        written = settings.get("backend") if isinstance(settings.get("backend"), str) else None
+        return self.cleaned_data.get("backend") or written or "vectorstore"
+
+    def clean_backend_columns(self, cleaned: dict[str, Any]) -> None:
+        columns = self.backend_columns()
+        if not columns and not cleaned.get("backend"):
+            return
+        if cleaned.get("type") != "rag":
+            self.add_error("backend", f"A {cleaned.get('type')} source has no backend.")
+            return
+        settings = cleaned.get("settings") or {}
+        if cleaned.get("backend") and "backend" in settings:
+            self.add_error("backend", "The backend is in other settings too; keep one.")
+        backend = self.chosen_backend()
+        config = settings.get("backend_config")
+        config = config if isinstance(config, dict) else {}
+        for column in columns:
+            key = BACKEND_COLUMNS.get(backend, {}).get(column)
+            if key is None:
+                self.add_error(column, f"A {backend} backend has no {COLUMN_WORDS[column]}.")
+            elif key in config:
+                self.add_error(column, f"{key} is in other settings too; keep one.")
+
+    def written_backend(self, source: dict[str, Any]) -> dict[str, Any]:
+        """The source with its backend columns folded into ``backend`` and ``backend_config``."""
+        cleaned = self.cleaned_data
+        settings = dict(cleaned.get("settings") or {})
+        backend = self.chosen_backend()
+        mapping = BACKEND_COLUMNS.get(backend, {})
+        columns = self.backend_columns()
+        secret_key = mapping.get("backend_secret")
+        config = settings.get("backend_config")
+        config = dict(config) if isinstance(config, dict) else {}
+        keeps_secret = secret_key is not None and secret_key not in config
+        if not columns and not cleaned.get("backend") and not (keeps_secret and config):
+            return {**source, **settings}
+        if cleaned.get("backend"):
+            settings["backend"] = cleaned["backend"]
+        for column, value in columns.items():
+            config[mapping[column]] = value
+        if keeps_secret and secret_key not in config:
+            config[secret_key] = dict(SHOWN)  # blank: keep what is stored (if anything)
+        settings["backend_config"] = config
+        return {**source, **settings}
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         if self.text_lines() and "type" in cleaned:
@@ -191,6 +358,13 @@ class SourceRowForm(forms.Form):
                 self.add_error("texts", f"A {cleaned['type']} source has no texts.")
             elif "texts" in cleaned.get("settings", {}):
                 self.add_error("texts", "The texts are in other settings too; keep one.")
+        if "type" in cleaned and "settings" in cleaned:
+            self.clean_backend_columns(cleaned)
+        if cleaned.get("connectors") is not None and "type" in cleaned:
+            if cleaned["type"] != "realtime_apis":
+                self.add_error("connectors", f"A {cleaned['type']} source has no connectors.")
+            elif "connectors" in (cleaned.get("settings") or {}):
+                self.add_error("connectors", "The connectors are in other settings too; keep one.")
         return cleaned
 
     def text_lines(self) -> list[str]:
@@ -212,6 +386,10 @@ class SourceRowForm(forms.Form):
             source["on_failure"] = cleaned["on_failure"]
         if self.text_lines():
             source["texts"] = self.text_lines()
+        if cleaned.get("connectors") is not None:
+            source["connectors"] = cleaned["connectors"]
+        if cleaned["type"] == "rag":
+            return self.written_backend(source)
         return {**source, **cleaned["settings"]}
 
 
@@ -250,8 +428,36 @@ def source_row(source: dict[str, Any], order: int) -> dict[str, Any]:
     )
     if kind_has_texts(row["type"]) and texts and one_line_each:
         row["texts"] = "\n".join(rest.pop("texts"))
+    if row["type"] == "rag":
+        backend_row(rest, row)
+    if row["type"] == "realtime_apis" and isinstance(rest.get("connectors"), list):
+        row["connectors"] = rest.pop("connectors")
     row["settings"] = rest or None
     return row
+
+
+def backend_row(rest: dict[str, Any], row: dict[str, Any]) -> None:
+    """A stored rag source's backend settings moved from ``rest`` to the row's columns (text values
+    only; the secret as whether one is stored)."""
+    backend = rest.get("backend", "vectorstore")
+    config = rest.get("backend_config")
+    mapping = BACKEND_COLUMNS.get(backend) if isinstance(backend, str) else None
+    if mapping is None or not isinstance(config, dict):
+        return
+    if "backend" in rest:
+        row["backend"] = rest.pop("backend")
+    config = dict(config)
+    for column, key in mapping.items():
+        value = config.get(key)
+        if column == "backend_secret":
+            row["secret_set"] = value is not None and key in config
+            config.pop(key, None)
+        elif isinstance(value, str):
+            row[column] = config.pop(key)
+    if config:
+        rest["backend_config"] = config
+    else:
+        rest.pop("backend_config", None)
 
 
 def written_targets(cleaned: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -363,7 +569,8 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
         super().__init__(*args, **kwargs)
         for name, value in layer_initial(self.instance).items():
             self.initial.setdefault(name, value)
-        stored = self.instance.context.get("sources", []) if self.instance.pk else []
+        # Secrets as {"set": true}: a row shows whether one is stored, never what.
+        stored = redact(self.instance.context).get("sources", []) if self.instance.pk else []
         self.sources = SourceFormSet(
             self.data if self.is_bound else None,
             prefix="sources",
@@ -478,6 +685,18 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
         field = member.group(1) if member else None
         if field == "texts" and not row.text_lines():
             field = "settings"  # the texts were written in the JSON
+        if in_connectors_column(row, field, text):
+            row.add_error("connectors", connector_error(row, rest, text))
+            if SOURCES_BELOW not in self.non_field_errors():
+                self.add_error(None, SOURCES_BELOW)
+            return
+        if field in (None, "backend_config", "backend"):
+            column, text = backend_error_column(row, rest, text)
+            if column is not None:
+                row.add_error(column, text)
+                if SOURCES_BELOW not in self.non_field_errors():
+                    self.add_error(None, SOURCES_BELOW)
+                return
         if field in COMMON_SOURCE_FIELDS or field == "texts":
             row.add_error(field, below(rest, f".{field}", text))
         elif field is not None:
@@ -486,3 +705,40 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
             row.add_error(None, text)
         if SOURCES_BELOW not in self.non_field_errors():
             self.add_error(None, SOURCES_BELOW)
+
+
+def backend_error_column(row: SourceRowForm, rest: str, text: str) -> tuple[str | None, str]:
+    """The backend column an error of a rag row belongs to (``backend_config.collection: Field
+    required`` under the collection column), and its text there."""
+    if not hasattr(row, "cleaned_data") or row.cleaned_data.get("type") != "rag":
+        return None, text
+    where = f"{rest.lstrip('.')}: {text}" if rest else text
+    if where.startswith("backend:") or where.startswith("backend "):
+        return "backend", where.removeprefix("backend:").strip()
+    match = re.match(r"^backend_config\.([A-Za-z_]+)\b[:]?\s*(.*)$", where, re.DOTALL)
+    if match is None:
+        return None, text
+    column = column_of(row.chosen_backend(), match.group(1))
+    return (column, match.group(2) or text) if column else (None, text)
+
+
+def in_connectors_column(row: SourceRowForm, field: str | None, text: str) -> bool:
+    """An error about a realtime_apis row's connectors (``.connectors[0].url``, or a check over
+    the whole source naming them), when they were written in their column."""
+    cleaned = getattr(row, "cleaned_data", {})
+    if cleaned.get("connectors") is None:
+        return False
+    return field == "connectors" or (field is None and leading_name(text) == "connectors")
+
+
+def connector_error(row: SourceRowForm, rest: str, text: str) -> str:
+    """An error of a connector (``.connectors[1].url``) in the connectors column's words: which
+    connector (its number and name) and which of its fields."""
+    match = CONNECTOR_PARAM.match(rest)
+    if match is None or match.group(1) is None:
+        return text
+    index = int(match.group(1))
+    written = getattr(row, "cleaned_data", {}).get("connectors") or []
+    name = written[index].get("name") if index < len(written) else None
+    where = f"connector {index + 1}" + (f" ({name})" if isinstance(name, str) and name else "")
+    return f"{where}, {match.group(2)}: {text}" if match.group(2) else f"{where}: {text}"

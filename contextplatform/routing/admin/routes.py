@@ -25,6 +25,7 @@ from contextplatform.routing.admin.route_form import (
     target_field,
 )
 from contextplatform.routing.models import Route
+from sources.secret_settings import redact
 from tenants.admin import TenantOnlyAdmin
 
 ROUTE_FIELDSETS: tuple[tuple[str | None, dict[str, Any]], ...] = (
@@ -122,7 +123,7 @@ class RouteAdmin(TenantOnlyAdmin):
 
     @staticmethod
     def _spec_context(route: Route) -> dict[str, Any]:
-        return route.spec().context.model_dump(mode="json", exclude_none=True)
+        return redact(route.spec().context.model_dump(mode="json", exclude_none=True))
 
     @admin.display(description="sources")
     def source_summary(self, route: Route) -> str:
@@ -135,7 +136,7 @@ class RouteAdmin(TenantOnlyAdmin):
 
     @admin.display(description="written by this route")
     def own_configuration(self, route: Route) -> str:
-        return pretty_json(route.context)
+        return pretty_json(redact(route.context))
 
     @admin.display(description="effective configuration (defaults, recipe, route)")
     def effective_configuration(self, route: Route) -> str:

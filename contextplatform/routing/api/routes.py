@@ -24,17 +24,20 @@ from contextplatform.routing.configuration.documents import (
     export_document,
 )
 from contextplatform.routing.configuration.schema import RouteSpec, parse_config_document
+from contextplatform.routing.configuration.vsr_files import import_target, translate
 from contextplatform.routing.models import Route
+from sources.secret_settings import redact
 
 
 def written_fields(route: Route) -> dict[str, Any]:
-    """What the route writes itself, in the form PUT takes (the base of a merge patch)."""
+    """What the route writes itself, in the form PUT takes (the base of a merge patch); secrets
+    as ``{"set": true}``, which a write takes to keep them."""
     return {
         "name": route.name,
         "description": route.description,
         "model": route.model,
         "recipe": route.recipe.name if route.recipe_id is not None else None,
-        "context": route.context,
+        "context": redact(route.context),
     }
 
 
@@ -43,12 +46,12 @@ def route_representation(route: Route) -> dict[str, Any]:
     ``own_context`` what the route writes itself (what PUT, PATCH and export work on)."""
     representation = {
         **written_fields(route),
-        "own_context": route.context,
+        "own_context": redact(route.context),
         "created_at": route.created_at.isoformat(),
         "updated_at": route.updated_at.isoformat(),
     }
     try:
-        representation["context"] = route.spec().context.model_dump(mode="json")
+        representation["context"] = redact(route.spec().context.model_dump(mode="json"))
     except ApiError as error:  # e.g. a source kind removed since: show what is stored
         representation["invalid"] = error.message
     return representation
@@ -156,10 +159,28 @@ class RouteImportView(RouteDetailView):
 
     @extend_schema(
         request={"application/yaml": OpenApiTypes.STR, "application/json": dict},
+        parameters=[
+            OpenApiParameter(layer, str, required=False, description="a fragment's layer")
+            for layer in ("route", "recipe", "defaults")
+        ],
         responses={200: dict},
         summary="Import routes, recipes and defaults (YAML or JSON), all or nothing",
     )
     def post(self, request: Request, name: str = "import") -> Response:
         body = request._request.body  # the API's parser reads every body as JSON; YAML is welcome
-        document = parse_config_document(decode_document(body, request.content_type or ""))
-        return Response(services.import_document(document).as_dict())
+        # vLLM Semantic Router's own files and fragments as they are (configuration/vsr_files.py).
+        translated = translate(
+            decode_document(body, request.content_type or ""),
+            import_target(request.query_params),
+            existing_route=imported_route_fields,
+        )
+        with translated.original_paths():
+            result = services.import_document(parse_config_document(translated.document))
+        notes = {"notes": translated.notes} if translated.notes else {}
+        return Response({**result.as_dict(), **notes})
+
+
+def imported_route_fields(name: str) -> dict[str, Any] | None:
+    """What an existing route writes, for a decision or fragment that lands on it."""
+    route = selectors.route_by_name(name)
+    return written_fields(route) if route is not None else None

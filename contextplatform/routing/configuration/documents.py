@@ -1,5 +1,6 @@
 """Routes as documents: YAML or JSON in (decoded to plain JSON values under size and depth
-limits), and a route exported with its recipe so the document imports on its own."""
+limits), a route exported with its recipe so the document imports on its own, and the check of a
+document written offline (``migrate_config``) against what the import would refuse."""
 
 from __future__ import annotations
 
@@ -9,8 +10,22 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from contextplatform.core.errors import invalid_request
-from contextplatform.routing.configuration.schema import recipe_document, route_document
+from contextplatform.core.errors import ApiError, invalid_request
+from contextplatform.routing.configuration.layering import effective_context
+from contextplatform.routing.configuration.schema import (
+    ConfigDocument,
+    parse_config_document,
+    recipe_document,
+    route_document,
+    validate_context,
+    validate_route_spec,
+)
+from contextplatform.routing.configuration.vsr_files import (
+    FRAGMENT_KEYS,
+    ImportTarget,
+    translate,
+)
+from sources.secret_settings import redact
 
 if TYPE_CHECKING:
     from contextplatform.routing.models import Route
@@ -22,7 +37,8 @@ MAX_DOCUMENT_DEPTH = 64
 
 def export_document(route: Route) -> dict[str, Any]:
     """The route as a configuration document (``routes``, and ``recipes`` when it has one, so the
-    document imports on its own)."""
+    document imports on its own). Secrets are shown as ``{"set": true}``: imported back into the
+    same tenant, they keep what is stored."""
     document: dict[str, Any] = {
         "routes": [
             route_document(
@@ -30,13 +46,13 @@ def export_document(route: Route) -> dict[str, Any]:
                 description=route.description,
                 model=route.model,
                 recipe=route.recipe.name if route.recipe_id is not None else None,
-                context=route.context,
+                context=redact(route.context),
             )
         ]
     }
     if route.recipe_id is not None:
         document["recipes"] = [
-            recipe_document(name=route.recipe.name, context=route.recipe.context)
+            recipe_document(name=route.recipe.name, context=redact(route.recipe.context))
         ]
     return document
 
@@ -117,3 +133,41 @@ def decode_document(body: bytes, content_type: str) -> Any:
         return _plain(data, "", [MAX_DOCUMENT_VALUES])
     except RecursionError:
         raise invalid_request(f"body: nested deeper than {MAX_DOCUMENT_DEPTH} levels") from None
+
+
+def import_problem(data: Any) -> str | None:
+    """Why ``data`` would not import as it is (``POST /api/v1/routes/import``; a fragment as onto
+    a new route), or None. Checked without a tenant: the document's shape and each layer's
+    configuration as the import layers it (the defaults, the route's recipe when the document
+    has it, the route), not what only a tenant knows (its deployments, recipes and routes)."""
+    fragment = isinstance(data, dict) and any(key in data for key in FRAGMENT_KEYS)
+    target = ImportTarget("route", "fragment") if fragment else None
+    try:
+        translated = translate(data, target, existing_route=lambda name: None)
+        with translated.original_paths():
+            check_layers(parse_config_document(translated.document))
+    except ApiError as error:
+        return error.message
+    return None
+
+
+def check_layers(document: ConfigDocument) -> None:
+    defaults = document.defaults.context if document.defaults else {}
+    if document.defaults is not None:
+        validate_context(defaults, prefix=document.defaults.context_path, stored=True)
+    recipes = {entry.name: entry for entry in document.recipes}
+    for recipe in document.recipes:
+        layered = effective_context(defaults, recipe.context)
+        validate_context(layered, prefix=recipe.context_path, stored=True)
+    for route in document.routes:
+        named = route.route.get("recipe")
+        if isinstance(named, str) and named not in recipes:
+            continue  # layered on a recipe of the tenant's: checked when it is imported
+        recipe = recipes[named].context if isinstance(named, str) else None
+        layered = effective_context(defaults, recipe, route.context)
+        validate_route_spec(
+            {**route.route, "context": layered},
+            prefix=route.path,
+            context_prefix=route.context_path,
+            stored=True,
+        )

@@ -11,8 +11,10 @@ of the ``context`` plugin; their removed fields move as follows:
   default, 5 documents with a similarity of at least 0.7, so the source keeps what the plugin
   kept); ``rerank.top_k`` → ``match.judge.top_k`` (the relevance judge replaces the reranker);
   ``injection_mode`` → the plugin's ``injection.mode``; ``min_confidence_threshold`` is dropped
-  (routes have no fact-check rules); Milvus and Qdrant collections are read from the platform's
-  vector store.
+  (routes have no fact-check rules); a backend the platform registers (``milvus``,
+  ``qdrant``, ``openai``, ...) keeps its settings the backend takes, and ``vectorstore``'s
+  ``vector_store_id`` is the collection; ``milvus`` and ``qdrant`` are read from the platform's
+  vector store only where those backends are not installed.
 * Memory ``retrieval_limit`` / ``similarity_threshold`` → ``match.recall`` (unset: the global
   store's ``default_retrieval_limit`` / ``default_similarity_threshold``), ``auto_store`` →
   ``store.auto``.
@@ -25,6 +27,8 @@ of the ``context`` plugin; their removed fields move as follows:
   ``memory`` store becomes a memory source of the defaults, and of every route or recipe that
   writes its own sources (which replace the inherited ones); ``decisions`` /
   ``routing.decisions`` → ``routes``.
+* A fragment (``plugin:`` or ``plugins:``, one decision's plugins) is rewritten as a fragment: its
+  legacy plugins folded into one context plugin.
 
 ``migrate_document`` is pure: it returns the rewritten document and notes on what it dropped.
 """
@@ -47,12 +51,11 @@ LEGACY_PLUGINS: dict[str, str] = {
 }
 PLUGIN_ALIASES = {"context-compression": "context_compression"}
 
+# Refused at the top of an imported document (``global``, ``routing`` and ``decisions`` import as
+# vLLM Semantic Router writes them: configuration/vsr_files.py).
 LEGACY_TOP_LEVEL: dict[str, str] = {
-    "global": "global plugins are now the document's defaults",
     "prompt_compression": "prompt_compression is now compress.signals of the defaults",
     "memory": "the global memory store is now a memory source of the defaults",
-    "decisions": "decisions are now routes",
-    "routing": "routing.decisions are now routes",
     "semantic_cache": "semantic_cache is not a setting of this platform",
     "vector_store": "the vector store is the platform's own (collections)",
 }
@@ -205,6 +208,8 @@ def migrate_document(data: Any) -> Migration:
         raise MigrationError("expected a mapping with routes (and optionally recipes, defaults)")
     data = copy.deepcopy(data)
     run = _Run()
+    if set(data) & set(FRAGMENT_KEYS):
+        return _migrate_fragment(data, run)
     run.memory_store = _global_memory(data, run)
     document: dict[str, Any] = {}
     defaults = _migrate_defaults(data, run)
@@ -223,6 +228,28 @@ def migrate_document(data: Any) -> Migration:
         ]
     for key in data:
         run.note(key, "not a setting of this platform; dropped")
+    return Migration(document=document, notes=run.notes)
+
+
+FRAGMENT_KEYS = ("plugin", "plugins")
+
+
+def _migrate_fragment(data: dict[str, Any], run: _Run) -> Migration:
+    """``plugin:`` or ``plugins:`` (one decision's plugins, as vLLM Semantic Router's fragments
+    are written): the same fragment, its legacy plugins folded into the context plugin."""
+    present = [key for key in FRAGMENT_KEYS if key in data]
+    if len(present) > 1 or len(data) > 1:
+        raise MigrationError("a plugin fragment holds one plugin: or plugins: and nothing else")
+    key = present[0]
+    if key == "plugin":
+        plugin = _as_dict(data["plugin"], "plugin")
+        migrated = _migrate_plugins([plugin], "plugin", run)
+        document = {"plugin": migrated[0]} if len(migrated) == 1 else {"plugins": migrated}
+        run.notes = [note.replace("plugin[0]", "plugin", 1) for note in run.notes]
+    else:
+        document = {
+            "plugins": _migrate_plugins(_as_list(data["plugins"], "plugins"), "plugins", run)
+        }
     return Migration(document=document, notes=run.notes)
 
 
@@ -506,15 +533,34 @@ def _rag_backend(settings: dict[str, Any], path: str, run: _Run) -> dict[str, An
 
 
 def _backend_spec(backend: Any, config: dict[str, Any], path: str, run: _Run) -> dict[str, Any]:
-    if backend in {"milvus", "qdrant", "vectorstore"}:
+    installed = _installed_backend_fields()
+    if backend == "vectorstore" or (backend in {"milvus", "qdrant"} and backend not in installed):
         return {
             "backend": "vectorstore",
             "backend_config": _vectorstore(backend, config, path, run),
         }
     if backend == "external_api":
         return {"backend": "external_api", "backend_config": _external_api(config, path, run)}
+    if backend in installed:  # the platform has this backend: its own settings, as written
+        fields = installed[backend]
+        run.note_dropped(config, fields, path, f"not a setting of the {backend} backend; dropped")
+        return {
+            "backend": backend,
+            "backend_config": {key: value for key, value in config.items() if key in fields},
+        }
     run.note(path, f"backend {backend!r} is not supported by this platform; left as written")
     return {"backend": backend, "backend_config": config}
+
+
+def _installed_backend_fields() -> dict[str, frozenset[str]]:
+    """The RAG backends registered (``sources.rag.config.BACKEND_CONFIGS``) and their fields."""
+    from sources.rag.config import BACKEND_CONFIGS
+
+    return {
+        name: frozenset(model.model_fields)
+        for name, model in BACKEND_CONFIGS.items()
+        if name not in {"vectorstore", "external_api", "hybrid"}
+    }
 
 
 def _vectorstore(backend: str, config: dict[str, Any], path: str, run: _Run) -> dict[str, Any]:

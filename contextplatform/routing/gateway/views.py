@@ -46,14 +46,13 @@ from contextplatform.routing.gateway.tool_calls import ServedCall, ToolCall
 from contextplatform.routing.gateway.tool_loop import LoopedAnswer, answer_with_tools
 from contextplatform.routing.gateway.tool_stream import ToolStream
 from contextplatform.routing.gateway.upstreams import upstream_for
+from contextplatform.routing.pipeline.replay_writer import writes_inline
 from contextplatform.routing.pipeline.resolver import Resolution
 from contextplatform.routing.pipeline.usage import ProviderUsage, usage_from_response
 from contextplatform.routing.selectors import all_routes
 from contextplatform.routing.use_cases import (
     ResolveCall,
-    hand_back,
-    record_tool_calls,
-    record_usage,
+    finish_call,
     resolve_context,
 )
 from tenants.models import Tenant
@@ -110,46 +109,51 @@ def _prepared(
             headers=headers,
             loaded=loaded,
             serves_tools=True,
+            defer_replay=True,
         )
     )
     return upstream, resolution
 
 
-async def complete_turn(
+async def finish(
     tenant: Tenant,
-    resolve_id: str,
-    response: dict[str, Any],
+    resolution: Resolution,
+    response: dict[str, Any] | None,
     usage: ProviderUsage | None = None,
     *,
     tools: ServedTools | None = None,
     first_usage: ProviderUsage | None = None,
 ) -> None:
-    """What a hand-back does (the answer to the session, each kind's after-response hook), done
-    here so the client needs none, the provider's usage recorded (replay record, the deployment's
-    calibration, from the first call: the one the estimate is of) and the tool calls the gateway
-    served, in one trip to the database thread; a failure is logged, the answer is already the
-    client's."""
+    """The call is over: what a hand-back does (the answer to the session, the hooks of the kinds
+    that wait for it), done here so the client needs none, with the provider's usage (and the
+    deployment's calibration, from the first call: the one the estimate is of) and the served
+    tool calls, into the replay record, written once; ``response`` None when the call ended
+    without an answer. One trip to the database thread; a failure is logged, the answer is the
+    client's already."""
+    pending = resolution.pending_replay
+    if pending is None or pending.submitted:
+        return
 
     def work() -> None:
         try:
-            hand_back(tenant=tenant, resolve_id=resolve_id, response=response)
+            finish_call(
+                tenant=tenant,
+                resolution=resolution,
+                response=response,
+                usage=usage,
+                first_call=first_usage,
+                tool_calls=tools.records if tools is not None else None,
+            )
         except Exception:
-            logger.exception("completing the turn of %s failed", resolve_id)
-        if usage is not None:
-            try:
-                record_usage(resolve_id=resolve_id, usage=usage, first_call=first_usage)
-            except Exception:
-                logger.exception("recording the usage of %s failed", resolve_id)
-        if tools is not None and tools.records:
-            try:
-                record_tool_calls(resolve_id=resolve_id, calls=tools.records)
-            except Exception:
-                logger.exception("recording the tool calls of %s failed", resolve_id)
+            logger.exception("completing the turn of %s failed", resolution.id)
 
+    if not pending.record.session_key and not resolution.answer_kinds and not writes_inline():
+        work()  # nothing to write now (no session, no kind waits): no trip to the database thread
+        return
     try:
         await in_tenant(tenant, work)
     except Exception:  # the database thread itself failed
-        logger.exception("completing the turn of %s failed", resolve_id)
+        logger.exception("completing the turn of %s failed", resolution.id)
 
 
 # Turns completed after their stream: held here so that a task outlives a cancelled response.
@@ -213,7 +217,8 @@ class ChatView(GatewayView):
     """One chat call: resolve, forward, return the provider's answer (or pass its stream on)."""
 
     async def post(self, request: HttpRequest) -> HttpResponseBase:
-        resolve_id: str | None = None
+        resolution: Resolution | None = None
+        streaming = False
         try:
             tenant = authenticated_tenant(request)
             await check_rate(request)
@@ -222,7 +227,6 @@ class ChatView(GatewayView):
             upstream, resolution = await in_tenant(
                 tenant, lambda: _prepared(tenant, call, self.protocol, headers)
             )
-            resolve_id = resolution.id
             held = await hold_budget(tenant, resolution, call.session, call.user)
             forward = {"allowlist": tenant.outbound_allowlist, "client_headers": request.headers}
             tools = served_tools(resolution, call.user, tenant.capture_content)
@@ -247,12 +251,13 @@ class ChatView(GatewayView):
                         in_tenant,
                     )
                     response: HttpResponseBase = self.streamed(
-                        tenant, resolve_id, upstream_response, held=held, loop=loop
+                        tenant, resolution, upstream_response, held=held, loop=loop
                     )
                 else:
                     response = self.streamed(
-                        tenant, resolve_id, upstream_response, hide_usage=hide_usage, held=held
+                        tenant, resolution, upstream_response, hide_usage=hide_usage, held=held
                     )
+                streaming = True  # the stream finishes the call when it ends
             else:
                 try:
                     answer = await call_upstream(upstream, resolution.rewritten, **forward)
@@ -265,9 +270,9 @@ class ChatView(GatewayView):
                 answer = looped.answer
                 await held.settle_answer(self.protocol, answer.payload)
                 usage = usage_from_response(answer.payload)
-                await complete_turn(
+                await finish(
                     tenant,
-                    resolve_id,
+                    resolution,
                     answer.payload,
                     usage,
                     tools=tools,
@@ -282,8 +287,15 @@ class ChatView(GatewayView):
             )
         except (GatewayError, ApiError) as error:
             response = self.refusal(error)
-        if resolve_id is not None:
-            response[RESOLVE_ID_HEADER] = resolve_id
+        finally:
+            # A call that ended without an answer (refused, failed, cancelled) is still recorded;
+            # in a task of its own, which a client that went away does not cancel.
+            if resolution is not None and not streaming:
+                pending = resolution.pending_replay
+                if pending is not None and not pending.submitted:
+                    await asyncio.shield(in_background(finish(tenant, resolution, None)))
+        if resolution is not None:
+            response[RESOLVE_ID_HEADER] = resolution.id
         return response
 
     async def looped(
@@ -324,7 +336,7 @@ class ChatView(GatewayView):
     def streamed(
         self,
         tenant: Tenant,
-        resolve_id: str,
+        resolution: Resolution,
         upstream_response: httpx.Response,
         *,
         hide_usage: bool = False,
@@ -344,7 +356,7 @@ class ChatView(GatewayView):
                     async for chunk in current.aiter_bytes():
                         passed += len(chunk)
                         if passed > limit:
-                            logger.warning("stream of %s cut at %d bytes", resolve_id, limit)
+                            logger.warning("stream of %s cut at %d bytes", resolution.id, limit)
                             return
                         if loop is not None:
                             chunk = loop.round.feed(chunk)
@@ -370,7 +382,7 @@ class ChatView(GatewayView):
                         return
                     current = following
             except httpx.HTTPError as error:
-                logger.warning("the upstream broke off the stream of %s: %s", resolve_id, error)
+                logger.warning("the upstream broke off the stream of %s: %s", resolution.id, error)
             finally:
                 # Also when the client went away (the task is cancelled at a yield above), and
                 # in a task of its own that no further cancellation reaches: the upstream call is
@@ -384,15 +396,14 @@ class ChatView(GatewayView):
             usage = loop.provider_usage() if loop is not None else None
             if held is not None:  # what was generated until the stream ended is spent
                 await held.settle_stream(transcript, usage)
-            if whole or transcript.finished:
-                await complete_turn(
-                    tenant,
-                    resolve_id,
-                    transcript.response(),
-                    usage or transcript.provider_usage,
-                    tools=loop.tools if loop is not None else None,
-                    first_usage=loop.first_usage() if loop is not None else None,
-                )
+            await finish(
+                tenant,
+                resolution,
+                transcript.response() if whole or transcript.finished else None,
+                usage or transcript.provider_usage,
+                tools=loop.tools if loop is not None else None,
+                first_usage=loop.first_usage() if loop is not None else None,
+            )
 
         response = StreamingHttpResponse(
             with_keepalive(events(), keepalive_seconds()),

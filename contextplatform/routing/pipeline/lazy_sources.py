@@ -37,15 +37,13 @@ def search_tool_name(source: ContextSource) -> str:
 
 
 def tool_description(source: ContextSource) -> str:
-    return (
-        f"Search the {source.name!r} knowledge source and return the passages that answer the "
-        "query. Call it when the answer needs facts from those documents."
-    )
+    # Short: the definition rides along with every request of the route, searched or not.
+    return f"Search {source.name} for passages that answer the query."
 
 
 QUERY_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"query": {"type": "string", "description": "what to look for"}},
+    "properties": {"query": {"type": "string"}},
     "required": ["query"],
 }
 

@@ -20,6 +20,7 @@ import queue
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import close_old_connections, connection
@@ -30,9 +31,29 @@ from contextplatform.routing.models import ReplayRecord
 
 logger = logging.getLogger("contextplatform.replay")
 
+# Work to run once a record is written (in the writer's thread, in the record's tenant schema).
+AfterWrite = Callable[[], None]
+Entry = tuple[str, ReplayRecord, AfterWrite | None]
+
 BATCH_SIZE = 64
 QUEUE_SIZE = 10_000
 RETRY_PAUSE_S = 0.2
+
+
+class PendingReplay:
+    """A record built by the resolve but written when its call is over (the gateway's): the
+    answer, the provider's usage and the served tool calls go into the one INSERT, and nobody
+    waits for the writer to complete a turn. ``submit`` hands it to the writer once."""
+
+    def __init__(self, schema: str, record: ReplayRecord) -> None:
+        self.schema = schema
+        self.record = record
+        self.submitted = False
+
+    def submit(self, after: AfterWrite | None = None) -> None:
+        if not self.submitted:
+            self.submitted = True
+            REPLAY_WRITER.submit(self.schema, self.record, after)
 
 
 def writes_inline() -> bool:
@@ -41,26 +62,28 @@ def writes_inline() -> bool:
 
 class ReplayWriter:
     def __init__(self) -> None:
-        self._queue: queue.Queue[tuple[str, ReplayRecord]] = queue.Queue(maxsize=QUEUE_SIZE)
+        self._queue: queue.Queue[Entry] = queue.Queue(maxsize=QUEUE_SIZE)
         self._unfinished: Counter[str] = Counter()  # per schema
         self._idle = threading.Condition()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
 
-    def submit(self, schema: str, record: ReplayRecord) -> None:
+    def submit(self, schema: str, record: ReplayRecord, after: AfterWrite | None = None) -> None:
         """Accept ``record`` for ``schema``; it is written in the background unless writes are
-        inline or the queue is full, in which case it is written now."""
+        inline or the queue is full, in which case it is written now. ``after`` runs once it is
+        written, in the tenant's schema (work that need not delay the caller, such as moving a
+        deployment's calibration)."""
         if writes_inline():
-            write_now(schema, record)
+            write_now(schema, record, after)
             return
         self._ensure_thread()
         with self._idle:
             self._unfinished[schema] += 1
         try:
-            self._queue.put_nowait((schema, record))
+            self._queue.put_nowait((schema, record, after))
         except queue.Full:
             self._done(schema, 1)
-            write_now(schema, record)
+            write_now(schema, record, after)
 
     def flush(self, schema: str | None = None, timeout_s: float = 10.0) -> bool:
         """Wait until every record accepted so far for ``schema`` (every tenant's, without one)
@@ -102,25 +125,42 @@ class ReplayWriter:
                 except queue.Empty:
                     break
             try:
-                for schema, records in by_schema(batch).items():
+                for schema, entries in by_schema(batch).items():
                     try:
-                        write_records(schema, records)
+                        write_records(schema, [record for record, _ in entries])
+                        run_after(schema, [after for _, after in entries if after is not None])
                     finally:
-                        self._done(schema, len(records))  # its readers need not wait for others
+                        self._done(schema, len(entries))  # its readers need not wait for others
             finally:
                 if self._queue.empty():
                     connection.close()  # idle: back to the pool (or closed), not held open
 
 
-def write_now(schema: str, record: ReplayRecord) -> None:
+def write_now(schema: str, record: ReplayRecord, after: AfterWrite | None = None) -> None:
     with schema_context(schema):
         record.save(force_insert=True)
+    if after is not None:
+        run_after(schema, [after])
 
 
-def by_schema(batch: list[tuple[str, ReplayRecord]]) -> dict[str, list[ReplayRecord]]:
-    grouped: dict[str, list[ReplayRecord]] = defaultdict(list)
-    for schema, record in batch:
-        grouped[schema].append(record)
+def run_after(schema: str, afters: list[AfterWrite]) -> None:
+    """Each record's follow-up work, once it is written; a failure is logged, never raised."""
+    if not afters:
+        return
+    with schema_context(schema):
+        for after in afters:
+            try:
+                after()
+            except Exception:
+                logger.exception("work after writing a replay record of tenant %s failed", schema)
+
+
+def by_schema(
+    batch: list[Entry],
+) -> dict[str, list[tuple[ReplayRecord, AfterWrite | None]]]:
+    grouped: dict[str, list[tuple[ReplayRecord, AfterWrite | None]]] = defaultdict(list)
+    for schema, record, after in batch:
+        grouped[schema].append((record, after))
     return grouped
 
 

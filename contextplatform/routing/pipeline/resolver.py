@@ -28,8 +28,9 @@ from contextplatform.routing.pipeline.estimators import EstimatorChoice, estimat
 from contextplatform.routing.pipeline.injection import SourceBlock, inject, injected_call_ids
 from contextplatform.routing.pipeline.lazy_sources import lazy_sources, offer_search_tools
 from contextplatform.routing.pipeline.packing import PackDecision, pack
+from contextplatform.routing.pipeline.prewarmed import with_prewarmed
 from contextplatform.routing.pipeline.refusals import context_length_exceeded, source_failed
-from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER
+from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER, PendingReplay
 from contextplatform.routing.selectors import LoadedRoute, loaded_route
 from sources.base import ContextRequest, ContextSource, source_kind
 from sources.fetch import SourceOutcome, fetch_all
@@ -109,6 +110,12 @@ class Resolution:
     # with (the gateway serves them after the resolve).
     lazy_tools: dict[str, ContextSource] = field(default_factory=dict)
     context_request: ContextRequest | None = None
+    # The record a caller writes when its call is over (defer_replay), and the source kinds whose
+    # after-resolve hook queued something for the answer (set by the resolve use case).
+    pending_replay: PendingReplay | None = None
+    answer_kinds: list[type[ContextSource]] = field(default_factory=list)
+    # The sources served from the session's pre-warm (POST /sessions/{session}/prewarm).
+    prewarmed: frozenset[str] = frozenset()
 
     @property
     def blocked(self) -> list[SourceOutcome]:
@@ -137,6 +144,7 @@ class Resolution:
                 "ms": round(o.ms, 2),
                 "on_failure": o.on_failure,
                 "error": o.error,
+                **({"prewarmed": True} if o.name in self.prewarmed else {}),
                 **({"notes": o.notes} if o.notes else {}),
                 **({"candidates": o.candidates} if o.candidates else {}),
             }
@@ -194,10 +202,12 @@ def resolve(
     headers: Mapping[str, str] | None = None,
     loaded: LoadedRoute | None = None,
     serves_tools: bool = False,
+    defer_replay: bool = False,
 ) -> Resolution:
     """``serves_tools``: the caller (the gateway) answers the model's calls of the tools the
     platform adds, so lazy sources become search tools and recoverable compression applies to
-    streams too."""
+    streams too. ``defer_replay``: the record is built but left in ``pending_replay`` for the
+    caller to complete and submit when its call is over (the gateway)."""
     started = time.perf_counter()
     loaded = loaded or loaded_route(route_name)
     route, spec = loaded.route, loaded.spec
@@ -240,6 +250,7 @@ def resolve(
     offered = lazy_sources(sources, chat.body) if serves_tools and spec.context.enabled else {}
     lazy = set(map(id, offered.values()))
     fetched = [s for s in sources if id(s) not in lazy] if spec.context.enabled else []
+    fetched, prewarmed = with_prewarmed(fetched, context_request)
     outcomes = async_to_sync(fetch_all)(fetched, context_request, estimator) if fetched else []
     outcomes += [lazy_outcome(tool, source) for tool, source in offered.items()]
     clock.lap("fetch")
@@ -315,16 +326,20 @@ def resolve(
         counting=counting,
         lazy_tools=offered,
         context_request=context_request,
+        prewarmed=prewarmed,
     )
     resolution.duration_ms = round((time.perf_counter() - started) * 1000, 3)
     if record:
-        save_replay(
+        replay = build_replay(
             resolution,
-            tenant_schema=tenant_schema,
             user=user,
             session=session,
             capture_content=capture_content,
         )
+        if defer_replay:
+            resolution.pending_replay = PendingReplay(tenant_schema, replay)
+        else:
+            REPLAY_WRITER.submit(tenant_schema, replay)
         clock.lap("replay")
     return resolution
 
@@ -339,6 +354,19 @@ def save_replay(
 ) -> ReplayRecord:
     """Build the resolve's replay record and hand it to the writer (written off the resolve path;
     see ``replay_writer``)."""
+    record = build_replay(resolution, user=user, session=session, capture_content=capture_content)
+    REPLAY_WRITER.submit(tenant_schema, record)
+    return record
+
+
+def build_replay(
+    resolution: Resolution,
+    *,
+    user: str | None,
+    session: str | None,
+    capture_content: bool,
+) -> ReplayRecord:
+    """The resolve's replay record, not yet written."""
     refusal = resolution.refusal()
     error = {"code": refusal.code, "message": refusal.message} if refusal else None
     record = ReplayRecord(
@@ -359,5 +387,4 @@ def save_replay(
         request_body=resolution.chat.body if capture_content else None,
         rewritten_body=resolution.rewritten if capture_content and refusal is None else None,
     )
-    REPLAY_WRITER.submit(tenant_schema, record)
     return record

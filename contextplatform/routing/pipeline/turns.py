@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
@@ -13,7 +14,7 @@ from contextplatform.core.errors import ApiError
 from contextplatform.routing.models import ReplayRecord
 from contextplatform.routing.pipeline.replay_writer import flush_current_tenant
 from contextplatform.routing.pipeline.resolver import resolve_id_age_s
-from sources.base import registered_kinds
+from sources.base import ContextSource, registered_kinds
 from sources.messages import content_text
 from sources.selectors import session_messages
 from sources.services import append_session_messages
@@ -105,9 +106,35 @@ def _complete_turn(*, record_id: str, response: Any, capture_content: bool) -> d
         raise ApiError(
             "conflict", "this resolve was refused; there is no turn to complete", status=409
         )
-    message = assistant_message(response)
+    assistant_message(response)  # a malformed answer is refused before anything is written
     if record.response_received_at is not None:
         return {"id": record.id, "status": "accepted", "duplicate": True, "messages_written": 0}
+    # Every kind hears of the answer (not only those in the record): a route whose context is off
+    # still queued its memory write at resolve.
+    written, acted = record_answer(
+        record, response, capture_content=capture_content, kinds=registered_kinds()
+    )
+    record.save(update_fields=["response_received_at", "response_body"])
+    return {
+        "id": record.id,
+        "status": "accepted",
+        "duplicate": False,
+        "messages_written": written,
+        "memory_write": "queued" if acted else "none",
+    }
+
+
+def record_answer(
+    record: ReplayRecord,
+    response: Any,
+    *,
+    capture_content: bool,
+    kinds: Iterable[type[ContextSource]],
+) -> tuple[int, bool]:
+    """The model's answer to the record's resolve: into its session (when it names one), to each
+    of ``kinds``' after-response hooks, and onto the record (not saved here). Returns the messages
+    written and whether a kind acted on the answer."""
+    message = assistant_message(response)
     written = 0
     if record.session_key:
         append_session_messages(
@@ -118,17 +145,8 @@ def _complete_turn(*, record_id: str, response: Any, capture_content: bool) -> d
         )
         written = 1
     answer = content_text(message.get("content"))
-    # Every kind hears of the answer (not only those in the record): a route whose context is off
-    # still queued its memory write at resolve.
-    acted = [kind.after_response(record.id, answer) for kind in registered_kinds()]
+    acted = [kind.after_response(record.id, answer) for kind in kinds]
     record.response_received_at = timezone.now()
     if capture_content:
         record.response_body = response
-    record.save(update_fields=["response_received_at", "response_body"])
-    return {
-        "id": record.id,
-        "status": "accepted",
-        "duplicate": False,
-        "messages_written": written,
-        "memory_write": "queued" if any(acted) else "none",
-    }
+    return written, any(acted)

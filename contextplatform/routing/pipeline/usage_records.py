@@ -5,7 +5,7 @@ way to the table (``turns.await_replay`` waits for it, as completing the turn do
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
 
 from django.db import transaction
 
@@ -33,20 +33,27 @@ def record_usage(
         record = ReplayRecord.objects.select_for_update().filter(pk=resolve_id).first()
         if record is None or "provider" in (record.tokens or {}):
             return False
-        record.tokens = with_provider_usage(record.tokens or {}, usage)
+        calibration = apply_usage(record, usage, first_call)
         record.save(update_fields=["tokens"])
-        deployment = record.tokens.get("deployment")
-        estimate = uncalibrated_input(record.tokens)
-        if isinstance(deployment, str) and estimate is not None:
-            provider_input = (first_call or usage).input
-            calibrate_deployment(
-                deployment, provider_input=provider_input, estimated_input=estimate
-            )
+        if calibration is not None:
+            calibration()
     return True
 
 
-def record_tool_calls(*, resolve_id: str, calls: list[dict[str, Any]]) -> bool:
-    """The served tool calls into the record's ``tool_calls``; False when there is no record."""
-    if not await_replay(resolve_id):
-        return False
-    return ReplayRecord.objects.filter(pk=resolve_id).update(tool_calls=calls) == 1
+def apply_usage(
+    record: ReplayRecord, usage: ProviderUsage, first_call: ProviderUsage | None = None
+) -> Callable[[], None] | None:
+    """The usage beside the estimate in the record's ``tokens`` (not saved here); returns the
+    step that moves the deployment's calibration toward the observed ratio of the first call (the
+    call the estimate is of), for the caller to run when it suits it, or None."""
+    record.tokens = with_provider_usage(record.tokens or {}, usage)
+    deployment = record.tokens.get("deployment")
+    estimate = uncalibrated_input(record.tokens)
+    if not isinstance(deployment, str) or estimate is None:
+        return None
+    provider_input = (first_call or usage).input
+
+    def calibrate() -> None:
+        calibrate_deployment(deployment, provider_input=provider_input, estimated_input=estimate)
+
+    return calibrate

@@ -1,6 +1,8 @@
 """``python manage.py migrate_config FILE [--output OUT]``: rewrite a legacy configuration file
 (``rag``, ``memory`` and ``context_compression`` plugins and their removed fields) to the context
-plugin's form. Prints the result, or writes OUT; notes on what was dropped go to stderr."""
+plugin's form. Prints the result, or writes OUT; notes on what was dropped go to stderr. A result
+the import would still refuse is written too, and the command then fails (exit status 1) saying
+why: a document left as it was is not a migrated one."""
 
 from __future__ import annotations
 
@@ -11,9 +13,8 @@ from typing import Any
 import yaml
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from contextplatform.core.errors import ApiError
+from contextplatform.routing.configuration.documents import import_problem
 from contextplatform.routing.configuration.legacy import MigrationError, migrate_document
-from contextplatform.routing.configuration.schema import parse_config_document
 
 
 def read_document(path: Path) -> Any:
@@ -50,25 +51,24 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         source: Path = options["file"]
         output: Path | None = options["output"]
+        written = read_document(source)
         try:
-            migration = migrate_document(read_document(source))
+            migration = migrate_document(written)
         except MigrationError as error:
             raise CommandError(f"{source}: {error}") from None
         for note in migration.notes:
             self.stderr.write(f"note: {note}")
-        self.warn_if_it_will_not_import(migration.document)
+        if migration.document == written and not migration.notes:
+            self.stderr.write("note: nothing to rewrite: the file is in the context plugin's form")
+        problem = import_problem(migration.document)
         output_format = options["format"] or (
             "json" if output and output.suffix.lower() == ".json" else "yaml"
         )
         text = render(migration.document, output_format)
         if output is None:
             self.stdout.write(text, ending="")
-            return
-        output.write_text(text, encoding="utf-8")
-        self.stderr.write(f"wrote {output}")
-
-    def warn_if_it_will_not_import(self, document: dict[str, Any]) -> None:
-        try:
-            parse_config_document(document)
-        except ApiError as error:
-            self.stderr.write(f"warning: the result will not import as it is: {error.message}")
+        else:
+            output.write_text(text, encoding="utf-8")
+            self.stderr.write(f"wrote {output}")
+        if problem is not None:
+            raise CommandError(f"{source}: the result will not import as it is: {problem}")

@@ -1,0 +1,151 @@
+"""The written forms of MCP configuration, validated with pydantic (no database, no network):
+an MCP server as the API and the admin take it, and the ``mcp`` RAG backend's ``backend_config``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from contextplatform.core.outbound import DEFAULT_MAX_RESPONSE_BYTES
+
+# The same names as deployments, routes and recipes.
+MCP_SERVER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
+
+MAX_URL_CHARS = 2000
+MAX_HEADERS = 32
+MAX_HEADER_NAME_CHARS = 100
+MAX_HEADER_VALUE_CHARS = 8192  # bearer tokens and JWTs run long
+MIN_TIMEOUT_MS = 100
+MAX_TIMEOUT_MS = 120_000  # a source's own timeout cannot be longer
+DEFAULT_TIMEOUT_MS = 5000
+MAX_TOOL_ARGUMENT_CHARS = 20_000
+
+# RFC 9110 token characters: what a header name may hold.
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+# Set by the HTTP client or the MCP transport for each request; a stored value would be
+# overwritten or would break the protocol.
+TRANSPORT_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "content-type",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "upgrade",
+        "te",
+        "trailer",
+        "accept",
+        "accept-encoding",
+        "proxy-authorization",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "last-event-id",
+    }
+)
+
+# Fields a representation carries that a write ignores (a GET body posted back is accepted).
+READ_ONLY_FIELDS = ("headers_set", "created_at", "updated_at")
+
+# The placeholder of the latest user message in ``tool_arguments``, as vLLM Semantic Router
+# writes it; ``${top_k}`` is the number of documents the match block asks for.
+USER_CONTENT = "${user_content}"
+TOP_K = "${top_k}"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def checked_url(value: str) -> str:
+    """An http(s) URL with a host and nothing that belongs elsewhere (credentials, fragment)."""
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # raises on a port that is not a number
+    except ValueError:
+        raise ValueError("not a valid URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(
+            "must be an http:// or https:// URL with a host (Streamable HTTP; stdio servers are "
+            "the platform's, in MCP_STDIO_SERVERS)"
+        )
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("must not hold credentials (send them in headers, stored encrypted)")
+    if parts.fragment or value.endswith("#"):
+        raise ValueError("must not have a fragment")
+    if any(c.isspace() for c in value):
+        raise ValueError("must not contain spaces")
+    del port
+    return value
+
+
+def header_problem(name: str, value: str) -> str | None:
+    if not _HEADER_NAME.match(name) or len(name) > MAX_HEADER_NAME_CHARS:
+        return f"header name {name[:MAX_HEADER_NAME_CHARS]!r} is not a valid HTTP header name"
+    if name.lower() in TRANSPORT_HEADERS:
+        return f"header {name!r} is set by the MCP transport for each request"
+    if not value:
+        return f"header {name!r}: empty value (leave the header out instead)"
+    if len(value) > MAX_HEADER_VALUE_CHARS:
+        return f"header {name!r}: value longer than {MAX_HEADER_VALUE_CHARS} characters"
+    if any(c in value for c in "\r\n\0"):
+        return f"header {name!r}: value must not contain line breaks"
+    return None
+
+
+class McpServerSpec(Strict):
+    """An MCP server as written. ``headers`` is write-only: absent on a PUT keeps the stored
+    headers, an object replaces them all, ``null`` or ``{}`` removes them."""
+
+    name: str = Field(pattern=MCP_SERVER_NAME_PATTERN)
+    url: str = Field(min_length=1, max_length=MAX_URL_CHARS, description="Streamable HTTP endpoint")
+    headers: dict[str, str] | None = Field(
+        default=None, max_length=MAX_HEADERS, description="write-only: stored encrypted"
+    )
+    timeout_ms: int = Field(default=DEFAULT_TIMEOUT_MS, ge=MIN_TIMEOUT_MS, le=MAX_TIMEOUT_MS)
+
+    @field_validator("url")
+    @classmethod
+    def http_url(cls, value: str) -> str:
+        return checked_url(value)
+
+    @field_validator("headers")
+    @classmethod
+    def plain_headers(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        lowered: set[str] = set()
+        for name, text in (value or {}).items():
+            problem = header_problem(name, text)
+            if problem:
+                raise ValueError(problem)
+            if name.lower() in lowered:
+                raise ValueError(f"header {name!r} is given twice (names are case-insensitive)")
+            lowered.add(name.lower())
+        return value
+
+
+class McpBackendConfig(Strict):
+    """``backend: mcp``: one tool of an MCP server answers the query with documents."""
+
+    server_name: str = Field(pattern=MCP_SERVER_NAME_PATTERN)
+    tool_name: str = Field(min_length=1, max_length=128, pattern=r"^[^\s]+$")
+    tool_arguments: dict[str, Any] = Field(
+        default_factory=lambda: {"query": USER_CONTENT},
+        description='"${user_content}" is the latest user message, "${top_k}" the documents asked',
+    )
+    max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=0, le=64 * 1024 * 1024)
+
+    @field_validator("tool_arguments")
+    @classmethod
+    def bounded_arguments(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if len(json.dumps(value)) > MAX_TOOL_ARGUMENT_CHARS:
+            raise ValueError(f"longer than {MAX_TOOL_ARGUMENT_CHARS} characters as JSON")
+        return value
+
+    @property
+    def response_limit(self) -> int:
+        return self.max_response_bytes or DEFAULT_MAX_RESPONSE_BYTES
