@@ -2,33 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.core.management.base import BaseCommand, CommandError
-from django_tenants.utils import get_public_schema_name, schema_context
-
-from contextplatform.core.errors import ApiError
 from contextplatform.deployments.services import rotate_keys
-from tenants.models import Tenant
+from tenants.secret_rotation import rotation_command
 
-
-class Command(BaseCommand):
-    help = (
-        "Re-encrypt the API keys of every tenant's deployments with the first (newest) key of "
-        "DEPLOYMENT_SECRET_KEYS. Run it after prepending a new key; drop the old key afterwards."
-    )
-
-    def handle(self, *args: Any, **options: Any) -> None:
-        tenants = Tenant.objects.exclude(schema_name=get_public_schema_name()).order_by(
-            "schema_name"
-        )
-        total = 0
-        for tenant in tenants:
-            with schema_context(tenant.schema_name):
-                try:
-                    rotated = rotate_keys()
-                except ApiError as error:  # each tenant rotates in its own transaction
-                    raise CommandError(f"tenant {tenant.schema_name}: {error.message}") from None
-            total += rotated
-            self.stdout.write(f"{tenant.schema_name}: {rotated} key(s) re-encrypted")
-        self.stdout.write(f"done: {total} key(s) re-encrypted with the newest key")
+Command = rotation_command(
+    rotate_keys,
+    "key(s)",
+    "Re-encrypt the API keys of every tenant's deployments with the first (newest) key of "
+    "DEPLOYMENT_SECRET_KEYS. Run it after prepending a new key; drop the old key afterwards.",
+)
