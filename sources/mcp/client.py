@@ -31,9 +31,7 @@ import hashlib
 import json
 import threading
 import time
-import weakref
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -43,6 +41,7 @@ from asgiref.sync import sync_to_async
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from contextplatform.core.loop_clients import LoopClients
 from contextplatform.core.outbound import DEFAULT_MAX_RESPONSE_BYTES, OutboundError
 from contextplatform.core.outbound_httpx2 import guarded_httpx2_client, receiving_at_most
 from sources import fetch_deadline
@@ -134,29 +133,7 @@ def forget(identity: str) -> None:
 # --- HTTP clients kept per event loop ---------------------------------------------------------
 
 
-@dataclass
-class LoopClients:
-    """One event loop's HTTP clients, and the async generator that closes them when the loop
-    shuts down (``asyncio.run`` and asgiref's loops close every unfinished generator then)."""
-
-    clients: OrderedDict[tuple[str, str, tuple[str, ...]], httpx2.AsyncClient]
-    closer: AsyncIterator[None] | None = None
-
-
-_loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopClients] = (
-    weakref.WeakKeyDictionary()
-)
-_loops_lock = threading.Lock()
-_closing: set[asyncio.Task[None]] = set()  # clients being closed (a task needs a reference)
-
-
-async def _close_at_shutdown(clients: OrderedDict[Any, httpx2.AsyncClient]) -> AsyncIterator[None]:
-    try:
-        yield  # never resumed: only the loop's shutdown closes the generator
-    finally:
-        for client in list(clients.values()):
-            await client.aclose()
-        clients.clear()
+_clients: LoopClients[httpx2.AsyncClient] = LoopClients(MAX_POOLED_CLIENTS)
 
 
 def fingerprint(headers: dict[str, str]) -> str:
@@ -165,35 +142,17 @@ def fingerprint(headers: dict[str, str]) -> str:
 
 
 async def http_client(endpoint: Endpoint, allowlist: Sequence[str]) -> httpx2.AsyncClient:
-    """This loop's client for the server, its headers and the allow-list (made when missing)."""
-    loop = asyncio.get_running_loop()
-    with _loops_lock:
-        kept = _loops.get(loop)
-        if kept is None:
-            kept = _loops[loop] = LoopClients(OrderedDict())
-    if kept.closer is None:
-        kept.closer = _close_at_shutdown(kept.clients)
-        await kept.closer.__anext__()  # registers it with the loop's shutdown
+    """This loop's client for the server, its headers and the allow-list (made when missing). A
+    server whose headers or allow-list changed: its other clients (and the old header values they
+    hold) go."""
     key = (endpoint.identity, fingerprint(endpoint.headers), tuple(allowlist))
-    client = kept.clients.get(key)
-    if client is not None and not client.is_closed:
-        kept.clients.move_to_end(key)
-        return client
-    # A server whose headers or allow-list changed: its other clients (and the old header
-    # values they hold) go, as do the least recently used past the limit.
-    stale = [other for other in kept.clients if other[0] == endpoint.identity]
-    client = guarded_httpx2_client(
-        allowlist=allowlist, timeout_s=BACKSTOP_TIMEOUT_S, headers=endpoint.headers
+    return await _clients.get(
+        key,
+        lambda: guarded_httpx2_client(
+            allowlist=allowlist, timeout_s=BACKSTOP_TIMEOUT_S, headers=endpoint.headers
+        ),
+        replaces=lambda other: isinstance(other, tuple) and other[0] == endpoint.identity,
     )
-    kept.clients[key] = client
-    stale += list(kept.clients)[: max(0, len(kept.clients) - MAX_POOLED_CLIENTS)]
-    for other in stale:
-        dropped = kept.clients.pop(other, None)
-        if dropped is not None:
-            closing = loop.create_task(dropped.aclose())
-            _closing.add(closing)
-            closing.add_done_callback(_closing.discard)
-    return client
 
 
 # --- one operation --------------------------------------------------------------------------------

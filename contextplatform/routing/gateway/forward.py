@@ -23,6 +23,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from contextplatform.core.loop_clients import LoopClients
 from contextplatform.core.outbound import OutboundError, display_url, guarded_async_client
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.routing.gateway.protocol import GatewayError, upstream_error, upstream_timeout
@@ -96,19 +97,19 @@ def upstream_body(upstream: Upstream, body: dict[str, Any]) -> dict[str, Any]:
 
 
 # One client (its connection pool) per event loop and allow-list: a request does not pay for a
-# new TCP connection to the same upstream.
-_clients: dict[tuple[int, tuple[str, ...]], httpx.AsyncClient] = {}
+# new TCP connection to the same upstream. Each request sets its own timeout; the client's is a
+# backstop.
+_clients: LoopClients[httpx.AsyncClient] = LoopClients(CLIENT_CACHE_SIZE)
+BACKSTOP_TIMEOUT_S = 600.0
 
 
-def _client(allowlist: Sequence[str], timeout_s: float) -> httpx.AsyncClient:
-    key = (id(asyncio.get_running_loop()), tuple(allowlist))
-    client = _clients.get(key)
-    if client is None or client.is_closed:
-        if len(_clients) >= CLIENT_CACHE_SIZE:
-            _clients.clear()  # old loops' clients (tests) and forgotten allow-lists
-        client = guarded_async_client(allowlist=allowlist, timeout_s=timeout_s, max_redirects=0)
-        _clients[key] = client
-    return client
+async def _client(allowlist: Sequence[str]) -> httpx.AsyncClient:
+    return await _clients.get(
+        tuple(allowlist),
+        lambda: guarded_async_client(
+            allowlist=allowlist, timeout_s=BACKSTOP_TIMEOUT_S, max_redirects=0
+        ),
+    )
 
 
 async def read_bounded(response: httpx.Response, limit: int) -> bytes:
@@ -183,7 +184,7 @@ async def _send(
     client_headers: Mapping[str, str],
 ) -> httpx.Response:
     timeout_s = upstream.timeout_ms / 1000
-    client = _client(allowlist, timeout_s)
+    client = await _client(allowlist)
     request = client.build_request(
         "POST",
         upstream_url(upstream),

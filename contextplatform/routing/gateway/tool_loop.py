@@ -35,6 +35,15 @@ Extend = Callable[[dict[str, Any]], Awaitable[bool]]
 
 
 @dataclass(frozen=True)
+class ToolSteps:
+    """The I/O a loop round needs, made once per call by the view: serving calls on the tenant's
+    database thread, holding a follow-up's cost against the session budget."""
+
+    serve: Serve
+    extend: Extend
+
+
+@dataclass(frozen=True)
 class LoopedAnswer:
     answer: UpstreamAnswer  # what the client receives
     first_usage: ProviderUsage | None  # the first call's usage: the one the estimate is of
@@ -45,36 +54,64 @@ def follow_up_failed(error: Exception) -> GatewayError:
     return GatewayError(502, "upstream_error", f"the context follow-up call failed: {error}")
 
 
+async def follow_up_for(
+    protocol: Protocol,
+    body: dict[str, Any],
+    turn: dict[str, Any],
+    calls: list[ToolCall],
+    tools: ServedTools,
+    *,
+    serve: Serve,
+    extend: Extend,
+) -> dict[str, Any] | None:
+    """The next request of the loop, the reserved ``calls`` of ``turn`` served, or None (and the
+    reason recorded) when the loop stops: its rounds are used up, or the session budget cannot
+    hold another call. Shared by the non-streaming loop and the stream's rounds."""
+    if not tools.may_continue():
+        tools.records.append({"tool": calls[0].name, "status": "rounds_exhausted"})
+        return None
+    served = await serve(calls)
+    follow = follow_up_body(protocol, body, turn, served)
+    if not await extend(follow):
+        tools.records.append({"tool": calls[0].name, "status": "budget_exceeded"})
+        return None
+    return follow
+
+
+def follow_up_refused(
+    tools: ServedTools, calls: list[ToolCall], error: Exception
+) -> GatewayError | None:
+    """A follow-up call failed: recorded; the client's error under fail_closed, else None (the
+    answer goes without the reserved calls)."""
+    logger.warning("a context follow-up call failed: %s", error)
+    tools.records.append({"tool": calls[0].name, "status": "follow_up_failed"})
+    return follow_up_failed(error) if tools.fail_closed else None
+
+
 async def answer_with_tools(
     protocol: Protocol,
     body: dict[str, Any],
     answer: UpstreamAnswer,
     tools: ServedTools,
     *,
-    serve: Serve,
+    steps: ToolSteps,
     ask: Ask,
-    extend: Extend,
 ) -> LoopedAnswer:
     first_usage = usage_from_response(answer.payload)
     usages: list[Any] = [answer.payload.get("usage")]
     payload = answer.payload
     follow_ups = 0
     while calls := reserved_calls(protocol, payload, tools.names):
-        if not tools.may_continue():
-            tools.records.append({"tool": calls[0].name, "status": "rounds_exhausted"})
-            break
-        served = await serve(calls)
-        follow = follow_up_body(protocol, body, payload, served)
-        if not await extend(follow):
-            tools.records.append({"tool": calls[0].name, "status": "budget_exceeded"})
+        follow = await follow_up_for(
+            protocol, body, payload, calls, tools, serve=steps.serve, extend=steps.extend
+        )
+        if follow is None:
             break
         try:
             next_answer = await ask(follow)
         except (GatewayError, UpstreamRejected) as error:
-            logger.warning("a context follow-up call failed: %s", error)
-            tools.records.append({"tool": calls[0].name, "status": "follow_up_failed"})
-            if tools.fail_closed:
-                raise follow_up_failed(error) from error
+            if (refusal := follow_up_refused(tools, calls, error)) is not None:
+                raise refusal from error
             break
         follow_ups += 1
         body, payload = follow, next_answer.payload
@@ -90,4 +127,4 @@ async def answer_with_tools(
     )
 
 
-__all__ = ["LoopedAnswer", "answer_with_tools"]
+__all__ = ["LoopedAnswer", "ToolSteps", "answer_with_tools", "follow_up_for", "follow_up_refused"]

@@ -5,50 +5,34 @@ session budget, opening the follow-up stream)."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
 
 from contextplatform.deployments.selectors import Upstream
-from contextplatform.routing.gateway.budgets import HeldBudget, follow_up_cost
 from contextplatform.routing.gateway.forward import UpstreamRejected, open_stream
 from contextplatform.routing.gateway.protocol import GatewayError, error_body
 from contextplatform.routing.gateway.served_tools import ServedTools
 from contextplatform.routing.gateway.stream_loop import StreamRound, sse
-from contextplatform.routing.gateway.tool_calls import follow_up_body
-from contextplatform.routing.gateway.tool_loop import follow_up_failed
-from contextplatform.routing.pipeline.resolver import Resolution
+from contextplatform.routing.gateway.tool_loop import ToolSteps, follow_up_for, follow_up_refused
 from contextplatform.routing.pipeline.usage import ProviderUsage, usage_of
-from tenants.models import Tenant
-
-logger = logging.getLogger("contextplatform.gateway")
-
-InTenant = Callable[[Tenant, Callable[[], Any]], Awaitable[Any]]
 
 
 class ToolStream:
     def __init__(
         self,
-        tenant: Tenant,
         upstream: Upstream,
         body: dict[str, Any],
         tools: ServedTools,
-        held: HeldBudget,
+        steps: ToolSteps,
         forward: dict[str, Any],
-        resolution: Resolution,
         hide_usage: bool,
-        in_tenant: InTenant,
     ) -> None:
-        self.tenant = tenant
         self.upstream = upstream
         self.body = body
         self.tools = tools
-        self.held = held
+        self.steps = steps
         self.forward = forward
-        self.resolution = resolution
-        self.in_tenant = in_tenant
         self.round = StreamRound(
             protocol=upstream.protocol, reserved=tools.names, client_wants_usage=not hide_usage
         )
@@ -61,22 +45,22 @@ class ToolStream:
         calls = self.round.reserved_calls()
         if not calls:
             return None
-        if not self.tools.may_continue():
-            self.tools.records.append({"tool": calls[0].name, "status": "rounds_exhausted"})
-            return None
         tools = self.tools
-        served = await self.in_tenant(self.tenant, lambda: tools.serve_round(calls))
-        follow = follow_up_body(self.upstream.protocol, self.body, self.round.turn(), served)
-        if not await self.held.extend(*follow_up_cost(self.resolution, follow)):
-            self.tools.records.append({"tool": calls[0].name, "status": "budget_exceeded"})
+        follow = await follow_up_for(
+            self.upstream.protocol,
+            self.body,
+            self.round.turn(),
+            calls,
+            tools,
+            serve=self.steps.serve,
+            extend=self.steps.extend,
+        )
+        if follow is None:
             return None
         try:
             response = await open_stream(self.upstream, follow, **self.forward)
         except (GatewayError, UpstreamRejected) as error:
-            logger.warning("a context follow-up stream failed: %s", error)
-            self.tools.records.append({"tool": calls[0].name, "status": "follow_up_failed"})
-            if self.tools.fail_closed:
-                self.failure = follow_up_failed(error)
+            self.failure = follow_up_refused(tools, calls, error)
             return None
         self.body = follow
         self.round.begin_round()

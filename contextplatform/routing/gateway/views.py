@@ -43,7 +43,7 @@ from contextplatform.routing.gateway.served_tools import ServedTools, served_too
 from contextplatform.routing.gateway.stream_usage import UsageChunkFilter, with_stream_usage
 from contextplatform.routing.gateway.streams import StreamTranscript
 from contextplatform.routing.gateway.tool_calls import ServedCall, ToolCall
-from contextplatform.routing.gateway.tool_loop import LoopedAnswer, answer_with_tools
+from contextplatform.routing.gateway.tool_loop import LoopedAnswer, ToolSteps, answer_with_tools
 from contextplatform.routing.gateway.tool_stream import ToolStream
 from contextplatform.routing.gateway.upstreams import upstream_for
 from contextplatform.routing.pipeline.replay_writer import writes_inline
@@ -156,6 +156,21 @@ async def finish(
         logger.exception("completing the turn of %s failed", resolution.id)
 
 
+def tool_steps(
+    tenant: Tenant, tools: ServedTools, held: HeldBudget, resolution: Resolution
+) -> ToolSteps:
+    """How a call's loop serves its reserved calls and holds each follow-up's cost."""
+
+    async def serve(calls: list[ToolCall]) -> list[ServedCall]:
+        served: list[ServedCall] = await in_tenant(tenant, lambda: tools.serve_round(calls))
+        return served
+
+    async def extend(body: dict[str, Any]) -> bool:
+        return await held.extend(*follow_up_cost(resolution, body))
+
+    return ToolSteps(serve=serve, extend=extend)
+
+
 # Turns completed after their stream: held here so that a task outlives a cancelled response.
 _background: set[asyncio.Task[None]] = set()
 
@@ -239,17 +254,8 @@ class ChatView(GatewayView):
                     await held.release()
                     raise
                 if tools:
-                    loop = ToolStream(
-                        tenant,
-                        upstream,
-                        body,
-                        tools,
-                        held,
-                        forward,
-                        resolution,
-                        hide_usage,
-                        in_tenant,
-                    )
+                    steps = tool_steps(tenant, tools, held, resolution)
+                    loop = ToolStream(upstream, body, tools, steps, forward, hide_usage)
                     response: HttpResponseBase = self.streamed(
                         tenant, resolution, upstream_response, held=held, loop=loop
                     )
@@ -313,24 +319,16 @@ class ChatView(GatewayView):
         if not tools:
             return LoopedAnswer(answer, usage_from_response(answer.payload), 0)
 
-        async def serve(calls: list[ToolCall]) -> list[ServedCall]:
-            served: list[ServedCall] = await in_tenant(tenant, lambda: tools.serve_round(calls))
-            return served
-
         async def ask(body: dict[str, Any]) -> UpstreamAnswer:
             return await call_upstream(upstream, body, **forward)
-
-        async def extend(body: dict[str, Any]) -> bool:
-            return await held.extend(*follow_up_cost(resolution, body))
 
         return await answer_with_tools(
             self.protocol,
             resolution.rewritten,
             answer,
             tools,
-            serve=serve,
+            steps=tool_steps(tenant, tools, held, resolution),
             ask=ask,
-            extend=extend,
         )
 
     def streamed(

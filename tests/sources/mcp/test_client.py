@@ -51,7 +51,7 @@ def test_one_http_client_per_loop_closed_when_the_loop_shuts_down(
 def test_the_least_recently_used_client_is_closed_past_the_limit(
     mcp_server: RunningMcpServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(client, "MAX_POOLED_CLIENTS", 2)
+    monkeypatch.setattr(client._clients, "max_clients", 2)  # the pool of MAX_POOLED_CLIENTS
 
     async def three() -> list[object]:
         made = [
