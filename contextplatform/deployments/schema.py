@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import re
 from typing import Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from contextplatform.core.http_urls import checked_http_url
 
 # The same names as routes and recipes, so a route's ``model.upstream`` reads like one.
 DEPLOYMENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
@@ -100,21 +101,7 @@ class DeploymentSpec(BaseModel):
 
 def checked_base_url(value: str) -> str:
     """An http(s) URL with a host and nothing that belongs elsewhere (credentials, fragment)."""
-    try:
-        parts = urlsplit(value)
-        port = parts.port  # raises on a port that is not a number
-    except ValueError:
-        raise ValueError("not a valid URL") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("must be an http:// or https:// URL with a host")
-    if parts.username is not None or parts.password is not None:
-        raise ValueError("must not hold credentials (the key has its own field, api_key)")
-    if parts.fragment or value.endswith("#"):
-        raise ValueError("must not have a fragment")
-    if any(c.isspace() for c in value):
-        raise ValueError("must not contain spaces")
-    del port
-    return value
+    return checked_http_url(value, credentials_hint="the key has its own field, api_key")
 
 
 def header_problem(name: str, value: str) -> str | None:

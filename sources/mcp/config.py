@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from contextplatform.core.http_urls import checked_http_url
 from contextplatform.core.outbound import DEFAULT_MAX_RESPONSE_BYTES
 
 # The same names as deployments, routes and recipes.
@@ -64,24 +64,11 @@ class Strict(BaseModel):
 
 def checked_url(value: str) -> str:
     """An http(s) URL with a host and nothing that belongs elsewhere (credentials, fragment)."""
-    try:
-        parts = urlsplit(value)
-        port = parts.port  # raises on a port that is not a number
-    except ValueError:
-        raise ValueError("not a valid URL") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(
-            "must be an http:// or https:// URL with a host (Streamable HTTP; stdio servers are "
-            "the platform's, in MCP_STDIO_SERVERS)"
-        )
-    if parts.username is not None or parts.password is not None:
-        raise ValueError("must not hold credentials (send them in headers, stored encrypted)")
-    if parts.fragment or value.endswith("#"):
-        raise ValueError("must not have a fragment")
-    if any(c.isspace() for c in value):
-        raise ValueError("must not contain spaces")
-    del port
-    return value
+    return checked_http_url(
+        value,
+        scheme_hint=" (Streamable HTTP; stdio servers are the platform's, in MCP_STDIO_SERVERS)",
+        credentials_hint="send them in headers, stored encrypted",
+    )
 
 
 def header_problem(name: str, value: str) -> str | None:
