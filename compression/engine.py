@@ -9,8 +9,10 @@ Order of work (as vLLM Semantic Router's context compression):
 1. Parse the body into blocks (``compression.segments``); candidates are the blocks whose target
    is not ``preserve`` and, in ``mode: auto``, whose size reaches the target's ``min_tokens``.
 2. Rank: BM25 of each block against its query over the candidate set; with a judge (and a match
-   block that is not lexical-only) one judge call scores the ``max_candidates`` best by BM25. The
-   least relevant are shrunk first, then the ones the judge did not read.
+   block that is not lexical-only) one judge call scores the ``max_candidates`` best by BM25, each
+   long block shown as the chunks that match its query (``judge_view``). The least relevant are
+   shrunk first, then the ones the judge did not read. A tool output's query is its call and the
+   latest user text (``compression.segments``).
 3. Allocate the request's excess over the candidates (``allocate``), compress each to its item
    target (extractive or recoverable), add ``vsr_context_retrieve`` for the issued recovery keys, then
    truncate the latest user message (``current_user: truncate``) only as far as the budget needs.
@@ -67,6 +69,10 @@ TARGET_OF_KIND = {
 }
 RECOVERY_KEY_CHARS = 24
 TRUNCATE_ATTEMPTS = 8
+# The compress stage's judge reads the first 2,000 characters of each text it is given
+# (``routing/pipeline/compression_stage.py``), about 500 tokens: a longer block is shown as its own
+# extractive compression to that size, the chunks that match its query, not as its beginning.
+JUDGE_VIEW_TOKENS = 500
 
 
 class ContextLengthExceeded(Exception):
@@ -340,7 +346,8 @@ def judge_scores(request: Request, ranked: list[Candidate]) -> dict[Path, float]
         return {}
     best = sorted(ranked, key=lambda c: (-c.lexical, -c.tokens))[: judge_limit(request.config)]
     try:
-        scores = request.judge(request.segments.last_user_text, [c.block.text for c in best])
+        views = [judge_view(request, c) for c in best]
+        scores = request.judge(request.segments.last_user_text, views)
         answered = [float(score) for score in scores]
         if len(answered) != len(best) or not all(map(math.isfinite, answered)):
             raise ValueError("the judge did not answer one finite score per block")
@@ -348,6 +355,20 @@ def judge_scores(request: Request, ranked: list[Candidate]) -> dict[Path, float]
     except Exception as error:  # any judge failure: rank lexically
         request.warnings.append(f"judge_failed:{type(error).__name__}")
         return {}
+
+
+def judge_view(request: Request, candidate: Candidate) -> str:
+    """What the judge reads of a block: all of it when it is short, else the chunks that match
+    its query (the best one, the first and the last, then by score) within ``JUDGE_VIEW_TOKENS``.
+    The one line of a long tool output that answers the question is seldom in its first 2,000
+    characters, and a judge that never reads it scores the block as irrelevant."""
+    block = candidate.block
+    if candidate.tokens <= JUDGE_VIEW_TOKENS:
+        return block.text
+    view = textops.compress_extractive(
+        block.text, block.query, JUDGE_VIEW_TOKENS, request.estimator
+    )
+    return view.text
 
 
 def order_candidates(ranked: list[Candidate], judged: dict[Path, float]) -> list[Candidate]:

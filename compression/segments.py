@@ -1,9 +1,10 @@
 """Read a chat request (OpenAI Chat Completions or Anthropic Messages) as compressible blocks.
 
 A block is one piece of text the engine may shorten, with where it lives in the body (``path``),
-what it is (``kind``), and what it is about (``query``). Everything that is not a block is never
-changed: system and developer messages, tool calls and their ids, tool definitions, media,
-citations, thinking blocks, and every key besides the text itself.
+what it is (``kind``), and what it is about (``query``: for a tool output its call's name and
+arguments followed by the latest user text, for the others the latest user text). Everything
+that is not a block is never changed: system and developer messages, tool calls and their ids,
+tool definitions, media, citations, thinking blocks, and every key besides the text itself.
 
 Kinds (those of vLLM Semantic Router's context compression):
 
@@ -346,9 +347,16 @@ def result_kind(call_id: str | None, context: Context) -> str | None:
 
 
 def result_query(kind: str, call_id: str | None, context: Context) -> str:
-    """A tool output is about its call; retrieved context and history about the latest user text."""
+    """A tool output is about its call and about the latest user text; retrieved context and
+    history about the latest user text.
+
+    vLLM Semantic Router scores a tool output against its call alone. A call's arguments often
+    name only where to look (``read_file {"path": "app.log"}``), so the one line of a long output
+    that answers the user shares no term with them: every chunk scored 0, only the boundaries were
+    kept and the block's score was 0.0. The user's question is what the line is about, so it is
+    part of the query too."""
     if kind == "tool_output" and call_id is not None and call_id in context.calls:
-        return context.calls[call_id].query or context.last_user_text
+        return f"{context.calls[call_id].query} {context.last_user_text}".strip()
     return context.last_user_text
 
 

@@ -6,9 +6,13 @@ target, and an input that cannot be shrunk comes back as it was (``applied=False
 * ``compress_extractive`` is vLLM Semantic Router's ``CompressToolOutput``: lines
   become chunks, BM25 against the query plus a boundary bonus ranks them, and the best chunk, the
   first, the last and then the rest by score are kept while the joined result fits the target.
+  One decision of ours: a line cut into pieces for its size is kept whole when it fits (its pieces
+  joined by a space again), so the piece with the query's terms does not lose the rest of its line.
   JSON objects and arrays only lose text inside their string leaves (key order, duplicate keys,
-  array lengths and the exact text of numbers are kept), a JSON string document is decoded,
-  compressed and re-encoded, and text that starts like JSON but does not parse is left alone.
+  array lengths and the exact text of numbers are kept; the leaf holding the document's
+  best-matching line gets room for that line before the leaves share the rest by size), a JSON
+  string document is decoded, compressed and re-encoded, and text that starts like JSON but does
+  not parse is left alone.
 * ``truncate_middle`` keeps the beginning and the end of a text, as vLLM Semantic Router does.
 * ``tokenize_terms`` and ``bm25_scores`` (the shared ``contextplatform.core.bm25`` on these
   terms) are the ranking helpers the engine uses.
@@ -25,9 +29,9 @@ import json
 import re
 import sys
 import unicodedata
-from bisect import bisect_left, insort
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any, Literal
 
@@ -301,6 +305,31 @@ class _Chunks:
     tokens: list[int]
     stats: list[Stats]  # filled by the heuristic meter only
     split: bool = False  # whether a line was too long to be one chunk
+    max_tokens: int = 0  # the most a chunk could hold
+    # The lines that were split, in order: the first chunk of each, its chunks, and whether it
+    # was split between words. Kept next to each other, pieces cut between words are joined by
+    # the space the split took out, so the line reads as it was; pieces of one long word keep
+    # the newline (the heuristic counts them as separate words).
+    split_starts: list[int] = field(default_factory=list)
+    split_lines: list[range] = field(default_factory=list)
+    split_by_words: list[bool] = field(default_factory=list)
+
+    def line_around(self, index: int) -> range:
+        """The chunks of the line chunk ``index`` is (a piece of)."""
+        position = bisect_right(self.split_starts, index) - 1
+        if position >= 0 and index in self.split_lines[position]:
+            return self.split_lines[position]
+        return range(index, index + 1)
+
+    def same_words(self, previous: int, index: int) -> bool:
+        """Whether chunk ``index`` continues chunk ``previous``'s line after a space."""
+        position = bisect_right(self.split_starts, previous) - 1
+        return (
+            position >= 0
+            and self.split_by_words[position]
+            and previous in self.split_lines[position]
+            and index in self.split_lines[position]
+        )
 
 
 class _Meter:
@@ -406,7 +435,7 @@ def _chunk_text(text: str, target_tokens: int, meter: _Meter) -> _Chunks:
     """Non-empty trimmed lines; a line over ``max(8, target / 4)`` tokens is split greedily by
     words, or by code points when it is a single word."""
     max_tokens = max(8, target_tokens // 4)
-    chunks = _Chunks([], [], [])
+    chunks = _Chunks([], [], [], max_tokens=max_tokens)
     for raw in text.split("\n"):
         line = raw.strip()
         if not line or meter.add(chunks, line) <= max_tokens:
@@ -417,28 +446,39 @@ def _chunk_text(text: str, target_tokens: int, meter: _Meter) -> _Chunks:
         chunks.tokens.pop()
         if chunks.stats:
             chunks.stats.pop()
-        for piece in _split_line(line, max_tokens, meter):
+        first = len(chunks.texts)
+        pieces, by_words = _split_line(line, max_tokens, meter)
+        for piece in pieces:
             meter.add(chunks, piece)
+        if len(pieces) > 1:
+            chunks.split_starts.append(first)
+            chunks.split_lines.append(range(first, len(chunks.texts)))
+            chunks.split_by_words.append(by_words)
     return chunks
 
 
-def _split_line(line: str, max_tokens: int, meter: _Meter) -> list[str]:
+def _split_line(line: str, max_tokens: int, meter: _Meter) -> tuple[list[str], bool]:
+    """The pieces of a line, and whether they were cut between words."""
     words = line.split()
     if len(words) > 1:
-        return meter.split_words(words, max_tokens)
+        return meter.split_words(words, max_tokens), True
     spans = _greedy_spans(
         len(line), lambda start, stop: meter.count(line[start:stop]) <= max_tokens
     )
-    return [line[start:stop] for start, stop in spans]
+    return [line[start:stop] for start, stop in spans], False
 
 
-def _join(texts: Sequence[str], indexes: Sequence[int]) -> str:
+def _join(chunks: _Chunks, indexes: Sequence[int]) -> str:
+    texts = chunks.texts
     parts: list[str] = []
     previous = -1
     for index in indexes:
         if previous >= 0 and index > previous + 1:
             parts.append(GAP)
-        parts.append(texts[index])
+        if previous >= 0 and index == previous + 1 and chunks.same_words(previous, index):
+            parts[-1] = f"{parts[-1]} {texts[index]}"  # the next words of the same line
+        else:
+            parts.append(texts[index])
         previous = index
     return "\n".join(parts)
 
@@ -451,15 +491,45 @@ class _Selection:
     def tokens_with(self, index: int) -> int:
         raise NotImplementedError
 
-    def add_if_fits(self, index: int, target_tokens: int) -> None:
+    def tokens(self) -> int:
+        """The tokens of the kept chunks joined."""
+        raise NotImplementedError
+
+    def holds(self, index: int) -> bool:
         position = bisect_left(self.indexes, index)
-        if position < len(self.indexes) and self.indexes[position] == index:
-            return
-        if self.tokens_with(index) <= target_tokens:
+        return position < len(self.indexes) and self.indexes[position] == index
+
+    def add_if_fits(self, index: int, target_tokens: int) -> None:
+        if not self.holds(index) and self.tokens_with(index) <= target_tokens:
             self._add(index)
+
+    def add_all_if_fit(self, indexes: range, target_tokens: int) -> bool:
+        """All of ``indexes`` (the chunks of one line), or none of them."""
+        missing = [index for index in indexes if not self.holds(index)]
+        if not missing:
+            return True
+        if self._cannot_fit(missing, target_tokens):
+            return False
+        saved = self._save()
+        for index in missing:
+            self._add(index)
+        if self.tokens() <= target_tokens:
+            return True
+        self._restore(saved)
+        return False
 
     def _add(self, index: int) -> None:
         insort(self.indexes, index)
+
+    def _cannot_fit(self, missing: list[int], target_tokens: int) -> bool:
+        """A quick reject, before trying ``missing`` in; False when unsure."""
+        return False
+
+    def _save(self) -> Any:
+        return list(self.indexes)
+
+    def _restore(self, saved: Any) -> None:
+        self.indexes = saved
 
 
 class _JoinedSelection(_Selection):
@@ -470,7 +540,10 @@ class _JoinedSelection(_Selection):
     def tokens_with(self, index: int) -> int:
         trial = list(self.indexes)
         insort(trial, index)
-        return self.count(_join(self.chunks.texts, trial))
+        return self.count(_join(self.chunks, trial))
+
+    def tokens(self) -> int:
+        return self.count(_join(self.chunks, self.indexes))
 
 
 class _SummedSelection(_Selection):
@@ -527,24 +600,76 @@ class _SummedSelection(_Selection):
             size + gaps * GAP_STATS[2] + newlines,
         )
 
+    def tokens(self) -> int:
+        if not self.indexes:
+            return 0
+        cjk, words, size = self.sums
+        newlines = len(self.indexes) - 1 + self.gaps
+        return _heuristic_tokens(
+            cjk + self.gaps * GAP_STATS[0],
+            words + self.gaps * GAP_STATS[1],
+            size + self.gaps * GAP_STATS[2] + newlines,
+        )
+
     def _add(self, index: int) -> None:
         self.gaps = self._gaps_with(index)
         self.sums = self._sums_with(index)
         self.room = None
         super()._add(index)
 
+    def _cannot_fit(self, missing: list[int], target_tokens: int) -> bool:
+        # The fewest gaps and newlines adding them can leave: each may close a gap, each adds a
+        # newline.
+        cjk = words = size = 0
+        for index in missing:
+            chunk_cjk, chunk_words, chunk_size = self.chunks.stats[index]
+            cjk, words, size = cjk + chunk_cjk, words + chunk_words, size + chunk_size
+        gaps = max(0, self.gaps - len(missing))
+        newlines = len(self.indexes) + len(missing) - 1 + gaps
+        size += self.sums[2] + gaps * GAP_STATS[2] + newlines
+        script = 1.5 * (self.sums[0] + cjk) + 1.3 * (self.sums[1] + words + gaps * GAP_STATS[1])
+        return size > 4 * target_tokens or script >= target_tokens + 1 + 1e-6
+
+    def _save(self) -> Any:
+        return list(self.indexes), self.sums, self.gaps
+
+    def _restore(self, saved: Any) -> None:
+        self.indexes, self.sums, self.gaps = saved
+        self.room = None
+
 
 def _select(chunks: _Chunks, scores: list[float], target_tokens: int, meter: _Meter) -> list[int]:
-    """The best chunk first (so two boundary markers cannot starve it), then the first and the
-    last chunk, then the rest by score, each only while the joined result fits."""
+    """vLLM Semantic Router's order: the best chunk first (so two boundary markers cannot starve
+    it), then the first and the last chunk, then the rest by score, each only while the joined
+    result fits.
+
+    A chunk that is a piece of a line too long to be one chunk brings the rest of its line when the
+    whole line fits: the line was cut for its size, not for its sense, and the query's terms and
+    the answer are often in different pieces of it ("refund for order 4471 approved" | "on March
+    3"). Each line is tried whole once; when it does not fit, the piece comes alone."""
     ranked = sorted(range(len(scores)), key=lambda index: -scores[index])  # stable
     selection = meter.selection(chunks)
-    selection.add_if_fits(ranked[0], target_tokens)
+    # The split line each chunk belongs to (its position in ``split_lines``), -1 for a whole line;
+    # a line is tried whole once, so its entry goes back to -1 then.
+    owner = [-1] * len(scores)
+    for position, line in enumerate(chunks.split_lines):
+        owner[line.start : line.stop] = [position] * len(line)
+
+    def add(index: int) -> None:
+        position = owner[index]
+        if position >= 0:
+            line = chunks.split_lines[position]
+            owner[line.start : line.stop] = [-1] * len(line)
+            if selection.add_all_if_fit(line, target_tokens):
+                return
+        selection.add_if_fits(index, target_tokens)
+
+    add(ranked[0])
     selection.add_if_fits(0, target_tokens)
     selection.add_if_fits(len(scores) - 1, target_tokens)
     for index in ranked:
         if chunks.tokens[index] > 0:
-            selection.add_if_fits(index, target_tokens)
+            add(index)
     return selection.indexes
 
 
@@ -559,7 +684,10 @@ def _ranked_chunks(
 ) -> tuple[_Chunks, list[float]]:
     max_tokens = max(8, target_tokens // 4)
     cached = cache.get((text, query)) if cache is not None else None
-    if cached and not cached[0].split and max(cached[0].tokens, default=0) <= max_tokens:
+    if cached and (
+        cached[0].max_tokens == max_tokens
+        or (not cached[0].split and max(cached[0].tokens, default=0) <= max_tokens)
+    ):
         return cached
     chunks = _chunk_text(text, target_tokens, meter)
     tokenize = _term_tokenizer().terms
@@ -586,7 +714,7 @@ def _compress_text(
     kept = _select(chunks, scores, target_tokens, meter)
     if not kept:
         return None
-    compressed = _join(chunks.texts, kept)
+    compressed = _join(chunks, kept)
     tokens = meter.count(compressed)
     if tokens > target_tokens or tokens >= original:
         return None
@@ -683,17 +811,6 @@ def _map_leaves(
     return value, 0
 
 
-def _leaves(value: Any) -> Iterator[str]:
-    if isinstance(value, _Object):
-        for _, item in value:
-            yield from _leaves(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _leaves(item)
-    elif isinstance(value, str):
-        yield value
-
-
 def _leaf_tokens(leaf: str, meter: _Meter) -> int:
     return meter.count(leaf) if _utf8(leaf) else meter.count(_encode_string(leaf))
 
@@ -701,29 +818,31 @@ def _leaf_tokens(leaf: str, meter: _Meter) -> int:
 def _compress_json(
     value: Any, query: str, original: int, target_tokens: int, meter: _Meter
 ) -> TextResult | None:
-    """Each string leaf gets a share of the budget the skeleton leaves, in proportion to
-    its tokens; leaves over their share go through the text path with the query plus the keys
-    above them; up to three attempts, the budget scaled down by how far the last one overshot."""
+    """Each string leaf gets a share of the budget the skeleton leaves (``_leaf_budgets``);
+    leaves over their share go through the text path with the query plus the keys above them;
+    a few attempts, the budget scaled down by how far the last one overshot."""
     try:
         skeleton, _ = _map_leaves(value, "", lambda _leaf, _query: ("", 0))
         skeleton_tokens = meter.count(_encode(skeleton))
-        total = sum(_leaf_tokens(leaf, meter) for leaf in _leaves(value))
+        leaves: list[tuple[str, str]] = []  # each string leaf with its query, in visiting order
+
+        def collect(leaf: str, leaf_query: str) -> tuple[str, int]:
+            leaves.append((leaf, leaf_query))
+            return leaf, 0
+
+        _map_leaves(value, query, collect)
     except RecursionError:
         return None
+    sizes = [_leaf_tokens(leaf, meter) for leaf, _ in leaves]
+    total = sum(sizes)
     if skeleton_tokens >= target_tokens or total == 0:
         return None
     available = target_tokens - skeleton_tokens
     cache: RankCache = {}
 
-    def shrink(leaf: str, leaf_query: str) -> tuple[str, int]:
-        tokens = _leaf_tokens(leaf, meter)
-        budget = max(1, available * tokens // total)
-        if tokens == 0 or tokens <= budget or not _utf8(leaf):
-            return leaf, 0
-        result = _compress_text(leaf, leaf_query, tokens, budget, meter, cache)
-        return (result.text, result.omitted_chunks) if result else (leaf, 0)
-
     for _ in range(JSON_ATTEMPTS):
+        budgets = _leaf_budgets(leaves, sizes, available, meter, cache)
+        shrink = _leaf_shrinker(sizes, budgets, meter, cache)
         try:
             compressed_value, omitted = _map_leaves(value, query, shrink)
             compressed = _encode(compressed_value)
@@ -736,6 +855,66 @@ def _compress_json(
         # only fractionally smaller would pick the same chunks again.
         available = max(1, int(available * target_tokens / max(1, tokens) * 0.9))
     return None
+
+
+def _leaf_shrinker(
+    sizes: list[int], budgets: list[int], meter: _Meter, cache: RankCache
+) -> Callable[[str, str], tuple[str, int]]:
+    """``_map_leaves``' callback: each leaf, visited in the order listed, to its budget."""
+    visit = iter(range(len(sizes)))
+
+    def shrink(leaf: str, leaf_query: str) -> tuple[str, int]:
+        position = next(visit)
+        tokens, budget = sizes[position], budgets[position]
+        if tokens == 0 or tokens <= budget or not _utf8(leaf):
+            return leaf, 0
+        result = _compress_text(leaf, leaf_query, tokens, budget, meter, cache)
+        return (result.text, result.omitted_chunks) if result else (leaf, 0)
+
+    return shrink
+
+
+def _leaf_budgets(
+    leaves: list[tuple[str, str]],
+    sizes: list[int],
+    available: int,
+    meter: _Meter,
+    cache: RankCache,
+) -> list[int]:
+    """vLLM Semantic Router's shares: each leaf ``available`` in proportion to its tokens.
+
+    One decision of ours, §2.4's order over the whole document: the leaf holding the document's
+    best-matching chunk (the best of each leaf over its share, boundary bonus aside) is first given
+    room for that chunk's whole line, and the other leaves share the rest in proportion. Without
+    it, the one line that answers, in one result of a dozen, gets a dozenth of the budget and is
+    cut to the piece that names the question's terms. A line longer than the whole budget
+    reserves nothing."""
+    total = sum(sizes)
+    budgets = [max(1, available * size // total) for size in sizes]
+    best: tuple[float, int, int] | None = None  # (score, leaf, tokens of the chunk's line)
+    for position, (leaf, leaf_query) in enumerate(leaves):
+        if sizes[position] <= budgets[position] or not _utf8(leaf):
+            continue
+        chunks, scores = _ranked_chunks(leaf, leaf_query, budgets[position], meter, cache)
+        if len(scores) < 2:
+            continue
+        matches = [*scores]
+        matches[0] -= BOUNDARY_BONUS
+        matches[-1] -= BOUNDARY_BONUS
+        index = max(range(len(matches)), key=matches.__getitem__)  # the first best
+        if matches[index] > 0 and (best is None or matches[index] > best[0]):
+            line = list(chunks.line_around(index))
+            best = (matches[index], position, meter.count(_join(chunks, line)))
+    if best is None:
+        return budgets
+    _, chosen, needed = best
+    if needed <= budgets[chosen] or needed > available:  # room already, or none to give
+        return budgets
+    rest, others = available - needed, total - sizes[chosen]
+    return [
+        needed if position == chosen else max(1, rest * size // max(1, others))
+        for position, size in enumerate(sizes)
+    ]
 
 
 def _compress_json_string(

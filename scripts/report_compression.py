@@ -19,6 +19,12 @@ import numpy as np
 
 from compression.text import JSON_ATTEMPTS
 from scripts.bench_compression import (
+    ANSWER_CALL,
+    ANSWER_DISTRACTORS,
+    ANSWER_LINE,
+    ANSWER_LINES,
+    ANSWER_QUESTION,
+    ANSWER_RATIOS,
     CITIES,
     CONTEXT_WINDOW,
     FACT,
@@ -34,6 +40,7 @@ from scripts.bench_compression import (
     TARGET_SURVIVAL,
     TOOL_OUTPUTS,
     TOOL_TOKENS_RANGE,
+    AnswerTrial,
     CompressionResults,
     StageSpeed,
     Trial,
@@ -87,6 +94,20 @@ def ms(summary: Summary) -> str:
     return f"p50 {summary.p50:.1f} ms, p99 {summary.p99:.1f} ms"
 
 
+def answers_at(results: CompressionResults, ratio: int) -> list[AnswerTrial]:
+    return [trial for trial in results.answers if trial.ratio == ratio]
+
+
+def answer_check_text(results: CompressionResults) -> str:
+    parts = []
+    for ratio in ANSWER_RATIOS:
+        trials = answers_at(results, ratio)
+        kept = sum(trial.kept for trial in trials)
+        middle = sum(trial.middle_kept for trial in trials)
+        parts.append(f"{ratio}x: {kept}/{len(trials)} (truncate_middle {middle}/{len(trials)})")
+    return "; ".join(parts)
+
+
 # Checks ------------------------------------------------------------------------------------------
 
 
@@ -116,6 +137,14 @@ def compression_checks(results: CompressionResults) -> list[Check]:
             f"{survived}/{trials} = {survived / trials:.1%}"
             f" (head truncation {results.survival('head_survived')}/{trials})",
             survived / trials >= TARGET_SURVIVAL,
+        ),
+        Check(
+            f"the line that answers survives {' and '.join(f'{r}x' for r in ANSWER_RATIOS)}"
+            " (issue 13)",
+            "every trial, the block's score > 0",
+            answer_check_text(results),
+            bool(results.answers)
+            and all(trial.kept and (trial.score or 0) > 0 for trial in results.answers),
         ),
         Check(
             "achieved tool-output ratio",
@@ -371,6 +400,79 @@ def ratio_text(results: CompressionResults) -> str:
     )
 
 
+def answer_text(results: CompressionResults) -> str:
+    per_ratio = len(answers_at(results, ANSWER_RATIOS[0]))
+    example = ANSWER_LINE.format(
+        stamp="2026-11-29T10:41:07",
+        millis=512,
+        worker=3,
+        order="48213",
+        reference="RF-604417",
+    )
+    return (
+        f"The case of issue 13. {per_ratio} trials at each ratio, seeded. Each tool output is "
+        f"{ANSWER_LINES} service log lines (the generator of the 50-turn conversation's `run_shell` "
+        "outputs, drawn anew per trial), "
+        f"{ANSWER_DISTRACTORS} of them other orders' refunds (`refund for order <n> queued`), and "
+        f'one line that answers, such as "{example}", its position spread evenly from the first '
+        f"line to the last. It is the `role: tool` result of a `{ANSWER_CALL['name']}` call whose "
+        f"arguments (`{ANSWER_CALL['arguments']}`) share no term with the log, under the question "
+        f'"{ANSWER_QUESTION.format(order="48213")}" as the latest user message. Through '
+        "`compress_request`, as a resolve runs a route's compress block (`tool_outputs: {mode: "
+        "extractive, target_tokens: tokens // ratio, min_tokens: target + 1}`, lexical ranking, "
+        "`max_input_tokens` leaving room for nothing larger). *Kept*: the line's reference is "
+        "still in the tool output; *whole*: the line is there whole, as one line; *score*: the "
+        "block's score in the stage's report (BM25 over the request's candidate blocks: with one "
+        "tool output the same in every trial; what counts is that it is above 0). Same run, same "
+        "target: `truncate_middle` (head and tail), and `compress_extractive` with the call alone "
+        "as the query, as vLLM Semantic Router scores a tool output and the platform did before "
+        "(the same selection otherwise; its block score is BM25 against the call)."
+    )
+
+
+def score_range(scores: Sequence[float | None]) -> str:
+    known = [score for score in scores if score is not None]
+    if not known:
+        return "-"
+    return f"{min(known):.2f} / {float(np.median(known)):.2f}"
+
+
+def answer_rows(results: CompressionResults) -> list[list[str]]:
+    rows = []
+    for ratio in ANSWER_RATIOS:
+        trials = answers_at(results, ratio)
+        count = len(trials)
+
+        def share(attribute: str, trials: list[AnswerTrial] = trials, count: int = count) -> str:
+            return f"{sum(bool(getattr(trial, attribute)) for trial in trials)}/{count}"
+
+        tool = summarize([float(trial.tool_tokens) for trial in trials])
+        out = summarize([float(trial.compressed_tokens) for trial in trials])
+        rows.append(
+            [
+                f"{ratio}x",
+                f"{tool.p50:,.0f} -> {out.p50:,.0f} (target {trials[0].target_tokens:,})"
+                if trials
+                else "-",
+                share("kept"),
+                share("line_whole"),
+                score_range([trial.score for trial in trials]),
+                share("call_only_kept"),
+                score_range([trial.call_only_score for trial in trials]),
+                share("middle_kept"),
+            ]
+        )
+    return rows
+
+
+def answers_lost_text(results: CompressionResults) -> str:
+    lost = [trial for trial in results.answers if not trial.kept]
+    if not lost:
+        return "No trial lost the line under compression."
+    listed = "; ".join(f"{t.ratio}x, line {t.position} of {t.lines} (`{t.outcome}`)" for t in lost)
+    return f"Trials that lost the line under compression: {listed}."
+
+
 def failures_text(results: CompressionResults) -> str:
     lost = [trial for trial in results.trials if not trial.survived]
     if not lost:
@@ -387,7 +489,8 @@ def section(results: CompressionResults, commit: str) -> str:
     extractive = results.extractive
     parts = [
         START,
-        "## 5. Compression: speed, and a planted fact through 10x compression (in process)",
+        "## 5. Compression: speed, a planted fact through 10x compression, and the line that "
+        "answers at 10x and 100x (in process)",
         f"Measured {results.date} (commit {commit}) in {results.runtime_s:.0f} s by "
         "`scripts/bench_compression.py`, in the bench process alone (no database, no Django: "
         "`compression.text` and `compression.engine` are pure); `BENCH_ONLY=compression make "
@@ -428,7 +531,25 @@ def section(results: CompressionResults, commit: str) -> str:
         table(["method", "fact survives", "rate", "95 % interval (Wilson)"], quality_rows(results)),
         ratio_text(results),
         failures_text(results),
-        "Latency of `compress_request` in these trials (one ~10,000-token tool output, wall):",
+        "### Quality: the one line that answers, at "
+        + " and ".join(f"{ratio}x" for ratio in ANSWER_RATIOS),
+        answer_text(results),
+        table(
+            [
+                "ratio",
+                "tool output tokens (median)",
+                "kept",
+                "whole",
+                "block score (min / median)",
+                "call alone as the query: kept",
+                "its block score (min / median)",
+                "truncate_middle: kept",
+            ],
+            answer_rows(results),
+        ),
+        answers_lost_text(results),
+        "Latency of `compress_request` in the planted-fact trials (one ~10,000-token tool "
+        "output, wall):",
         summary_table([("needle trial compress_request", summarize(trial_ms(results)))]),
         f"![Compression survival and latency](bench/{PLOT})",
         END,
@@ -485,5 +606,10 @@ def print_compression(results: CompressionResults) -> None:
         f"  achieved ratio: min {ratio.minimum:.2f}x, median {ratio.p50:.2f}x, "
         f"max {ratio.maximum:.2f}x; trial compress_request {ms(summarize(trial_ms(results)))}"
     )
+    for row in answer_rows(results):
+        print(
+            f"  the line that answers at {row[0]}: kept {row[2]}, whole {row[3]}, score {row[4]}; "
+            f"call alone {row[5]} (score {row[6]}); truncate_middle {row[7]}"
+        )
     print_checks(compression_checks(results))
     print(f"  compression runtime {results.runtime_s:.0f} s, load average {results.load_average}")

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from compression import text as textops
 from compression.config import CompressConfig
 from compression.engine import (
+    JUDGE_VIEW_TOKENS,
     RETRIEVE_TOOL_NAME,
     CompressionFailed,
     CompressionResult,
@@ -32,6 +33,15 @@ from compression.rewrite import read_at
 from compression.segments import parse_segments
 from compression.text import OMISSION_MARKER
 from contextplatform.core.estimation import HeuristicEstimator, count_json
+from contextplatform.routing.pipeline.compression_stage import JUDGE_READS_CHARACTERS
+from tests.compression.conversations import (
+    FILE_ARGUMENTS,
+    REFUND_ANSWER,
+    REFUND_LINE,
+    REFUND_QUESTION,
+    file_read,
+    service_log,
+)
 from tests.compression.strategies import (
     ANTHROPIC_IMAGE,
     BUDGET_SHARE,
@@ -98,7 +108,9 @@ def test_openai_tool_output_is_compressed_and_keeps_what_its_call_asks_for() -> 
     assert result.body["tools"] == original["tools"]
 
 
-def test_the_query_of_a_tool_output_is_its_call(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_query_of_a_tool_output_is_its_call_and_the_latest_user_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     seen: list[str] = []
     real = textops.compress_extractive
 
@@ -109,7 +121,111 @@ def test_the_query_of_a_tool_output_is_its_call(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(textops, "compress_extractive", spy)
     compress(openai_tool_request(log(600), arguments='{"order": 4242}'))
     compress(anthropic_tool_request(log(600)), "anthropic")
-    assert seen == ['read_vault_log {"order": 4242}', 'read_vault_log {"order":4242}']
+    question = "What is the vault code for order 4242?"
+    assert seen == [
+        f'read_vault_log {{"order": 4242}} {question}',
+        f'read_vault_log {{"order":4242}} {question}',
+    ]
+
+
+# --- issue 13: the one line about the user's question, at a small target ------------------------
+
+
+def small_target(target: int = 60) -> CompressConfig:
+    return cfg(
+        targets={"tool_outputs": {"mode": "extractive", "min_tokens": 100, "target_tokens": target}}
+    )
+
+
+def anthropic_file_read(tool_output: str) -> dict[str, Any]:
+    return {
+        "model": "claude",
+        "max_tokens": 256,
+        "messages": [
+            {"role": "user", "content": REFUND_QUESTION},
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_read",
+                        "name": "read_file",
+                        "input": json.loads(FILE_ARGUMENTS),
+                    }
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_read", "content": tool_output}
+                ],
+            },
+        ],
+    }
+
+
+def tool_text(result: CompressionResult, chat_format: str) -> str:
+    if chat_format == "openai":
+        return str(result.body["messages"][3]["content"])
+    return str(result.body["messages"][2]["content"][0]["content"])
+
+
+@pytest.mark.parametrize("chat_format", ["openai", "anthropic"])
+@pytest.mark.parametrize("shape", ["text", "json"])
+def test_a_240_line_tool_output_keeps_the_line_about_the_question_at_60_tokens(
+    chat_format: str, shape: str
+) -> None:
+    # The call names only a file: before the user's question joined its query, every chunk
+    # scored 0, the boundaries alone were kept and the block's score was 0.0.
+    log = service_log()
+    output = log if shape == "text" else json.dumps({"path": "/srv/app/current.txt", "text": log})
+    body = file_read(output) if chat_format == "openai" else anthropic_file_read(output)
+    result = compress(body, chat_format, config=small_target())
+    assert result.applied and result.quality == "budget_met"
+    [report] = result.blocks
+    assert report.kind == "tool_output" and report.format == shape
+    assert report.final_tokens <= 60 and report.original_tokens > 40 * 60
+    assert report.score is not None and report.score > 0
+    compressed = tool_text(result, chat_format)
+    text = compressed if shape == "text" else json.loads(compressed)["text"]
+    assert REFUND_LINE in text.split("\n")
+
+
+def test_at_100x_the_answering_line_is_kept() -> None:
+    log = service_log()
+    target = ESTIMATOR.count(log) // 100
+    result = compress(file_read(log), config=small_target(target))
+    assert result.applied and result.blocks[0].final_tokens <= target
+    assert REFUND_LINE in result.body["messages"][3]["content"].split("\n")
+
+
+def test_a_block_scores_by_the_question_where_its_call_shares_no_term() -> None:
+    with_needle, without = file_read(service_log()), file_read(service_log(needle_at=None))
+    score = compress(with_needle, config=small_target()).blocks[0].score
+    assert score is not None and score > 0
+    # The other refunds in the log share the question's terms too, fewer of them.
+    baseline = compress(without, config=small_target()).blocks[0].score
+    assert baseline is not None and 0 < baseline < score
+
+
+def test_the_judge_reads_the_chunks_that_match_not_the_beginning() -> None:
+    body = file_read(service_log())
+    other = file_read(service_log(needle_at=None))["messages"][2:]
+    other[0]["tool_calls"][0]["id"] = other[1]["tool_call_id"] = "call_other"
+    body["messages"][2:2] = other  # two tool outputs: the judge is called
+    read: list[str] = []
+
+    def judge(query: str, texts: list[str]) -> list[float]:
+        # As the compress stage's judge: it reads the beginning of each text only.
+        seen = [text[:JUDGE_READS_CHARACTERS] for text in texts]
+        read.extend(seen)
+        return [1.0 if REFUND_ANSWER in text else 0.0 for text in seen]
+
+    result = compress(body, config=small_target(), judge=judge)
+    scores = {report.message_index: report.score for report in result.blocks}
+    assert scores == {3: 0.0, 5: 1.0}
+    assert len(read) == 2 and all(ESTIMATOR.count(text) <= JUDGE_VIEW_TOKENS for text in read)
+    assert REFUND_LINE in result.body["messages"][5]["content"].split("\n")
 
 
 def test_anthropic_tool_result_keeps_its_metadata_and_images() -> None:

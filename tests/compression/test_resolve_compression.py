@@ -9,7 +9,13 @@ from django_tenants.utils import schema_context
 
 from compression.models import RecoveryBlob
 from contextplatform.routing.models import ReplayRecord
-from tests.compression.conversations import LOG, conversation
+from tests.compression.conversations import (
+    LOG,
+    REFUND_LINE,
+    conversation,
+    file_read,
+    service_log,
+)
 from tests.conftest import ApiClient
 
 
@@ -57,6 +63,31 @@ def test_a_large_tool_output_is_compressed_and_reported_without_text(
     assert record.compression["applied"] is True and "log line" not in json.dumps(
         record.compression
     )
+
+
+def test_the_line_about_the_question_survives_60_tokens_and_its_score_is_reported(
+    acme_api: ApiClient, acme: Any
+) -> None:
+    # Issue 13: a 240-line tool output read by a call that names only a file, one line about the
+    # user's question, compressed to 60 tokens by the route's compress block.
+    targets = {"tool_outputs": {"mode": "extractive", "min_tokens": 100, "target_tokens": 60}}
+    assert acme_api.post("/api/v1/routes", route(targets=targets)).status_code == 201
+    response = resolve(acme_api, file_read(service_log()))
+    assert response.status_code == 200, response.content
+    report = response.json()
+    [block] = report["compression"]["blocks"]
+    assert block["kind"] == "tool_output" and block["final_tokens"] <= 60
+    assert block["score"] > 0
+    assert REFUND_LINE in report["request"]["messages"][3]["content"].split("\n")
+    with schema_context(acme.schema):
+        record = ReplayRecord.objects.get(pk=report["id"])
+    assert record.compression["blocks"][0]["score"] == block["score"]
+    preview = acme_api.post(
+        "/api/v1/plugins/context/compression/preview",
+        {"route": "c", "request_body": file_read(service_log())},
+    )
+    assert preview.status_code == 200, preview.content
+    assert preview.json()["blocks"][0]["score"] == block["score"]
 
 
 def test_protected_content_that_cannot_fit_is_refused_untouched(

@@ -136,7 +136,7 @@ def anthropic_agent() -> dict[str, Any]:
 # --- OpenAI ------------------------------------------------------------------------------------
 
 
-def test_openai_tool_outputs_are_blocks_with_their_calls_as_query() -> None:
+def test_openai_tool_outputs_are_blocks_about_their_calls_and_the_latest_user_text() -> None:
     segments = parse_segments(openai_agent(), "openai")
     tools = by_kind(segments.blocks)["tool_output"]
     assert [(b.message_index, b.block_index, b.text) for b in tools] == [
@@ -144,8 +144,9 @@ def test_openai_tool_outputs_are_blocks_with_their_calls_as_query() -> None:
         (8, 0, "scan 1: depot"),
         (8, 2, "scan 2: van"),
     ]
-    assert tools[0].query == 'lookup_order {"order": 991}'
-    assert tools[1].query == tools[2].query == 'track {"order": 991}'
+    # The call says where to look, the latest user text what the user wants to find there.
+    assert tools[0].query == 'lookup_order {"order": 991} Where is it now?'
+    assert tools[1].query == tools[2].query == 'track {"order": 991} Where is it now?'
     assert tools[0].path == ("messages", 4, "content")
     assert tools[1].path == ("messages", 8, "content", 0, "text")
     assert [b.call_id for b in tools] == ["call_a", "call_b", "call_b"]
@@ -226,7 +227,7 @@ def test_protection_spreads_from_a_result_to_its_call() -> None:
     assert 5 not in {b.message_index for b in history}
 
 
-def test_legacy_function_role_takes_its_function_call_as_query() -> None:
+def test_legacy_function_role_takes_its_function_call_into_the_query() -> None:
     body = {
         "messages": [
             {"role": "user", "content": "weather in Paris?"},
@@ -239,7 +240,9 @@ def test_legacy_function_role_takes_its_function_call_as_query() -> None:
         ]
     }
     tools = by_kind(parse_segments(body, "openai").blocks)["tool_output"]
-    assert [(b.text, b.query) for b in tools] == [("sunny, 21C", 'weather {"city": "Paris"}')]
+    assert [(b.text, b.query) for b in tools] == [
+        ("sunny, 21C", 'weather {"city": "Paris"} weather in Paris?')
+    ]
 
 
 def test_a_result_without_a_call_is_about_the_latest_user_text() -> None:
@@ -271,8 +274,8 @@ def test_anthropic_tool_results_and_nested_text_items() -> None:
     ]
     assert tools[0].path == ("messages", 2, "content", 0, "content")
     assert tools[2].path == ("messages", 6, "content", 0, "content", 2, "text")
-    assert tools[0].query == 'lookup_order {"order":991}'
-    assert tools[1].query == 'track {"order":991}'
+    assert tools[0].query == 'lookup_order {"order":991} And where is it now?'
+    assert tools[1].query == 'track {"order":991} And where is it now?'
 
 
 def test_anthropic_nested_block_index_is_outer_times_1000_plus_inner() -> None:

@@ -21,6 +21,13 @@ from compression.text import (
     truncate_middle,
 )
 from contextplatform.core.estimation import HeuristicEstimator, is_cjk
+from tests.compression.conversations import (
+    FILE_ARGUMENTS,
+    REFUND_ANSWER,
+    REFUND_LINE,
+    REFUND_QUESTION,
+    service_log,
+)
 
 estimator = HeuristicEstimator()
 PROPERTY = settings(max_examples=200, deadline=None)
@@ -131,6 +138,45 @@ def test_best_chunk_is_reserved_before_the_boundaries() -> None:
     assert "zebra" in result.text.split("\n")
 
 
+# Issue 13: what the compress stage asks of a 240-line tool output read by a call that names only
+# a file; its query is the call followed by the user's question.
+ISSUE_QUERY = f"read_file {FILE_ARGUMENTS} {REFUND_QUESTION}"
+
+
+@pytest.mark.parametrize("counter", [estimator, SlowHeuristic(), BytesPerToken()])
+def test_the_line_that_answers_survives_60_tokens_whole(counter: Any) -> None:
+    text = service_log()
+    result = compress_extractive(text, ISSUE_QUERY, 60, counter)
+    assert result.applied and counter.count(text) > 40 * 60
+    assert result.tokens_after == counter.count(result.text) <= 60
+    # The line was cut in two chunks (the terms in one, the answer in the other): both are kept,
+    # joined as the line was.
+    assert REFUND_LINE in result.text.split("\n")
+
+
+@pytest.mark.parametrize("target", [30, 60, 150, 400])
+def test_whole_lines_are_counted_alike_by_sums_and_by_joining(target: int) -> None:
+    text = service_log()
+    summed = compress_extractive(text, ISSUE_QUERY, target, estimator)
+    assert summed.applied
+    assert compress_extractive(text, ISSUE_QUERY, target, SlowHeuristic()) == summed
+
+
+@pytest.mark.parametrize("needle_at", [0, 1, 60, 137, 238, 239])
+def test_the_answering_line_survives_wherever_it_is(needle_at: int) -> None:
+    result = compress_extractive(service_log(needle_at=needle_at), ISSUE_QUERY, 60, estimator)
+    assert result.applied and REFUND_ANSWER in result.text
+    assert any(line.endswith(REFUND_LINE[3:]) for line in result.text.split("\n"))
+
+
+def test_a_cut_line_that_does_not_fit_whole_gives_its_best_piece() -> None:
+    words = [f"word{i}" for i in range(400)]
+    words[200] = "needle"
+    rows = [*filler(20), " ".join(words), *filler(20, start=20)]
+    result = compress_extractive("\n".join(rows), "needle", 60, estimator)
+    assert result.applied and "needle" in result.text and result.tokens_after <= 60
+
+
 def test_lines_are_trimmed_and_blank_lines_dropped() -> None:
     rows = [f"  {row}\t" for row in filler(40)]
     text = "\n\n".join(rows)
@@ -234,6 +280,45 @@ def test_json_compresses_only_string_leaves_and_keeps_key_order() -> None:
     assert "disk failure on volume 7" in pairs[0][1]
     assert OMISSION_MARKER in pairs[0][1]
     assert dict(pairs[6][1])["id"] == "x-1"
+
+
+def test_json_string_leaf_keeps_the_line_that_answers_at_60_tokens() -> None:
+    output = {"path": "/srv/app/current.txt", "exit_code": 0, "content": service_log()}
+    document = json.dumps(output)
+    result = compress_extractive(document, ISSUE_QUERY, 60, estimator)
+    assert result.applied and result.format == "json" and result.tokens_after <= 60
+    compressed = json.loads(result.text)
+    assert list(compressed) == ["path", "exit_code", "content"] and compressed["exit_code"] == 0
+    assert REFUND_LINE in compressed["content"].split("\n")
+
+
+@pytest.mark.parametrize("holder", [0, 2, 4])
+def test_json_the_leaf_with_the_best_line_gets_room_for_it_first(holder: int) -> None:
+    # Five results share the budget by size: a fifth is too little for the answering line, so
+    # its leaf is given room for that line first and the others share the rest.
+    lines = service_log(needle_at=None).split("\n")
+    results = [
+        {"title": f"part {i}", "content": "\n".join(lines[i * 48 : (i + 1) * 48])} for i in range(5)
+    ]
+    content = results[holder]["content"].split("\n")
+    content[20] = REFUND_LINE
+    results[holder]["content"] = "\n".join(content)
+    document = json.dumps({"results": results})
+    target = estimator.count(document) // 30
+    result = compress_extractive(document, ISSUE_QUERY, target, estimator)
+    assert result.applied and result.format == "json" and result.tokens_after <= target
+    compressed = json.loads(result.text)["results"]
+    assert [item["title"] for item in compressed] == [f"part {i}" for i in range(5)]
+    assert REFUND_LINE in compressed[holder]["content"].split("\n")
+    others = [i for i in range(5) if i != holder]
+    assert all(len(compressed[i]["content"]) < len(results[i]["content"]) for i in others)
+
+
+def test_json_string_document_keeps_the_line_that_answers_at_60_tokens() -> None:
+    document = json.dumps(service_log())
+    result = compress_extractive(document, ISSUE_QUERY, 60, estimator)
+    assert result.applied and result.format == "json" and result.tokens_after <= 60
+    assert REFUND_LINE in json.loads(result.text).split("\n")
 
 
 def test_json_keys_join_the_query_on_the_way_down() -> None:
