@@ -23,6 +23,16 @@ def env_int(name: str, default: int) -> int:
     return default if value in (None, "") else int(value)
 
 
+def env_float(name: str) -> float | None:
+    value = os.environ.get(name, "").strip()
+    return float(value) if value else None
+
+
+def env_optional_int(name: str) -> int | None:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value else None
+
+
 SECRET_KEY = os.environ.get("SECRET_KEY", "dev-insecure-change-me-in-production")
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "*").split(",") if h]
@@ -199,6 +209,14 @@ EMBEDDING_API_KEY = os.environ.get("EMBEDDING_API_KEY", "")
 EMBEDDING_DIMENSIONS = env_int("EMBEDDING_DIMENSIONS", 384)
 EMBEDDING_TIMEOUT_MS = env_int("EMBEDDING_TIMEOUT_MS", 10000)
 EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 32)
+# Similarity thresholds are specific to the embedding model: the remote deployment's defaults for
+# what a route leaves unwritten (a rag recall's min_similarity; a memory source's min_similarity
+# and top_k). Unset: the seed's generic 0.3 / 0.7 / 5, named as the platform fallback in the
+# replay record. The local model's are measured and fixed in sources/embedding.py, so these are
+# refused without EMBEDDING_URL.
+EMBEDDING_RAG_MIN_SIMILARITY = env_float("EMBEDDING_RAG_MIN_SIMILARITY")
+EMBEDDING_MEMORY_MIN_SIMILARITY = env_float("EMBEDDING_MEMORY_MIN_SIMILARITY")
+EMBEDDING_MEMORY_TOP_K = env_optional_int("EMBEDDING_MEMORY_TOP_K")
 # Where the local model's files are assembled from the installed packages (created lazily).
 EMBEDDING_LOCAL_MODEL_DIR = Path(
     os.environ.get("EMBEDDING_LOCAL_MODEL_DIR")

@@ -52,6 +52,7 @@ class MemoryAdmin(TenantOnlyAdmin):
         "embedder",
         "source_request_id",
         "source_turn",
+        "observed_at",
         "created_at",
         "updated_at",
         "last_used_at",

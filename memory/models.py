@@ -26,6 +26,10 @@ class Memory(models.Model):
         max_length=80, blank=True, default="", help_text="The turn (resolve id + index)."
     )
     strength = models.FloatField(default=1.0)
+    # When the user said it: the time of the turn it came from (its resolve), not of the write
+    # after the response; a restatement that updates the memory moves it. Null for a memory added
+    # through the API or the admin without one.
+    observed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
@@ -72,7 +76,7 @@ class MemoryTurn(models.Model):
     added = models.PositiveIntegerField(default=0)
     updated = models.PositiveIntegerField(default=0)
     deleted = models.PositiveIntegerField(default=0)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(auto_now_add=True)  # at resolve: the memories' observed_at
     written_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:

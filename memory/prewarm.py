@@ -37,6 +37,7 @@ class PooledMemory:
     strength: float
     expires_at: datetime | None
     embedding: bytes  # float32, as the store keeps it
+    observed_at: datetime | None = None
 
     def hit(self) -> MemoryHit:
         return MemoryHit(
@@ -49,6 +50,7 @@ class PooledMemory:
             last_used_at=self.last_used_at,
             strength=self.strength,
             embedding=np.frombuffer(self.embedding, dtype=np.float32).astype(np.float64).tolist(),
+            observed_at=self.observed_at,
         )
 
 
@@ -88,6 +90,7 @@ def load_pool(user_id: str) -> MemoryPool | None:
                 strength=row["strength"],
                 expires_at=row["expires_at"],
                 embedding=np.asarray(row["embedding"], dtype=np.float32).tobytes(),
+                observed_at=row["observed_at"],
             )
             for row in rows
         ),

@@ -12,9 +12,10 @@ relevance score) and decides, for every one of them, whether it is injected and 
    * ``duplicate``: the cosine of its embedding with an already kept memory's is at least
      ``dedup_threshold``; when either embedding is missing (or the two differ in dimension) the
      normalised texts are compared for equality instead (``normalise_text``);
-   * ``over_budget``: its ``ReflectionEstimator`` size (the content alone, 1.3 tokens per Latin
-     word, 1.5 per Han / Hiragana / Katakana / Hangul character, rounded up) does not fit in what is
-     left of ``max_inject_tokens``; a smaller memory further down may still fit;
+   * ``over_budget``: its ``ReflectionEstimator`` size (its ``injected_text``: the content, and
+     the date it was said when known; 1.3 tokens per Latin word, 1.5 per Han / Hiragana /
+     Katakana / Hangul character, rounded up) does not fit in what is left of
+     ``max_inject_tokens``; a smaller memory further down may still fit;
    * ``kept`` otherwise.
 
 Departures from vLLM Semantic Router, on purpose: dedup is by embedding cosine (it uses word-set
@@ -122,6 +123,7 @@ class RecalledMemory:
     score: float  # relevance from recall, 0-1
     updated_at: datetime
     embedding: Sequence[float] | None = None
+    observed_at: datetime | None = None  # when the user said it (the turn's time), if known
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,20 @@ def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
+def said_on(moment: datetime) -> str:
+    """The day something was said, ISO 8601 in UTC (a naive datetime is read as UTC)."""
+    return _aware(moment).astimezone(UTC).date().isoformat()
+
+
+def injected_text(memory: RecalledMemory) -> str:
+    """What the model reads of a memory: its content, after the day the user said it when that
+    is known ("(2026-11-03) User moved to Lisbon"), so that "when did I ..." has an answer and a
+    relative time ("next Tuesday") its anchor."""
+    if memory.observed_at is None:
+        return memory.content
+    return f"({said_on(memory.observed_at)}) {memory.content}"
+
+
 def decayed(score: float, age: float, half_life_days: float) -> float:
     """``score · 0.5 ** (age / half_life_days)``."""
     # A float power is typed as possibly complex; a positive base keeps it real.
@@ -224,7 +240,7 @@ def reflect(
         if is_blocked(memory.content, config.compiled_patterns):
             decisions.append(GateDecision(memory, False, "blocked", adjusted))
             continue
-        tokens = ESTIMATOR.count(memory.content)
+        tokens = ESTIMATOR.count(injected_text(memory))
         if any(_near(memory, other, config.dedup_threshold) for other in kept):
             decisions.append(GateDecision(memory, False, "duplicate", adjusted, tokens))
         elif tokens > remaining:

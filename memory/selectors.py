@@ -40,6 +40,7 @@ HIT_FIELDS = (
     "last_used_at",
     "strength",
     "embedding",
+    "observed_at",
 )
 
 
@@ -67,6 +68,7 @@ class MemoryHit:
     lexical: float | None = None  # ts_rank_cd of the text match, 0.0 when the text does not match
     score: float = 0.0
     embedding: list[float] = field(default_factory=list, repr=False)
+    observed_at: datetime | None = None  # when the user said it (the turn's time), if known
 
 
 def hit_from_row(row: dict[str, Any]) -> MemoryHit:
@@ -81,6 +83,7 @@ def hit_from_row(row: dict[str, Any]) -> MemoryHit:
         last_used_at=row["last_used_at"],
         strength=row["strength"],
         embedding=[] if embedding is None else np.asarray(embedding, dtype=np.float64).tolist(),
+        observed_at=row.get("observed_at"),
     )
 
 

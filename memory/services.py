@@ -93,9 +93,11 @@ def create_memory(
     expires_at: datetime | None = None,
     strength: float = 1.0,
     vector: Sequence[float] | None = None,
+    observed_at: datetime | None = None,
 ) -> Memory:
     """Embed and store one memory of the user (with its full-text vector and embedder identity).
-    ``vector``: the content's embedding by ``embedder``, when the caller has it already."""
+    ``vector``: the content's embedding by ``embedder``, when the caller has it already;
+    ``observed_at``: when the user said it (the turn's time)."""
     require_user(user_id)
     ensure_tenant_schema()
     vector = embed(check_content(content), embedder, vector)
@@ -111,6 +113,7 @@ def create_memory(
             source_turn=source_turn,
             expires_at=expires_at,
             strength=strength,
+            observed_at=observed_at,
         )
         refresh_search_vector(memory.pk)
     invalidate_prewarm(connection.schema_name, user=user_id)
@@ -127,10 +130,11 @@ def update_memory(
     embedder: Embedder,
     expires_at: datetime | _Unset | None = UNSET,
     vector: Sequence[float] | None = None,
+    observed_at: datetime | _Unset | None = UNSET,
 ) -> Memory:
     """Change what is given (``metadata`` replaces the whole object); a new content is embedded
     again (or given its ``vector``, see ``create_memory``) and its full-text vector rebuilt.
-    ``expires_at=None`` clears the expiry."""
+    ``expires_at=None`` clears the expiry, ``observed_at=None`` the date it was said."""
     ensure_tenant_schema()
     changes: dict[str, Any] = {}
     if content is not None and content != memory.content:
@@ -143,6 +147,8 @@ def update_memory(
         changes["kind"] = check_kind(kind)
     if not isinstance(expires_at, _Unset):
         changes["expires_at"] = expires_at
+    if not isinstance(observed_at, _Unset) and observed_at != memory.observed_at:
+        changes["observed_at"] = observed_at
     if not changes:
         return memory
     changes["updated_at"] = timezone.now()

@@ -17,7 +17,7 @@ from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memory.metrics import MEMORY_RETRIEVAL
-from memory.reflection import RecalledMemory, ReflectionConfig, reflect
+from memory.reflection import RecalledMemory, ReflectionConfig, injected_text, reflect
 from sources.base import (
     ContextItem,
     ContextRequest,
@@ -31,7 +31,7 @@ from sources.base import (
 )
 from sources.deadline import within_deadline
 from sources.embedding import get_embedder
-from sources.matching import MatchConfig, RecallConfig, judge_and_keep
+from sources.matching import AppliedRecall, MatchConfig, RecallConfig, judge_and_keep, memory_recall
 from sources.recall import RecallHit
 
 if TYPE_CHECKING:
@@ -51,10 +51,28 @@ class MemoryStoreConfig(BaseModel):
         description="write the turn after the response; unset: off unless the request asks",
     )
     extractor: str = Field(default="local", description='"local" or an LLM deployment name')
+    # The seed's store defaults: what a match block that writes no min_similarity / top_k recalls
+    # with. Unset: the embedder's (sources.embedding.EmbedderDefaults), since thresholds are
+    # specific to the embedding model.
+    default_similarity_threshold: float | None = Field(
+        default=None,
+        ge=-1.0,
+        le=1.0,
+        description="the recall's min_similarity where the match block writes none; "
+        "unset: the embedder's default",
+    )
+    default_retrieval_limit: int | None = Field(
+        default=None,
+        ge=1,
+        le=500,
+        description="the recall's top_k where the match block writes none; "
+        "unset: the embedder's default",
+    )
 
 
 def default_memory_match() -> MatchConfig:
-    return MatchConfig(recall=RecallConfig(top_k=5, min_similarity=0.7))
+    """Recall only, with nothing written: the store's defaults, else the embedder's."""
+    return MatchConfig(recall=RecallConfig())
 
 
 class MemorySettings(SourceSettings):
@@ -104,6 +122,17 @@ class MemorySource(ContextSource):
     def match(self) -> MatchConfig:
         return self.memory.match or default_memory_match()
 
+    def applied_recall(self, recall: RecallConfig) -> AppliedRecall:
+        """The recall's values: the match block's, else the store's defaults, else the
+        embedder's (each with where it came from, for the notes)."""
+        store = self.memory.store
+        return memory_recall(
+            recall,
+            get_embedder(),
+            store_threshold=store.default_similarity_threshold,
+            store_limit=store.default_retrieval_limit,
+        )
+
     async def fetch(self, request: ContextRequest) -> SourceResult:
         return await self.remembered(request, self.recall)
 
@@ -139,6 +168,8 @@ class MemorySource(ContextSource):
             return self.outcome(notes, "missing", "no user on the request")
         if not request.query.strip():
             return self.outcome(notes, "missing", "no user query")
+        if self.match.recall is not None:
+            notes.update(self.applied_recall(self.match.recall).notes())
         try:
             hits = await recall(request)
         except Exception as error:
@@ -158,6 +189,7 @@ class MemorySource(ContextSource):
                 score=d.judge_score if d.judge_score is not None else (d.hit.cosine or d.hit.score),
                 updated_at=d.hit.metadata["updated_at"],
                 embedding=d.hit.metadata.get("embedding"),
+                observed_at=d.hit.metadata.get("observed_at"),
             )
             for d in judged
         ]
@@ -191,7 +223,7 @@ class MemorySource(ContextSource):
             notes["memory_touch"] = "skipped: the memory table was busy"
         items = [
             self.item(
-                g.memory.content,
+                injected_text(g.memory),  # dated: "(2026-11-03) User moved to Lisbon"
                 score=round(g.adjusted_score, 6),
                 metadata={"memory_id": g.memory.id, "kind": g.memory.kind},
             )
@@ -266,6 +298,7 @@ class MemorySource(ContextSource):
                 self.timeout_seconds, lambda: newest_memories(request.user, limit)
             )
             return [recall_hit(m, score=1.0) for m in memories]
+        applied = self.applied_recall(recall)
         vector = await asyncio.to_thread(get_embedder().embed_query, request.query)
         found = await sync_to_async(within_deadline)(
             self.timeout_seconds,
@@ -273,8 +306,8 @@ class MemorySource(ContextSource):
                 user_id=request.user,
                 query=request.query,
                 vector=vector,
-                limit=recall.top_k,
-                min_similarity=recall.min_similarity,
+                limit=applied.top_k,
+                min_similarity=applied.min_similarity,
                 hybrid=self.memory.hybrid_search,
                 hybrid_mode=self.memory.hybrid_mode,
             ),
@@ -289,8 +322,9 @@ class MemorySource(ContextSource):
         if recall is None:
             limit = self.match.judge.max_candidates if self.match.judge else 64
             return [recall_hit(m, score=1.0) for m in prewarm.newest(pool, limit)]
+        applied = self.applied_recall(recall)
         vector = await asyncio.to_thread(get_embedder().embed_query, request.query)
-        found = prewarm.search(pool, vector, recall.top_k, recall.min_similarity)
+        found = prewarm.search(pool, vector, applied.top_k, applied.min_similarity)
         return [recall_hit(hit, score=hit.score) for hit in found]
 
 
@@ -302,7 +336,12 @@ def recall_hit(hit: MemoryHit, score: float) -> RecallHit:
         title="",
         text=hit.content,
         collection="memory",
-        metadata={"kind": hit.kind, "updated_at": hit.updated_at, "embedding": hit.embedding},
+        metadata={
+            "kind": hit.kind,
+            "updated_at": hit.updated_at,
+            "observed_at": hit.observed_at,
+            "embedding": hit.embedding,
+        },
         cosine=hit.cosine,
         bm25=hit.lexical,
         score=score,

@@ -77,13 +77,14 @@ class MemoryBody(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     kind: Kind = "fact"
     expires_at: datetime | None = None
+    observed_at: datetime | None = None  # when the user said it
 
     @field_validator("content")
     @classmethod
     def content_text(cls, content: str) -> str:
         return check_text(content)
 
-    @field_validator("expires_at", mode="before")
+    @field_validator("expires_at", "observed_at", mode="before")
     @classmethod
     def expiry(cls, value: Any) -> Any:
         return aware_datetime(value)
@@ -96,13 +97,14 @@ class MemoryPatchBody(BaseModel):
     metadata: dict[str, Any] | None = None
     kind: Kind | None = None
     expires_at: datetime | None = None
+    observed_at: datetime | None = None
 
     @field_validator("content")
     @classmethod
     def content_text(cls, content: str | None) -> str | None:
         return None if content is None else check_text(content)
 
-    @field_validator("expires_at", mode="before")
+    @field_validator("expires_at", "observed_at", mode="before")
     @classmethod
     def expiry(cls, value: Any) -> Any:
         return aware_datetime(value)
@@ -143,6 +145,7 @@ def memory_representation(memory: Memory) -> dict[str, Any]:
         "last_used_at": iso(memory.last_used_at),
         "strength": memory.strength,
         "expires_at": iso(memory.expires_at),
+        "observed_at": iso(memory.observed_at),
     }
 
 
@@ -215,6 +218,7 @@ class MemoryListView(ApiView):
                 kind=body.kind,
                 metadata=body.metadata,
                 expires_at=body.expires_at,
+                observed_at=body.observed_at,
                 embedder=get_embedder(),
             )
         return Response(memory_representation(memory), status=status.HTTP_201_CREATED)
@@ -244,7 +248,9 @@ class MemoryDetailView(ApiView):
     def patch(self, request: Request, user: str, memory_id: int) -> Response:
         body = self.body(request, MemoryPatchBody)
         if not body.model_fields_set:
-            raise invalid_request("give at least one of content, metadata, kind, expires_at")
+            raise invalid_request(
+                "give at least one of content, metadata, kind, expires_at, observed_at"
+            )
         for name in ("content", "metadata", "kind"):
             if name in body.model_fields_set and getattr(body, name) is None:
                 raise invalid_request(f"{name}: may not be null", name)
@@ -256,6 +262,7 @@ class MemoryDetailView(ApiView):
                 metadata=body.metadata,
                 kind=body.kind,
                 expires_at=body.expires_at if "expires_at" in body.model_fields_set else UNSET,
+                observed_at=body.observed_at if "observed_at" in body.model_fields_set else UNSET,
                 embedder=get_embedder(),
             )
         return Response(memory_representation(memory))
@@ -304,6 +311,7 @@ class MemorySearchView(ApiView):
                         "updated_at": iso(hit.updated_at),
                         "last_used_at": iso(hit.last_used_at),
                         "strength": hit.strength,
+                        "observed_at": iso(hit.observed_at),
                     }
                     for hit in hits
                 ]

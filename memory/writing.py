@@ -4,6 +4,9 @@ At resolve, a route whose memory source writes (``store.auto``, or a request tha
 route leaves it unset) queues the turn with the user's message. When the answer is handed back,
 the task extracts memories and adds, updates or deletes them. Writes are idempotent per turn: a
 turn is written once, however often it is handed back or the task is retried.
+
+A memory the turn adds or updates keeps the turn's time as its ``observed_at``: when the user said
+it (the turn was queued at resolve), not when the task ran, so "when did I ..." has an answer.
 """
 
 from __future__ import annotations
@@ -115,6 +118,7 @@ def write_turn(resolve_id: str, embedder: Embedder) -> MemoryTurn:
                     turn.user_text,
                     turn.assistant_text,
                     related_memories(turn.user_id, turn.user_text, embedder),
+                    observed_at=turn.created_at,
                 )
         except Exception as error:
             MEMORY_EXTRACTION.labels(extractor=extractor, status="error").inc()
@@ -166,6 +170,7 @@ def apply_decision(
             source_turn=f"{turn.resolve_id}#0",
             embedder=embedder,
             vector=vector,
+            observed_at=turn.created_at,
         )
         return True
     if decision.action == "update":
@@ -178,6 +183,7 @@ def apply_decision(
             kind=decision.kind,
             embedder=embedder,
             vector=vector,
+            observed_at=turn.created_at,  # said again: dated by the latest turn
         )
         return True
     return delete_memory(user_id=turn.user_id, memory_id=decision.target_id)

@@ -9,9 +9,15 @@
    (``scripts/bench_memory_scale.py``), with recall@5 against an exact numpy scan.
 3. Quality: long synthetic conversations with planted facts (``scripts/bench_memory_data.py``),
    written through the real write path in process (``queue_turn`` + ``write_turn``, local
-   extractor), then one question per fact through the ``memory`` source's recall (the default
-   ``min_similarity`` 0.7, and 0.3): recall@5 of the planted fact, and the tokens injected next to
-   the tokens of the whole conversation.
+   extractor), then one question per fact through the ``memory`` source's recall: on the
+   source's defaults (no match block: the embedder's ``min_similarity`` and ``top_k``), the same
+   with ``hybrid_search``, and written blocks of ``min_similarity`` 0.7 (the default before issue
+   13, the same-run baseline) and 0.3: recall@5 of the planted fact, and the tokens injected next
+   to the tokens of the whole conversation.
+4. Extraction: the same conversations' user turns through the local extractor alone, in process
+   (``scripts/bench_memory_extraction.py``): planted facts stored (target ≥ 95 %) and small-talk
+   turns stored (target none), beside the rules before issue 13 (a frozen copy) and a memory per
+   user sentence, in the same run.
 
 Each part runs in a tenant of its own (``bench_memory_flow`` for 1 and 3, ``bench_memory`` for 2).
 """
@@ -23,7 +29,7 @@ import subprocess
 import time
 import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -32,6 +38,7 @@ import numpy as np
 from scripts import bench_memory_data as data
 from scripts.bench_env import load_average, utc_now
 from scripts.bench_http import running_server
+from scripts.bench_memory_extraction import ExtractionResult, run_extraction
 from scripts.bench_memory_scale import ScaleResult, run_scale
 from scripts.bench_setup import ROOT, ensure_tenant, log
 
@@ -41,8 +48,16 @@ ROUTE = "memory-bench"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/7"
 LOG_DIR = ROOT / "var" / "bench"
 K = 5
-DEFAULT_MIN_SIMILARITY = 0.7  # the memory source's default match (memory.source)
+# The configurations each question is asked with: the source's defaults (no match block: the
+# store's, else the embedder's min_similarity and top_k), the same with hybrid_search, and
+# written blocks of top_k 5 at 0.7 (the default before issue 13, the seed's generic value: the
+# same-run baseline) and at 0.3.
+DEFAULTS = "defaults"
+HYBRID = "hybrid"
+BASELINE_MIN_SIMILARITY = 0.7
 LOWER_MIN_SIMILARITY = 0.3
+Config = str | float
+CONFIGS: tuple[Config, ...] = (DEFAULTS, HYBRID, BASELINE_MIN_SIMILARITY, LOWER_MIN_SIMILARITY)
 SWEEP = tuple(round(0.05 * step, 2) for step in range(0, 19))  # 0.0 .. 0.9
 STYLES = ("paraphrased", "direct")  # the two questions asked about every planted fact
 QUALITY_SEED = 20_261_206
@@ -122,12 +137,13 @@ class Question:
     stored: bool  # the extractor wrote a memory holding the value
     rank: int | None  # 1-based rank of the fact's memory in the top 5 (no threshold)
     cosine: float | None  # the fact's memory's cosine to the question (None: not stored)
-    recalled: dict[float, bool]  # min_similarity -> in the source's recall
-    injected: dict[float, bool]  # min_similarity -> kept by the reflection gate and injected
-    injected_tokens: dict[float, int]  # min_similarity -> tokens of the injected memories
-    injected_count: dict[float, int]
+    recalled: dict[Config, bool]  # configuration (CONFIGS) -> in the source's recall
+    injected: dict[Config, bool]  # configuration -> kept by the reflection gate and injected
+    injected_tokens: dict[Config, int]  # configuration -> tokens of the injected memories
+    injected_count: dict[Config, int]
     history_tokens: int  # the whole conversation (every user and assistant message)
     memories: int  # the user's memories at question time
+    defaults: dict[str, Any] = field(default_factory=dict)  # what the defaults came to
 
 
 @dataclass
@@ -141,13 +157,38 @@ class QualityResult:
     turn_status: dict[str, int]
     extracted_keys: dict[str, tuple[int, int]]  # template key -> (stored, planted)
     runtime_s: float = 0.0
+    # What the source's defaults came to in this run (its notes: min_similarity, top_k, where
+    # each came from, the embedder)
+    defaults: dict[str, Any] = field(default_factory=dict)
 
     def asked(self, style: str, *, stored_only: bool = False) -> list[Question]:
         return [q for q in self.questions if q.style == style and (q.stored or not stored_only)]
 
-    def recall(self, threshold: float, style: str, *, stored_only: bool = False) -> float:
-        hits = [q.recalled[threshold] for q in self.asked(style, stored_only=stored_only)]
+    def recall(self, config: Config, style: str, *, stored_only: bool = False) -> float:
+        hits = [q.recalled[config] for q in self.asked(style, stored_only=stored_only)]
         return float(np.mean(hits)) if hits else float("nan")
+
+    @property
+    def default_threshold(self) -> float:
+        return float(self.defaults.get("min_similarity", float("nan")))
+
+    def label(self, config: Config, *, short: bool = False) -> str:
+        """How the report names a configuration."""
+        if config in (DEFAULTS, HYBRID):
+            applied = (
+                f"top_k {self.defaults.get('top_k')}, min_similarity {self.default_threshold:g}"
+            )
+            name = "defaults" if config == DEFAULTS else "defaults + hybrid_search"
+            return name if short else f"{name} ({applied}, from the {self.defaults_from})"
+        name = f"min_similarity {config:g}"
+        if config == BASELINE_MIN_SIMILARITY and not short:
+            return f"{name} (the default before issue 13)"
+        return name
+
+    @property
+    def defaults_from(self) -> str:
+        origins = {self.defaults.get("min_similarity_from"), self.defaults.get("top_k_from")}
+        return " and ".join(sorted(str(origin) for origin in origins if origin))
 
     def sweep(self, style: str, *, stored_only: bool = False) -> list[tuple[float, float]]:
         """(threshold, recall@5) for every threshold of SWEEP, from the unthresholded top 5: the
@@ -177,6 +218,7 @@ class MemoryResults:
     quality: QualityResult
     load_average: str = ""
     runtime_s: float = 0.0
+    extraction: ExtractionResult | None = None
 
 
 # Set-up ------------------------------------------------------------------------------------------
@@ -407,25 +449,25 @@ def run_write(sizes: MemorySizes) -> WriteResult:
 # 3. Quality --------------------------------------------------------------------------------------
 
 
-def memory_source(min_similarity: float) -> Any:
+def memory_source(config: Config) -> Any:
     from memory.source import MemorySettings, MemorySource
     from sources.matching import MatchConfig, RecallConfig
 
-    match = (
-        None  # the source's own default match block
-        if min_similarity == DEFAULT_MIN_SIMILARITY
-        else MatchConfig(recall=RecallConfig(top_k=K, min_similarity=min_similarity))
-    )
-    return MemorySource(MemorySettings(type="memory", name="memories", match=match))
+    if isinstance(config, str):  # no match block: the source's own defaults
+        settings = MemorySettings(type="memory", name="memories", hybrid_search=config == HYBRID)
+    else:
+        match = MatchConfig(recall=RecallConfig(top_k=K, min_similarity=config))
+        settings = MemorySettings(type="memory", name="memories", match=match)
+    return MemorySource(settings)
 
 
-def through_source(user: str, question: str, min_similarity: float) -> tuple[set[int], list[Any]]:
-    """The memory source's fetch, as the resolver runs it: (recalled ids, injected items)."""
+def through_source(user: str, question: str, config: Config) -> tuple[set[int], list[Any], Any]:
+    """The memory source's fetch, as the resolver runs it: (recalled ids, injected items, notes)."""
     from asgiref.sync import async_to_sync
 
     from sources.base import ContextRequest
 
-    source = memory_source(min_similarity)
+    source = memory_source(config)
     request = ContextRequest(
         request_id=uuid.uuid4().hex,
         tenant=FLOW_TENANT,
@@ -436,7 +478,7 @@ def through_source(user: str, question: str, min_similarity: float) -> tuple[set
     )
     result = async_to_sync(source.fetch)(request)
     recalled = {int(entry["memory_id"]) for entry in result.trace}
-    return recalled, result.items
+    return recalled, result.items, result.notes
 
 
 def write_conversation(
@@ -509,13 +551,19 @@ def ask(
         history_tokens=sum(estimator.count(part) for pair in conversation.turns for part in pair),
         memories=Memory.objects.filter(user_id=conversation.user).count(),
     )
-    for threshold in (DEFAULT_MIN_SIMILARITY, LOWER_MIN_SIMILARITY):
-        recalled, items = through_source(conversation.user, text, threshold)
+    for config in CONFIGS:
+        recalled, items, notes = through_source(conversation.user, text, config)
         injected = {int(item.metadata["memory_id"]) for item in items}
-        question.recalled[threshold] = bool(recalled & targets)
-        question.injected[threshold] = bool(injected & targets)
-        question.injected_tokens[threshold] = sum(estimator.count(item.content) for item in items)
-        question.injected_count[threshold] = len(items)
+        question.recalled[config] = bool(recalled & targets)
+        question.injected[config] = bool(injected & targets)
+        question.injected_tokens[config] = sum(estimator.count(item.content) for item in items)
+        question.injected_count[config] = len(items)
+        if config == DEFAULTS:
+            question.defaults = {
+                key: value
+                for key, value in notes.items()
+                if key.startswith(("min_similarity", "top_k", "embedder"))
+            }
     return question
 
 
@@ -565,6 +613,7 @@ def run_quality(sizes: MemorySizes) -> QualityResult:
         turn_status=dict(Counter(statuses.values())),
         extracted_keys=extracted,
         runtime_s=time.perf_counter() - started,
+        defaults=questions[0].defaults if questions else {},
     )
 
 
@@ -577,6 +626,9 @@ def run_memory(quick: bool) -> MemoryResults:
     prepare_flow_tenant()
     write = run_write(sizes)
     quality = run_quality(sizes)
+    extraction = run_extraction(
+        data.conversations(sizes.conversations, sizes.turns, sizes.facts, QUALITY_SEED)
+    )
     scale_tenant = f"{SCALE_TENANT}_quick" if quick else SCALE_TENANT
     ensure_tenant(scale_tenant)
     scale = run_scale(scale_tenant, quick)
@@ -587,6 +639,7 @@ def run_memory(quick: bool) -> MemoryResults:
         scale=scale,
         quality=quality,
         load_average=load_average(),
+        extraction=extraction,
     )
     results.runtime_s = time.perf_counter() - started
     return results

@@ -24,9 +24,9 @@ class FactTemplate:
     values: tuple[str, ...]
 
 
-# Statements as users make them. Some are phrasings the local extractor does not read (it knows a
-# fixed set of first-person patterns): a planted fact it never stores cannot be recalled, and the
-# report counts those apart.
+# Statements as users make them. A planted fact the extractor never stores cannot be recalled, and
+# the report counts those apart (scripts/bench_memory_extraction.py counts what each extractor
+# stores).
 FACTS: tuple[FactTemplate, ...] = (
     FactTemplate(
         "allergy",
@@ -112,7 +112,7 @@ FACTS: tuple[FactTemplate, ...] = (
         "What is my favourite colour?",
         ("teal", "mustard yellow", "burgundy", "lilac", "forest green", "coral"),
     ),
-    # Phrasings outside the local extractor's patterns (measured: it stores nothing for them).
+    # Phrasings the rules before issue 13 did not read (they stored nothing for them).
     FactTemplate(
         "car",
         "I drive a {value}.",

@@ -17,6 +17,7 @@ import tempfile
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -47,9 +48,118 @@ class EmbeddingError(Exception):
     """The embedder could not embed (model missing, remote error, timeout, bad answer)."""
 
 
+# --- defaults: similarity thresholds are specific to the embedding model -----------------------
+
+# The seed's generic values, for an embedder nobody measured: a rag recall keeps a similarity of
+# at least 0.3; a memory source recalls 5 memories of at least 0.7.
+FALLBACK_RAG_MIN_SIMILARITY = 0.3
+FALLBACK_MEMORY_MIN_SIMILARITY = 0.7
+FALLBACK_MEMORY_TOP_K = 5
+PLATFORM_FALLBACK = "platform fallback"
+
+# The local MiniLM's, measured on the project's data.
+# RAG: the recall's cut before the judge. With this model a question meets a random document of
+# the collection at a cosine of about 0.2 (Cranfield: median 0.22 over queries x random abstracts;
+# the demo's support articles: 0.13), and its answer can sit below the seed's 0.3 (the support
+# articles: "Can I swap my shoes for a bigger size?" meets the exchange article at 0.27). So the cut
+# only drops what is no closer than a random document; the judge, calibrated per collection,
+# decides the rest. On Cranfield the cut at 0.2 or 0.3 keeps the same (scripts/calibrate_judge.py).
+LOCAL_RAG_MIN_SIMILARITY = 0.2
+# Memory: measured by scripts/measure_memory_defaults.py on the memory bench's conversations
+# (scripts/bench_memory_data.py: 24 users of 40 turns, 120 planted facts, a paraphrased and a
+# direct question each), the facts stored by the local extractor and, apart, as the user said
+# them. With this model a paraphrased question's cosine to the memory that answers it is low
+# (extracted: p10 0.23, median 0.46, min 0.12) and overlaps the user's other memories (the best of
+# them: median 0.20, p90 0.34), so no threshold separates the two: the cut only drops what is
+# unrelated and the top 5 does the ranking (the fact is within it for all 120). Paraphrased
+# recall@5 by threshold: 0.1 → 1.00, 0.2 → 0.96, 0.25 → 0.88, 0.3 → 0.83, 0.7 → 0 (1.00 up to
+# 0.25 with the sentences as said); injected tokens at 0.2 mean 21, max 57 (at 0.1: 43 / 69); a
+# question about nothing remembered gets 1.6 memories at 0.2, 3.4 at 0.1. 0.2 keeps recall above
+# 0.90 with half the noise of 0.1. hybrid_search recalled the same at every limit and threshold.
+LOCAL_MEMORY_MIN_SIMILARITY = 0.2
+LOCAL_MEMORY_TOP_K = 5
+
+
+@dataclass(frozen=True)
+class EmbedderDefaults:
+    """What a route leaves unwritten, on this embedder's similarity scale: a rag recall's
+    ``min_similarity``, and a memory source's ``min_similarity`` and ``top_k`` (where neither the
+    match block nor the store's ``default_similarity_threshold`` / ``default_retrieval_limit``
+    says). ``origin`` says where they come from (the replay record and the preview repeat it);
+    ``fallback`` names the fields left to the platform's generic values."""
+
+    rag_min_similarity: float
+    memory_similarity_threshold: float
+    memory_retrieval_limit: int
+    origin: str
+    fallback: frozenset[str] = field(default_factory=frozenset)
+
+    def origin_of(self, name: str) -> str:
+        return PLATFORM_FALLBACK if name in self.fallback else self.origin
+
+
+FALLBACK_DEFAULTS = EmbedderDefaults(
+    rag_min_similarity=FALLBACK_RAG_MIN_SIMILARITY,
+    memory_similarity_threshold=FALLBACK_MEMORY_MIN_SIMILARITY,
+    memory_retrieval_limit=FALLBACK_MEMORY_TOP_K,
+    origin=PLATFORM_FALLBACK,
+)
+
+LOCAL_DEFAULTS = EmbedderDefaults(
+    rag_min_similarity=LOCAL_RAG_MIN_SIMILARITY,
+    memory_similarity_threshold=LOCAL_MEMORY_MIN_SIMILARITY,
+    memory_retrieval_limit=LOCAL_MEMORY_TOP_K,
+    origin=f"embedder {LOCAL_IDENTITY} (measured: scripts/measure_memory_defaults.py)",
+)
+
+# The remote embedder's settings, per field of EmbedderDefaults.
+REMOTE_SETTINGS = {
+    "rag_min_similarity": "EMBEDDING_RAG_MIN_SIMILARITY",
+    "memory_similarity_threshold": "EMBEDDING_MEMORY_MIN_SIMILARITY",
+    "memory_retrieval_limit": "EMBEDDING_MEMORY_TOP_K",
+}
+
+
+def remote_defaults(
+    *,
+    rag_min_similarity: float | None = None,
+    memory_similarity_threshold: float | None = None,
+    memory_retrieval_limit: int | None = None,
+) -> EmbedderDefaults:
+    """A remote deployment's defaults from its settings; an unset one is the platform fallback."""
+    given: dict[str, float | int | None] = {
+        "rag_min_similarity": rag_min_similarity,
+        "memory_similarity_threshold": memory_similarity_threshold,
+        "memory_retrieval_limit": memory_retrieval_limit,
+    }
+    for name in ("rag_min_similarity", "memory_similarity_threshold"):
+        value = given[name]
+        if value is not None and not (math.isfinite(value) and -1.0 <= value <= 1.0):
+            raise ImproperlyConfigured(f"{REMOTE_SETTINGS[name]} must be between -1 and 1")
+    limit = given["memory_retrieval_limit"]
+    if limit is not None and not 1 <= limit <= 500:
+        raise ImproperlyConfigured("EMBEDDING_MEMORY_TOP_K must be between 1 and 500")
+    fallback = frozenset(name for name, value in given.items() if value is None)
+    return EmbedderDefaults(
+        rag_min_similarity=FALLBACK_RAG_MIN_SIMILARITY
+        if rag_min_similarity is None
+        else float(rag_min_similarity),
+        memory_similarity_threshold=FALLBACK_MEMORY_MIN_SIMILARITY
+        if memory_similarity_threshold is None
+        else float(memory_similarity_threshold),
+        memory_retrieval_limit=FALLBACK_MEMORY_TOP_K
+        if memory_retrieval_limit is None
+        else int(memory_retrieval_limit),
+        origin="settings EMBEDDING_* of the remote embedder",
+        fallback=fallback,
+    )
+
+
 class Embedder(ABC):
     identity: str  # e.g. "local:all-MiniLM-L6-v2:int8" or "remote:<model>@<url>"
     dimensions: int
+    # An embedder that declares none is on the platform's generic values.
+    defaults: EmbedderDefaults = FALLBACK_DEFAULTS
 
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
@@ -219,6 +329,7 @@ class LocalMiniLMEmbedder(Embedder):
 
     identity = LOCAL_IDENTITY
     dimensions = LOCAL_DIMENSIONS
+    defaults = LOCAL_DEFAULTS
 
     def __init__(self, model_dir: Path | None = None, batch_size: int | None = None):
         self.model_dir = Path(model_dir or settings.EMBEDDING_LOCAL_MODEL_DIR).resolve()
@@ -281,6 +392,7 @@ class RemoteEmbedder(Embedder):
         timeout_s: float = 10.0,
         batch_size: int = 32,
         transport: httpx.BaseTransport | None = None,
+        defaults: EmbedderDefaults | None = None,
     ):
         if not model:
             raise ImproperlyConfigured("EMBEDDING_MODEL is required with EMBEDDING_URL")
@@ -294,6 +406,8 @@ class RemoteEmbedder(Embedder):
         self.batch_size = batch_size
         self.timeout_s = timeout_s
         self.identity = remote_identity(model, url)
+        # The deployment's own scale, from its settings (unset: the platform fallback).
+        self.defaults = defaults or remote_defaults()
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(
             headers=headers, timeout=timeout_s, transport=transport, trust_env=False
@@ -394,6 +508,18 @@ def get_embedder() -> Embedder:
             dimensions=settings.EMBEDDING_DIMENSIONS,
             timeout_s=settings.EMBEDDING_TIMEOUT_MS / 1000,
             batch_size=settings.EMBEDDING_BATCH_SIZE,
+            defaults=remote_defaults(
+                rag_min_similarity=settings.EMBEDDING_RAG_MIN_SIMILARITY,
+                memory_similarity_threshold=settings.EMBEDDING_MEMORY_MIN_SIMILARITY,
+                memory_retrieval_limit=settings.EMBEDDING_MEMORY_TOP_K,
+            ),
+        )
+    written = [s for s in REMOTE_SETTINGS.values() if getattr(settings, s, None) is not None]
+    if written:
+        # The local model's defaults are measured (LOCAL_DEFAULTS); a route writes its own.
+        raise ImproperlyConfigured(
+            f"{', '.join(written)} set the defaults of a remote embedder (EMBEDDING_URL); the "
+            "local model's are measured, and a route writes min_similarity / top_k to differ"
         )
     if settings.EMBEDDING_DIMENSIONS != LOCAL_DIMENSIONS:
         raise ImproperlyConfigured(

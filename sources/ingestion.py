@@ -21,6 +21,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from contextplatform.core.errors import ApiError
+from sources import calibration
 from sources.chunking import TextChunk, chunk_text
 from sources.embedding import Embedder
 from sources.models import Chunk, Collection, Document, IngestionJob
@@ -269,5 +270,6 @@ def run_ingestion_job(job_id: str, embedder: Embedder) -> IngestionJob:
             status="failed", error=reason[:2000], finished_at=timezone.now()
         )
     else:
+        calibration.refresh(collection.pk, embedder)
         IngestionJob.objects.filter(pk=job_id).update(status="done", finished_at=timezone.now())
     return IngestionJob.objects.get(pk=job_id)

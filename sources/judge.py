@@ -2,9 +2,10 @@
 
 Two judges behind one interface:
 
-* ``LocalJudge`` (``"local"``, the default without a deployment to ask, and the fallback): a
-  calibrated probability of relevance from the embedder's cosine and BM25, no model call, well
-  under a millisecond.
+* ``LocalJudge`` (``"local"``, the default without a deployment to ask, and the fallback): the
+  probability that a candidate matches the query as the collection's documents match questions
+  about themselves, from the embedder's cosine and BM25 under the collection's own calibration
+  (``sources/judge_calibration.py``), no model call, well under a millisecond.
 * ``LLMJudge``: one batched call per stage to a chat deployment (``contextplatform.core.llm``,
   OpenAI or Anthropic protocol), strictly parsed.
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,9 +28,10 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from contextplatform.core import llm
-from contextplatform.core.bm25 import bm25_scores
 from contextplatform.core.llm import LLMDeployment, LLMError
 from contextplatform.deployments import llm as named
+from sources.judge_calibration import PRIOR, JudgeCalibration, signal
+from sources.judge_lexical import bm25_signal_texts, min_max
 
 
 class JudgeError(Exception):
@@ -43,6 +44,8 @@ class JudgeCandidate:
     title: str | None = None
     cosine: float | None = None  # the embedder's cosine similarity to the query, if known
     bm25: float | None = None  # raw BM25 score against the query, if known
+    # What the local judge's scores mean for the candidate's collection; None: the prior.
+    calibration: JudgeCalibration | None = None
 
 
 class Judge(ABC):
@@ -59,79 +62,17 @@ class Judge(ABC):
 
 
 # --------------------------------------------------------------------------------------------
-# Lexical scoring: the shared BM25 (``contextplatform.core.bm25``: k1 1.2, b 0.75,
-# idf ln((N-n+0.5)/(n+0.5) + 1)) over lower-case alphanumeric runs. The calibration below was
-# fitted on exactly these scores: changing the tokenizer or the formula means re-fitting it.
-
-TOKEN = re.compile(r"[^\W_]+")
-
-
-def tokenize(text: str) -> list[str]:
-    return TOKEN.findall(text.lower())
-
-
-class Bm25:
-    """Okapi BM25 over a fixed corpus; ``scores(query)`` gives one raw score per document."""
-
-    def __init__(self, documents: Sequence[str]) -> None:
-        self.documents = [tokenize(document) for document in documents]
-
-    def scores(self, query: str) -> list[float]:
-        return bm25_scores(tokenize(query), self.documents)
-
-
-def min_max(values: Sequence[float]) -> list[float]:
-    """Min-max over the candidate set; with no spread, a positive score counts as 1, zero as 0."""
-    if not values:
-        return []
-    low, high = min(values), max(values)
-    if high - low <= 1e-12:
-        return [1.0 if value > 0 else 0.0 for value in values]
-    return [(value - low) / (high - low) for value in values]
-
-
-# --------------------------------------------------------------------------------------------
 # The local judge.
-
-# The ranking signal: docs/models.md found 0.8 · cosine + 0.2 · BM25 (min-max over the candidates)
-# the best local ranker on the embedder's top 20.
-COSINE_WEIGHT = 0.8
-BM25_WEIGHT = 0.2
 
 
 @dataclass(frozen=True)
-class Calibration:
-    """``P(relevant) = sigmoid(slope · signal + intercept)``."""
+class LocalFeatures:
+    """What the local judge saw of one candidate and made of it (the replay record's trace)."""
 
-    slope: float
-    intercept: float
-
-    def probability(self, signal: float) -> float:
-        z = self.slope * signal + self.intercept
-        if z >= 0:
-            return 1.0 / (1.0 + math.exp(-z))
-        e = math.exp(z)
-        return e / (1.0 + e)
-
-
-# Fitted by `scripts/calibrate_judge.py` on Cranfield 1400: 225 queries, each query's top 20 of
-# the 1,400 abstracts (title + text) by cosine of the project's embedder (all-MiniLM-L6-v2 int8),
-# labelled with cranqrel (any listed pair is relevant: 763 of the 4,500 candidates, 17%), BM25 from
-# `sources.lexical` over the collection; plain logistic regression. Held out (two folds by query)
-# the fit is calibrated in the bulk (expected calibration error 0.023), but Cranfield is hard for
-# any local signal: even each query's best candidate is relevant only ~40% of the time, so few
-# candidates reach 0.5 (2.4% of them, 38% of those relevant: the tail is optimistic) and
-# accuracy at 0.5 (0.825) is that of answering "no" throughout (0.830). Without a cosine, BM25
-# alone never reaches 0.5 (at most 0.48).
-# Re-run the script after changing the embedder, the tokenizer or the signal, and paste its lines.
-#   COMBINED: signal = 0.8 · cosine + 0.2 · minmax(bm25)   (p = 0.5 at signal 0.754)
-#   LEXICAL:  signal = minmax(bm25)                         (no cosine for the candidate)
-COMBINED = Calibration(slope=7.3582, intercept=-5.5490)
-LEXICAL = Calibration(slope=2.8124, intercept=-2.9091)
-
-
-def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
+    cosine: float | None
+    bm25_normalised: float
+    signal: float | None  # 0.8 · cosine + 0.2 · bm25; None without a cosine
+    score: float
 
 
 def bm25_signal(query: str, candidates: Sequence[JudgeCandidate]) -> list[float]:
@@ -142,33 +83,25 @@ def bm25_signal(query: str, candidates: Sequence[JudgeCandidate]) -> list[float]
     """
     raw = [_finite(candidate.bm25) for candidate in candidates]
     if any(value is None for value in raw):
-        corpus = [_candidate_text(candidate) for candidate in candidates]
-        return min_max(Bm25(corpus).scores(query))
+        return bm25_signal_texts(query, [_candidate_text(candidate) for candidate in candidates])
     return min_max([value for value in raw if value is not None])
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _candidate_text(candidate: JudgeCandidate) -> str:
     return f"{candidate.title}\n{candidate.text}" if candidate.title else candidate.text
 
 
-def local_probability(cosine: float | None, bm25_normalised: float) -> float:
-    """The calibrated probability for one candidate's features.
-
-    With a cosine: ``COMBINED`` of ``0.8 · cosine + 0.2 · bm25``. Without one (the caller recalled
-    lexically and embedded nothing): ``LEXICAL`` of the normalised BM25 alone.
-    """
-    if cosine is None:
-        return LEXICAL.probability(bm25_normalised)
-    cosine = max(-1.0, min(1.0, cosine))
-    return COMBINED.probability(COSINE_WEIGHT * cosine + BM25_WEIGHT * bm25_normalised)
-
-
 class LocalJudge(Judge):
-    """Calibrated relevance probability from cosine and BM25, fitted on the project's benchmark so
-    that a score reads as the chance the candidate is relevant (how well: see ``COMBINED``).
+    """P(match) from cosine and BM25 under each candidate's collection calibration
+    (``sources/judge_calibration.py``: 0.5 is halfway between how the collection's documents match
+    a question about themselves and how a random document of it does), else the embedder's prior.
 
     Missing features: BM25 is computed here from the texts when any candidate lacks it; a
-    candidate without a cosine is scored by the lexical calibration alone.
+    candidate without a cosine is scored by the lexical model alone.
     """
 
     name = "local"
@@ -177,13 +110,25 @@ class LocalJudge(Judge):
         return self.score_sync(query, candidates)
 
     def score_sync(self, query: str, candidates: Sequence[JudgeCandidate]) -> list[float]:
+        return [features.score for features in self.explain(query, candidates)]
+
+    def explain(self, query: str, candidates: Sequence[JudgeCandidate]) -> list[LocalFeatures]:
         if not candidates:
             return []
         lexical = bm25_signal(query, candidates)
-        return [
-            local_probability(_finite(candidate.cosine), bm25)
-            for candidate, bm25 in zip(candidates, lexical, strict=True)
-        ]
+        explained = []
+        for candidate, bm25 in zip(candidates, lexical, strict=True):
+            cosine = _finite(candidate.cosine)
+            calibration = candidate.calibration or PRIOR
+            explained.append(
+                LocalFeatures(
+                    cosine=cosine,
+                    bm25_normalised=bm25,
+                    signal=None if cosine is None else signal(cosine, bm25),
+                    score=calibration.probability(cosine, bm25),
+                )
+            )
+        return explained
 
 
 # --------------------------------------------------------------------------------------------

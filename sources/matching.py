@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -11,15 +12,19 @@ from contextplatform.core import metrics
 from contextplatform.core.llm import LLMError
 from contextplatform.deployments import llm as named
 from sources.base import ContextRequest
+from sources.embedding import FALLBACK_RAG_MIN_SIMILARITY, Embedder
 from sources.judge import (
     LOCAL,
     JudgeCandidate,
     JudgeError,
+    LocalFeatures,
+    LocalJudge,
     asked_label,
     judge_for_async,
     may_not_judge_message,
     unknown_deployment_message,
 )
+from sources.judge_calibration import PRIOR, JudgeCalibration
 from sources.recall import RecallHit
 
 
@@ -29,8 +34,10 @@ class Strict(BaseModel):
 
 class RecallConfig(Strict):
     method: Literal["embedding", "bm25", "hybrid"] = "embedding"
-    top_k: int = Field(default=20, ge=1, le=500)
-    min_similarity: float = Field(default=0.3, ge=-1.0, le=1.0)
+    # Unwritten, the reader's default at fetch time (``rag_recall``, ``memory_recall``): thresholds
+    # are specific to the embedding model, so a route that writes none follows its embedder.
+    top_k: int | None = Field(default=None, ge=1, le=500)
+    min_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
     hybrid_mode: Literal["weighted", "rrf"] = "weighted"
 
 
@@ -77,9 +84,113 @@ class MatchConfig(Strict):
         return self
 
 
-def default_match(top_k: int = 20, min_similarity: float = 0.3) -> MatchConfig:
-    return MatchConfig(
-        recall=RecallConfig(top_k=top_k, min_similarity=min_similarity), judge=JudgeConfig()
+def default_match() -> MatchConfig:
+    """A rag source's default: recall (20, at the embedder's ``rag_min_similarity``), then judge."""
+    return MatchConfig(recall=RecallConfig(), judge=JudgeConfig())
+
+
+# --- the recall's unwritten values ---------------------------------------------------------------
+
+RAG_TOP_K = 20  # the seed's: a rag source recalls up to 20 documents
+# Where an applied value came from: the match block ("route", whichever layer wrote it), the memory
+# store's default_* ("store"), the embedder's defaults ("embedder"), or the platform's generic
+# value for a backend whose scores are not the platform embedder's ("platform").
+RecallOrigin = Literal["route", "store", "embedder", "platform"]
+
+
+@dataclass(frozen=True)
+class AppliedRecall:
+    """The recall a fetch runs: each value with where it came from (the source's notes, so the
+    replay record and the preview, say it)."""
+
+    top_k: int
+    top_k_from: RecallOrigin
+    min_similarity: float
+    min_similarity_from: RecallOrigin
+    embedder: Embedder | None = None  # the embedder whose cosines the threshold is on
+    # The EmbedderDefaults fields (min_similarity's, top_k's) an "embedder" value is read from.
+    defaults_fields: tuple[str, str | None] = ("rag_min_similarity", None)
+
+    def on(self, recall: RecallConfig) -> RecallConfig:
+        """``recall`` with the applied values written in (what the backends read)."""
+        return recall.model_copy(
+            update={"top_k": self.top_k, "min_similarity": self.min_similarity}
+        )
+
+    def notes(self) -> dict[str, Any]:
+        notes: dict[str, Any] = {
+            "min_similarity": self.min_similarity,
+            "min_similarity_from": self.min_similarity_from,
+            "top_k": self.top_k,
+            "top_k_from": self.top_k_from,
+        }
+        if self.embedder is None:
+            return notes
+        notes["embedder"] = self.embedder.identity
+        used = [
+            name
+            for name, origin in zip(
+                self.defaults_fields, (self.min_similarity_from, self.top_k_from), strict=True
+            )
+            if name is not None and origin == "embedder"
+        ]
+        if used:  # e.g. "embedder local:all-MiniLM-L6-v2:int8 (measured: ...)"
+            origins = dict.fromkeys(self.embedder.defaults.origin_of(name) for name in used)
+            notes["embedder_defaults"] = "; ".join(origins)
+        return notes
+
+
+def rag_recall(recall: RecallConfig, embedder: Embedder | None) -> AppliedRecall:
+    """A rag recall's values: written ones win; else ``top_k`` 20 and the embedder's
+    ``rag_min_similarity``. ``embedder`` is the one whose vectors the backend's scores are cosines
+    of; None for a backend that scores with its own service's model (external_api, mcp, openai),
+    which gets the platform's generic threshold."""
+    threshold_from: RecallOrigin
+    if recall.min_similarity is not None:
+        threshold, threshold_from = recall.min_similarity, "route"
+    elif embedder is not None:
+        threshold, threshold_from = embedder.defaults.rag_min_similarity, "embedder"
+    else:
+        threshold, threshold_from = FALLBACK_RAG_MIN_SIMILARITY, "platform"
+    return AppliedRecall(
+        top_k=recall.top_k if recall.top_k is not None else RAG_TOP_K,
+        top_k_from="route" if recall.top_k is not None else "platform",
+        min_similarity=threshold,
+        min_similarity_from=threshold_from,
+        embedder=embedder,
+    )
+
+
+def memory_recall(
+    recall: RecallConfig,
+    embedder: Embedder,
+    *,
+    store_threshold: float | None = None,
+    store_limit: int | None = None,
+) -> AppliedRecall:
+    """A memory recall's values: the match block's, else the store's ``default_similarity_threshold``
+    / ``default_retrieval_limit``, else the embedder's."""
+    threshold_from: RecallOrigin
+    limit_from: RecallOrigin
+    if recall.min_similarity is not None:
+        threshold, threshold_from = recall.min_similarity, "route"
+    elif store_threshold is not None:
+        threshold, threshold_from = store_threshold, "store"
+    else:
+        threshold, threshold_from = embedder.defaults.memory_similarity_threshold, "embedder"
+    if recall.top_k is not None:
+        limit, limit_from = recall.top_k, "route"
+    elif store_limit is not None:
+        limit, limit_from = store_limit, "store"
+    else:
+        limit, limit_from = embedder.defaults.memory_retrieval_limit, "embedder"
+    return AppliedRecall(
+        top_k=limit,
+        top_k_from=limit_from,
+        min_similarity=threshold,
+        min_similarity_from=threshold_from,
+        embedder=embedder,
+        defaults_fields=("memory_similarity_threshold", "memory_retrieval_limit"),
     )
 
 
@@ -94,6 +205,18 @@ class Decision:
     judge_score: float | None = None
     kept: bool = False
     reason: str = ""
+    features: LocalFeatures | None = None  # what the local judge saw and made of it
+
+    def judge_trace(self) -> dict[str, Any]:
+        """The local judge's features for the replay record's trace and the preview."""
+        if self.features is None:
+            return {}
+        return {
+            "bm25_normalised": round(self.features.bm25_normalised, 6),
+            "judge_signal": None
+            if self.features.signal is None
+            else round(self.features.signal, 6),
+        }
 
 
 @dataclass
@@ -103,6 +226,8 @@ class MatchResult:
     judge_error: str | None = None
     # Which judge was asked (``local``, ``deployment:<name>``); None without a judge block.
     judge: str | None = None
+    # The local judge's calibrations used (one per collection, or the prior), as summaries.
+    calibration: list[dict[str, Any]] | None = None
 
     @property
     def kept(self) -> list[Decision]:
@@ -120,6 +245,8 @@ class MatchResult:
         }
         if self.judge_error:
             notes["judge_error"] = self.judge_error
+        if self.calibration is not None:
+            notes["judge_calibration"] = self.calibration
         return notes
 
     @property
@@ -133,10 +260,13 @@ async def judge_and_keep(
     hits: list[RecallHit],
     judge: JudgeConfig | None,
     request: ContextRequest | None = None,
+    calibrations: Mapping[str, JudgeCalibration] | None = None,
 ) -> MatchResult:
     """Judge the recalled ``hits`` and keep the best. ``request`` gives the default judge (the
     route's upstream deployment) and the tenant's outbound allow-list; without it a block with no
-    deployment is judged locally."""
+    deployment is judged locally. ``calibrations`` (collection name → calibration) tell the local
+    judge what its scores mean for each hit's collection; a hit of another is judged on the
+    prior."""
     decisions = [Decision(hit=hit, recall_rank=rank) for rank, hit in enumerate(hits, start=1)]
     if judge is None:
         for decision in decisions:
@@ -151,15 +281,23 @@ async def judge_and_keep(
     try:
         chosen = await judge_for_async(judge.deployment, allowlist=allowlist, default=default)
         label = chosen.label
-        scores = await chosen.score(
-            query,
-            [
-                JudgeCandidate(
-                    text=d.hit.text, title=d.hit.title, cosine=d.hit.cosine, bm25=d.hit.bm25
-                )
-                for d in candidates
-            ],
-        )
+        judged = [
+            JudgeCandidate(
+                text=d.hit.text,
+                title=d.hit.title,
+                cosine=d.hit.cosine,
+                bm25=d.hit.bm25,
+                calibration=(calibrations or {}).get(d.hit.collection),
+            )
+            for d in candidates
+        ]
+        if isinstance(chosen, LocalJudge):
+            explained = chosen.explain(query, judged)
+            for decision, features in zip(candidates, explained, strict=True):
+                decision.features = features
+            scores = [features.score for features in explained]
+        else:
+            scores = await chosen.score(query, judged)
     except JudgeError as error:
         metrics.count_judge(metrics.judge_feature(), ok=False)
         if judge.on_error == "block":
@@ -184,7 +322,11 @@ async def judge_and_keep(
             kept += 1
     order = {id(d): i for i, d in enumerate(ranked)}
     decisions.sort(key=lambda d: (not d.kept, order.get(id(d), len(order) + d.recall_rank)))
-    return MatchResult(decisions=decisions, judged=True, judge=label)
+    calibration = None
+    if isinstance(chosen, LocalJudge):
+        used = {id(c.calibration): c.calibration or PRIOR for c in judged}
+        calibration = [found.summary() for found in used.values()]
+    return MatchResult(decisions=decisions, judged=True, judge=label, calibration=calibration)
 
 
 def cap_characters(result: MatchResult, max_characters: int) -> None:

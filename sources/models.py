@@ -71,6 +71,10 @@ class Collection(models.Model):
     version = models.PositiveBigIntegerField(
         default=0, help_text="Bumped whenever a document changes; part of every cache key."
     )
+    # What the local judge's scores mean here (sources/judge_calibration.py), measured on the
+    # collection's own chunks after each ingestion job; null: the embedder's prior applies.
+    judge_calibration = models.JSONField(null=True, blank=True, default=None)
+    judge_calibrated_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

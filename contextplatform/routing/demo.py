@@ -52,12 +52,8 @@ SUPPORT_ROUTE: dict[str, Any] = {
                 "priority": 30,
                 "backend": "vectorstore",
                 "backend_config": {"collection": "support-kb"},
-                # The local judge's 0.5 is calibrated on Cranfield's sparse relevance; a small
-                # support collection reads better at 0.15 (docs/configuration.md, Judge).
-                "match": {
-                    "recall": {"method": "embedding", "top_k": 20, "min_similarity": 0.3},
-                    "judge": {"preset": "relevance", "top_k": 3, "min_score": 0.15},
-                },
+                # The default match block: the local judge reads its scores against this
+                # collection's own calibration, measured when the articles are ingested.
                 "cache_results": True,
             },
         ],
@@ -78,6 +74,18 @@ DEMO_RESOLVE_BODY: dict[str, Any] = {
 }
 
 DEMO_COLLECTION = "support-kb"
+# Questions a customer might ask, each with the article that answers it: the demo route keeps that
+# article for each on its default match block (tests/routing/test_demo.py).
+DEMO_SAMPLE_QUESTIONS: dict[str, str] = {
+    DEMO_QUESTION: "refund-policy",
+    "How many days do I have to return an item?": "refund-policy",
+    "My headphones make a crackling sound, is that covered?": "warranty",
+    "How long does delivery take to Germany?": "shipping",
+    "Do you ship to Norway?": "shipping",
+    "I would like the same jacket in another colour": "exchange",
+    "Someone placed an order on my account": "account-security",
+    "What do I get with premium?": "premium",
+}
 DEMO_DOCUMENTS: list[dict[str, Any]] = [
     {
         "id": "refund-policy",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from contextplatform.core.llm import LLMDeployment, LLMError, complete_sync, strip_fence
@@ -23,7 +24,7 @@ from memory.extraction.types import (
     ExtractionError,
     MemoryDecision,
 )
-from memory.reflection import normalise_text
+from memory.reflection import normalise_text, said_on
 
 MAX_EXISTING = 50  # existing memories shown to the model (the caller passes the relevant ones)
 MAX_DECISIONS = 50
@@ -49,6 +50,9 @@ SYSTEM_PROMPT = (
     "- If the turn refines or supersedes an existing memory, update it (its id and the new full "
     "content) instead of adding one. If the user says an existing memory is no longer true or "
     "asks to forget it, delete it (its id). Never add a duplicate of an existing memory.\n"
+    "- When the turn has a date (the day the user said it), keep times as the user said them "
+    'and add the date they resolve to when that is certain, e.g. "User is flying to Oslo next '
+    "Tuesday (2026-11-10)\". The memory keeps the turn's date anyway.\n"
     "- When nothing is worth remembering, return an empty list.\n"
     'Reply with JSON only, exactly {"decisions": [{"action": "add" | "update" | "delete", '
     '"content": "...", "kind": "fact" | "preference" | "event", "id": <an existing id, only '
@@ -61,18 +65,25 @@ def _cut(text: str, limit: int) -> str:
 
 
 def build_messages(
-    user_text: str, assistant_text: str, existing: Sequence[ExistingMemory]
+    user_text: str,
+    assistant_text: str,
+    existing: Sequence[ExistingMemory],
+    observed_at: datetime | None = None,
 ) -> list[dict[str, str]]:
-    """The prompt: the rules, then the existing memories and the turn as one JSON document."""
+    """The prompt: the rules, then the existing memories and the turn (with its date, when
+    known) as one JSON document."""
+    turn = {
+        "user": _cut(user_text, MAX_USER_CHARS),
+        "assistant": _cut(assistant_text, MAX_ASSISTANT_CHARS),
+    }
+    if observed_at is not None:
+        turn["date"] = said_on(observed_at)
     data = {
         "existing_memories": [
             {"id": memory.id, "content": _cut(memory.content, MAX_EXISTING_CHARS)}
             for memory in existing
         ],
-        "turn": {
-            "user": _cut(user_text, MAX_USER_CHARS),
-            "assistant": _cut(assistant_text, MAX_ASSISTANT_CHARS),
-        },
+        "turn": turn,
     }
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
@@ -197,12 +208,15 @@ class LLMExtractor:
         user_text: str,
         assistant_text: str = "",
         existing: Sequence[ExistingMemory] = (),
+        *,
+        observed_at: datetime | None = None,
     ) -> list[MemoryDecision]:
-        """Raises ExtractionError. A turn with no user text makes no call."""
+        """Raises ExtractionError. A turn with no user text makes no call. ``observed_at``: when
+        the user said it, shown to the model as the turn's date."""
         if not user_text.strip():
             return []
         shown = list(existing)[:MAX_EXISTING]
-        messages = build_messages(user_text, assistant_text, shown)
+        messages = build_messages(user_text, assistant_text, shown, observed_at)
         try:
             answer = complete_sync(self.deployment, messages, role="extractor")
         except LLMError as error:  # an extractor fails one way, whatever failed beneath it

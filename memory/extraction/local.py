@@ -6,14 +6,23 @@ first-person subject becomes "User" ("I prefer window seats" → "User prefers w
 name is Ada" → "User's name is Ada", "I'm a nurse" → "User is a nurse") and the other first-person
 words of the clause become they / them / their ("I like my coffee black" → "User likes their
 coffee black"). Relative times are kept as said ("User bought a bike yesterday"); the memory's
-timestamps date them.
+``observed_at``, the date of the turn it came from, dates them.
+
+What it reads: names, what the user is ("I'm a nurse", "I'm fluent in Greek"), where they live and
+work, what they have, like and dislike, dated events ("I'm flying to Oslo next Tuesday"), stable
+habits and abilities in the present ("I drive a Volvo", "I play the cello", "I speak Polish", "I
+don't drive", "I can't swim"), life facts in the past that need no date ("I studied geology",
+"I moved to Lisbon", "I used to live in Rome") and long-standing ones ("I've lived here for ten
+years"). A one-off past action still needs its time ("I bought a bike" alone is not kept).
 
 Skipped: questions (a sentence ending in "?"), hypotheticals and guesses (if, suppose, imagine,
 would, could, might, maybe, should, wish, planning to, ...; "I think", "I guess"), quoted or
-reported speech, and statements about other people ("my wife is a doctor", "he likes jazz")
-unless the user explicitly asks to remember them ("remember that my wife is vegetarian"). The
-assistant's text is never read: it is accepted so that both extractors share a call shape.
-English only; anything it doesn't recognise is left out rather than guessed. Pure.
+reported speech, a habit verb about the conversation or the moment ("I use your app and it
+crashes", "I take a look", "I drink coffee right now"), and statements about other people ("my
+wife is a doctor", "he likes jazz") unless the user explicitly asks to remember them ("remember
+that my wife is vegetarian"). The assistant's text is never read: it is accepted so that both
+extractors share a call shape. English only; anything it doesn't recognise is left out rather
+than guessed. Pure.
 """
 
 from __future__ import annotations
@@ -83,9 +92,13 @@ REPORTED = re.compile(
 
 SENTENCE_BREAK = re.compile(r"(?<=[.!?…])\s+|[\r\n]+|;\s*")
 _FIRST_PERSON_AHEAD = r"(?=(?:i|my)\b)"
+# After a lead-in and a colon ("Quick one: remember that ...", "Fun fact: I ..."), a statement.
+_STATEMENT_AHEAD = (
+    r"(?=(?:i|my|remember|please|don't\s+forget|do\s+not\s+forget|keep\s+in\s+mind|call\s+me)\b)"
+)
 CLAUSE_BREAK = re.compile(
     rf"\s*,?\s+(?:and|but|so|plus|although|though|while|whereas|because)\s+{_FIRST_PERSON_AHEAD}"
-    rf"|\s*,\s*{_FIRST_PERSON_AHEAD}|\s+[-\u2013\u2014]+\s+|:\s+{_FIRST_PERSON_AHEAD}",
+    rf"|\s*,\s*{_FIRST_PERSON_AHEAD}|\s+[-\u2013\u2014]+\s+|:\s+{_STATEMENT_AHEAD}",
     re.IGNORECASE,
 )
 LEADING_FILLER = re.compile(
@@ -153,6 +166,74 @@ _GOING_VERBS = (
     "going|flying|traveling|travelling|moving|driving|heading|visiting|starting|leaving|attending"
     "|taking|having|getting|seeing|meeting|celebrating|hosting|running|doing|returning|coming"
 )
+# Stable facts the user states in the present: what they drive, own, play, speak, do as a habit.
+_HABIT_VERBS = (
+    "drive|own|play|speak|use|ride|wear|collect|grow|keep(?!\\s+\\w+ing\\b)|raise|breed|teach|coach|train|tutor"
+    "|volunteer|practi[cs]e|support|follow|read|write|knit|crochet|sew|paint|draw|sing|bake|cook"
+    "|brew|run|manage|lead|take|rent|commute|attend|eat|drink|meditate|swim|cycle|climb|surf|ski"
+    "|snowboard|skate|hike|garden|fish|dance|code|program|study|learn|work|live|sleep"
+    "|wake\\s+up|get\\s+up|go\\s+to|listen\\s+to|belong\\s+to|identify\\s+as|go\\s+by"
+)
+# What the user can or cannot do.
+_ABILITY_VERBS = (
+    "speak|drive|play|swim|cook|read|write|code|program|sing|dance|ski|surf|ride|knit|sew|draw"
+    "|paint|type|juggle|skate|cycle|eat|drink"
+)
+# Life facts said in the past that stay true without a date: where the user studied, lived,
+# worked, what they became. (A one-off past action, "I bought a bike", still needs its time.)
+_LIFE_VERBS = (
+    "studied|majored\\s+in|minored\\s+in|graduated\\s+(?:from|in|with)|trained\\s+(?:as|in)"
+    "|qualified\\s+as|worked\\s+(?:as|at|for|in)|lived\\s+(?:in|abroad|alone|with|on|near|by)"
+    "|moved\\s+(?:to|from|here|there|abroad|back|away|out|house|flats?|home|countries|cities)"
+    "|relocated\\s+to|emigrated|immigrated|grew\\s+up|was\\s+born|went\\s+to\\s+(?:school|university"
+    "|college|uni|high\\s+school|law\\s+school|med(?:ical)?\\s+school|grad\\s+school)"
+    "|got\\s+(?:married|divorced|engaged)|used\\s+to|retired|learned|learnt|taught\\s+myself"
+    "|served\\s+in|became|converted\\s+to|gave\\s+up|(?:stopped|quit)\\s+\\w+ing"
+)
+# "I've ..." with how long: "I've lived here for ten years", "I've been vegan since 2019".
+_HAVE_VERBS = (
+    "been|lived|worked|studied|played|spoken|owned|driven|known|practi[cs]ed|taught|used"
+    "|followed|supported|collected|ridden|run|kept|grown|volunteered|coached|trained"
+)
+DURATION = re.compile(
+    r"\b(?:for\s+(?:(?:over|almost|nearly|about|around|more\s+than)\s+)?(?:\w+\s+){0,2}"
+    r"(?:years?|months?|decades?|ages|a\s+while|a\s+long\s+time)|since\s+\w+|all\s+my\s+life"
+    r"|my\s+(?:whole|entire)\s+life|most\s+of\s+my\s+life)\b",
+    re.IGNORECASE,
+)
+# A habit or life clause about the conversation rather than the user: trouble with something,
+# or the assistant and its words ("I use your app and it crashes", "I read your answer").
+TROUBLE = re.compile(
+    r"\b(?:you|your|yours|error|errors|bug|bugs|fails?|failed|failing|crash(?:es|ed|ing)?|broken"
+    r"|doesn't\s+work|does\s+not\s+work|isn't\s+working|not\s+working|won't|stuck)\b",
+    re.IGNORECASE,
+)
+# A present-tense clause about this moment is not a habit ("I drink coffee right now").
+NOW = re.compile(
+    r"\b(?:right\s+now|now|today|tonight|at\s+the\s+moment|this\s+(?:morning|afternoon|evening))\b",
+    re.IGNORECASE,
+)
+# A life verb that says everything alone: "I retired", "I got married".
+COMPLETE_LIFE = re.compile(
+    r"(?:retired|emigrated|immigrated|got\s+(?:married|divorced|engaged)|grew\s+up|\w+ing"
+    r"|moved\s+(?:here|there|abroad|back|away|house|flats?|home|countries|cities))$",
+    re.IGNORECASE,
+)
+# "I've been waiting for ages" is about the conversation, not a long-standing fact.
+HAVE_FOR_STOP = re.compile(
+    r"^(?:waiting|trying|looking|struggling|having|stuck|sitting|searching|thinking|wondering"
+    r"|meaning|asking|working\s+on|dealing\s+with|fighting\s+with|here)\b",
+    re.IGNORECASE,
+)
+# Objects that make a habit verb a figure of speech or a moment ("I take a look", "I run out of
+# ideas", "I go to bed"), or point back at the conversation ("I became curious about it").
+HABIT_OBJECT_STOP = re.compile(
+    r"^(?:up|along|through|into|out\s+of|somewhere|bed|a\s+lot\b|a\s+(?:look|break|moment|second"
+    r"|minute|step|note|guess|blank|shower|bath|nap)|care|notes?|think|believe|wonder|feel|guess"
+    r"|(?:to|with|for|about|at|on|in)\s+(?:it|this|that|them))\b",
+    re.IGNORECASE,
+)
+POINTS_BACK = re.compile(r"\b(?:about|of|with|on|in|for|to)\s+(?:it|this|that)$", re.IGNORECASE)
 _WILL_VERBS = (
     "be\\s+(?:in|at|away|out|on|visiting|flying|traveling|travelling|moving|starting|leaving)"
     "|go|fly|travel|move|visit|start|leave|attend|return|arrive"
@@ -214,8 +295,17 @@ RULES: tuple[Rule, ...] = (
         r"|vegetarian|vegan|pescatarian|married|single|divorced|engaged|widowed|retired|pregnant"
         r"|unemployed|self-employed|left-handed|right-handed|lactose[\s-]+intolerant"
         r"|gluten[\s-]+intolerant|diabetic|colou?r[\s-]?blind|learning|studying|\d{1,3}\b"
+        r"|fluent\s+in|bilingual|trilingual|multilingual|afraid\s+of|scared\s+of|terrified\s+of"
+        r"|training\s+for|(?:good|bad|terrible|great)\s+at|(?:short|near|far)[\s-]?sighted|deaf"
+        r"|blind|hard\s+of\s+hearing|an?\s+only\s+child|an?\s+(?:twin|vegetarian|vegan)"
         r"|(?:living|working|staying)\s+(?:in|at|for|as|near|from))\b.*)",
         "fact",
+    ),
+    _rule(
+        "interested",
+        rf"{I_AM}{ADV}(?:not\s+)?{ADV}(?:interested\s+in|passionate\s+about|obsessed\s+with"
+        r"|crazy\s+about|keen\s+on|fond\s+of|hooked\s+on|addicted\s+to)\s+(?P<x>.+)",
+        "preference",
     ),
     _rule("is_name", rf"{I_AM}(?P<x>[a-z][\w'-]*(?:\s+[a-z][\w'-]*)?)", "fact"),
     _rule(
@@ -224,6 +314,18 @@ RULES: tuple[Rule, ...] = (
         "fact",
     ),
     _rule("born", r"i\s+(?:was\s+born|grew\s+up)\s+(?:in|on|at)\s+(?P<x>.+)", "fact"),
+    _rule(
+        "habit",
+        rf"i\s+{ADV}(?P<neg>(?:don't|dont|do\s+not)\s+{ADV})?(?:{_HABIT_VERBS})\b\s*(?P<x>.*)",
+        "fact",
+    ),
+    _rule(
+        "can",
+        rf"i\s+{ADV}can(?:'t|not|\s+not)?\s+{ADV}(?:{_ABILITY_VERBS})\b\s*(?P<x>.*)",
+        "fact",
+    ),
+    _rule("life", rf"i\s+{ADV}(?P<verb>{_LIFE_VERBS})\b\s*(?P<x>.*)", "fact"),
+    _rule("have_for", rf"{I_HAVE}{ADV}(?:{_HAVE_VERBS})\b\s*(?P<x>.+)", "fact"),
     _rule("has", rf"{I_HAVE}(?:got\s+)?{ADV}(?P<x>.+)", "fact"),
     _rule("my_is", r"my\s+(?P<attr>[\w' -]{1,60}?)(?:\s+(?:is|are)|'s)\s+(?P<x>.+)", "fact"),
 )
@@ -302,11 +404,15 @@ def _passes(rule: Rule, match: re.Match[str], clause: str) -> bool:
             and first not in OBJECT_PRONOUNS
             and not (rule.name == "going" and EVENT_STOP.match(x))
         )
+    if rule.name in STABLE_FACT_RULES:  # some say all without an object: "I don't drive"
+        return _stable_fact(rule.name, match, x, first, clause)
     if not re.search(r"\w", x):
         return False
     if rule.name in {"likes", "dislikes"}:
         # "I love it" / "I like your answer" are about the reply; "I like it when ..." is a preference
         return first not in OBJECT_PRONOUNS or x.lower().startswith("it when")
+    if rule.name == "lives":
+        return first not in OBJECT_PRONOUNS
     if rule.name == "call_me":
         return _looks_like_name(x, max_words=3)
     if rule.name == "is_name":
@@ -315,6 +421,30 @@ def _passes(rule: Rule, match: re.Match[str], clause: str) -> bool:
         return HAVE_STOP.match(x) is None and not _participle(first)
     if rule.name == "my_is":
         return _about_the_user(match.group("attr"))
+    return True
+
+
+STABLE_FACT_RULES = frozenset({"habit", "can", "life", "have_for"})
+
+
+def _stable_fact(name: str, match: re.Match[str], x: str, first: str, clause: str) -> bool:
+    """A habit, an ability, a life fact or a long-standing one, and not the conversation's own
+    business ("I use your app and it crashes", "I follow", "I've been waiting for ages")."""
+    if (
+        first in OBJECT_PRONOUNS
+        or TROUBLE.search(x)
+        or HABIT_OBJECT_STOP.match(x)
+        or POINTS_BACK.search(x)
+    ):
+        return False
+    if name == "habit":  # "I don't drive" says all; "I follow" alone is agreement
+        return bool(x or match.group("neg") or re.search(r"\bnever\b", clause, re.IGNORECASE)) and (
+            NOW.search(x) is None
+        )
+    if name == "life":
+        return bool(x) or COMPLETE_LIFE.search(match.group("verb")) is not None
+    if name == "have_for":
+        return DURATION.search(x) is not None and HAVE_FOR_STOP.match(x) is None
     return True
 
 
@@ -390,7 +520,7 @@ _UNCHANGED = _word_set(
     " must was wasn't did didn't had hadn't bought got went left began flew met sold won lost paid"
     " quit ran saw made took read wrote came found gave grew knew spent told thought brought built"
     " felt kept heard put set cut let hurt hit sat slept ate drank drove rode swam broke chose"
-    " forgot taught caught fought sent spoke stood understood wore became never"
+    " forgot taught caught fought sent spoke stood understood wore became never learnt dreamt"
 )
 
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
 
+from sources.calibration import calibration_of
 from sources.deadline import within_deadline
 from sources.embedding import get_embedder
 from sources.ingestion import ensure_embedder_matches
-from sources.matching import RecallConfig
+from sources.judge_calibration import JudgeCalibration
+from sources.matching import AppliedRecall, RecallConfig, rag_recall
 from sources.models import Collection
 from sources.rag.config import VectorstoreConfig
 from sources.recall import RecallHit, newest_chunks, recall
@@ -31,7 +33,9 @@ class BackendTimeout(BackendError, TimeoutError):
 class RetrievalRequest:
     schema: str
     query: str
-    recall: RecallConfig | None  # None: a judge-only block reads the newest documents
+    # None: a judge-only block reads the newest documents. A backend reads it ``resolved``: its
+    # top_k and min_similarity written in.
+    recall: RecallConfig | None
     candidates: int  # how many documents the judge may read
     filter: dict[str, Any] | None
     lexical_features: bool = True
@@ -41,6 +45,21 @@ class RetrievalRequest:
 
 class RagBackend(ABC):
     name: str
+    # Its scores are cosines of the platform embedder's vectors (vectorstore, milvus, qdrant), so
+    # an unwritten min_similarity is the embedder's default; the others score with their own
+    # service's model and get the platform's generic one.
+    platform_embedder: bool = False
+    applied: AppliedRecall | None = None  # what the recall ran with, once ``resolved``
+
+    def resolved(self, request: RetrievalRequest) -> RetrievalRequest:
+        """``request`` with the recall's unwritten values filled as this backend applies them."""
+        if request.recall is None:
+            return request
+        # bm25 embeds no query and cuts at no similarity: no embedder to ask
+        ours = self.platform_embedder and request.recall.method != "bm25"
+        embedder = get_embedder() if ours else None
+        self.applied = rag_recall(request.recall, embedder)
+        return replace(request, recall=self.applied.on(request.recall))
 
     @abstractmethod
     async def retrieve(self, request: RetrievalRequest) -> list[RecallHit]: ...
@@ -49,11 +68,17 @@ class RagBackend(ABC):
         """Changes whenever the backend's documents change; ``None`` when that cannot be known."""
         return None
 
+    def judge_calibrations(self) -> dict[str, JudgeCalibration]:
+        """The local judge's calibration per collection name of the hits this backend returned;
+        a hit's collection not named here is judged on the embedder's prior."""
+        return {}
+
 
 class VectorstoreBackend(RagBackend):
     """The tenant's own collections in PostgreSQL (pgvector HNSW + BM25)."""
 
     name = "vectorstore"
+    platform_embedder = True
 
     def __init__(self, config: VectorstoreConfig):
         self.config = config
@@ -75,7 +100,14 @@ class VectorstoreBackend(RagBackend):
 
     async def cache_token(self, request: RetrievalRequest) -> str | None:
         collections = await self.read_collections(request)
-        return ",".join(f"{c.pk}:{c.version}" for c in sorted(collections, key=lambda c: c.pk))
+        # the calibration's time too: a cached result was judged under the calibration it names
+        return ",".join(
+            f"{c.pk}:{c.version}:{c.judge_calibrated_at.timestamp() if c.judge_calibrated_at else 0}"
+            for c in sorted(collections, key=lambda c: c.pk)
+        )
+
+    def judge_calibrations(self) -> dict[str, JudgeCalibration]:
+        return {c.name: calibration_of(c) for c in self._collections or []}
 
     async def retrieve(self, request: RetrievalRequest) -> list[RecallHit]:
         collections = await self.read_collections(request)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from sources.judge_calibration import JudgeCalibration
+from sources.matching import AppliedRecall
 from sources.rag.backends import BackendError, RagBackend, RetrievalRequest
 from sources.rag.config import BackendSpec, HybridConfig, validate_backend_config
 from sources.recall import RecallHit
@@ -33,17 +35,35 @@ class HybridBackend(RagBackend):
     async def cache_token(self, request: RetrievalRequest) -> str | None:
         return None  # one side may be an external service whose changes cannot be seen
 
+    def judge_calibrations(self) -> dict[str, JudgeCalibration]:
+        found = self.primary.judge_calibrations()
+        if self.fallback is not None:
+            found = {**self.fallback.judge_calibrations(), **found}
+        return found
+
+    def resolved(self, request: RetrievalRequest) -> RetrievalRequest:
+        return request  # each side fills the unwritten values on its own scale (``side``)
+
+    async def side(self, backend: RagBackend, request: RetrievalRequest) -> list[RecallHit]:
+        return await backend.retrieve(backend.resolved(request))
+
+    @property  # type: ignore[override]
+    def applied(self) -> AppliedRecall | None:
+        """The recall's values as the side that answered applied them."""
+        side = {"primary": self.primary, "fallback": self.fallback}.get(self.served_by or "")
+        return side.applied if side is not None else None
+
     async def retrieve(self, request: RetrievalRequest) -> list[RecallHit]:
         if self.fallback is None:
             self.served_by = "primary"
-            return await self.primary.retrieve(request)
+            return await self.side(self.primary, request)
         if self.config.strategy == "parallel":
             return await self.parallel(request)
         return await self.sequential(request)
 
     async def attempt_primary(self, request: RetrievalRequest) -> list[RecallHit]:
         try:
-            return await self.primary.retrieve(request)
+            return await self.side(self.primary, request)
         except Exception as error:  # the fallback exists for exactly this
             self.primary_error = f"{type(error).__name__}: {error}"
             return []
@@ -55,11 +75,11 @@ class HybridBackend(RagBackend):
             return hits
         assert self.fallback is not None
         self.served_by = "fallback"
-        return await self.fallback.retrieve(request)
+        return await self.side(self.fallback, request)
 
     async def parallel(self, request: RetrievalRequest) -> list[RecallHit]:
         assert self.fallback is not None
-        fallback_task = asyncio.ensure_future(self.fallback.retrieve(request))
+        fallback_task = asyncio.ensure_future(self.side(self.fallback, request))
         try:
             hits = await self.attempt_primary(request)
             if hits:

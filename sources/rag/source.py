@@ -14,7 +14,14 @@ from sources.base import (
     SourceResult,
     register_source_kind,
 )
-from sources.matching import MatchConfig, MatchResult, cap_characters, default_match, judge_and_keep
+from sources.matching import (
+    RAG_TOP_K,
+    MatchConfig,
+    MatchResult,
+    cap_characters,
+    default_match,
+    judge_and_keep,
+)
 from sources.mcp.config import McpBackendConfig
 from sources.rag import cache
 from sources.rag.backends import RagBackend, RetrievalRequest, VectorstoreBackend
@@ -45,6 +52,12 @@ def build_backend(config: BaseModel) -> RagBackend:
     raise TypeError(f"no backend for {type(config).__name__}")
 
 
+def recall_notes(backend: RagBackend, notes: dict[str, Any]) -> None:
+    """What the recall ran with, and where each value came from (``AppliedRecall.notes``)."""
+    if backend.applied is not None:
+        notes.update(backend.applied.notes())
+
+
 def render(hit: RecallHit) -> str:
     return f"[Document: {hit.title}] {hit.text}" if hit.title else hit.text
 
@@ -60,6 +73,7 @@ def trace_entry(decision: Any) -> dict[str, Any]:
         "cosine": None if hit.cosine is None else round(hit.cosine, 6),
         "bm25": None if hit.bm25 is None else round(hit.bm25, 6),
         "judge_score": None if decision.judge_score is None else round(decision.judge_score, 6),
+        **decision.judge_trace(),
         "kept": decision.kept,
         "reason": decision.reason,
     }
@@ -88,7 +102,7 @@ class RagSource(ContextSource):
             recall=match.recall,
             candidates=judge.max_candidates
             if judge
-            else (match.recall.top_k if match.recall else 20),
+            else ((match.recall.top_k or RAG_TOP_K) if match.recall else RAG_TOP_K),
             filter=self.rag.filter,
             lexical_features=judge is not None and judge.deployment in (None, "local"),
             allowlist=request.allowlist,
@@ -106,7 +120,9 @@ class RagSource(ContextSource):
 
     async def retrieve(self, request: ContextRequest, notes: dict[str, Any]) -> SourceResult:
         backend = build_backend(self.rag.backend_settings())
-        retrieval = self.retrieval_request(request)
+        # The recall's unwritten values are the backend's embedder's (a hybrid's: the side's).
+        retrieval = backend.resolved(self.retrieval_request(request))
+        recall_notes(backend, notes)
         key = None
         if self.rag.cache_results and request.use_cache:
             token = await backend.cache_token(retrieval)
@@ -116,6 +132,9 @@ class RagSource(ContextSource):
                 source=self.name,
                 parts={
                     "match": self.match.model_dump(mode="json"),
+                    # what the unwritten values came to (the embedder's defaults); a hybrid's
+                    # sides resolve theirs as they run
+                    "recall": None if backend.applied is None else backend.applied.notes(),
                     "filter": self.rag.filter,
                     "backend": self.rag.backend,
                     "backend_config": self.rag.backend_config,
@@ -141,7 +160,10 @@ class RagSource(ContextSource):
             for attribute in ("served_by", "primary_error"):
                 if getattr(backend, attribute, None):
                     notes[attribute] = getattr(backend, attribute)
-        result = await judge_and_keep(request.query, hits, self.match.judge, request)
+            recall_notes(backend, notes)
+        result = await judge_and_keep(
+            request.query, hits, self.match.judge, request, backend.judge_calibrations()
+        )
         cap_characters(result, self.rag.max_context_length)
         notes.update({"backend": self.rag.backend, "judged": result.judged})
         notes.update(result.judge_notes())

@@ -233,6 +233,7 @@ class EngineBackend(RagBackend):
     similarities, so the match block (recall threshold, judge) runs as for every backend."""
 
     engine: str
+    platform_embedder = True
 
     async def retrieve(self, request: RetrievalRequest) -> list[RecallHit]:
         recall = request.recall

@@ -4,7 +4,7 @@ with the script-aware estimate, and the disabled gate. Pure: no database."""
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from pydantic import ValidationError
@@ -17,6 +17,7 @@ from memory.reflection import (
     age_days,
     cosine,
     decayed,
+    injected_text,
     kept_memories,
     normalise_text,
     reflect,
@@ -368,3 +369,31 @@ def test_reflect_is_pure() -> None:
     first = reflect(memories, config, now=NOW)
     assert reflect(list(memories), config, now=NOW) == first
     assert all(math.isfinite(d.adjusted_score) for d in first)
+
+
+# --------------------------------------------------------------------------------------------
+# The date a memory was said
+
+
+def test_the_injected_text_carries_the_day_the_user_said_it() -> None:
+    said = datetime(2025, 3, 14, 23, 30, tzinfo=UTC)
+    dated = RecalledMemory(1, "User moved to Lisbon", "event", 0.8, NOW, observed_at=said)
+    assert injected_text(dated) == "(2025-03-14) User moved to Lisbon"
+    # the day in UTC, whatever the offset it was given in; a naive one is read as UTC
+    east = said.astimezone(timezone(timedelta(hours=5)))  # 2025-03-15 04:30 there
+    assert injected_text(RecalledMemory(1, "x", "fact", 0.8, NOW, observed_at=east)) == (
+        "(2025-03-14) x"
+    )
+    naive = RecalledMemory(1, "x", "fact", 0.8, NOW, observed_at=said.replace(tzinfo=None))
+    assert injected_text(naive) == "(2025-03-14) x"
+    assert injected_text(memory(2, "User likes tea")) == "User likes tea"  # no date known
+
+
+def test_the_budget_counts_the_date_with_the_memory() -> None:
+    said = datetime(2025, 3, 14, tzinfo=UTC)
+    text = "User moved to Lisbon"
+    undated = reflect([memory(1, text)], ReflectionConfig(max_inject_tokens=6), now=NOW)
+    dated_memory = RecalledMemory(1, text, "event", 0.8, NOW, observed_at=said)
+    dated = reflect([dated_memory], ReflectionConfig(max_inject_tokens=6), now=NOW)
+    assert (undated[0].kept, undated[0].tokens) == (True, 6)
+    assert (dated[0].reason, dated[0].tokens) == ("over_budget", 7)  # what is injected is sized

@@ -28,6 +28,7 @@ from contextplatform.routing.demo import (
     DEMO_DEPLOYMENT,
     DEMO_QUESTION,
     DEMO_RESOLVE_BODY,
+    DEMO_SAMPLE_QUESTIONS,
     SUPPORT_ROUTE,
     demo_deployment,
     openai_snippet,
@@ -126,6 +127,21 @@ def test_the_demo_serves_its_route_and_admin_and_renews_its_secrets(db: Any) -> 
     assert by_name["docs"]["items"] >= 1  # the demo collection was ingested and is recalled
     system = report["request"]["messages"][0]
     assert system["role"] == "system" and "refund" in system["content"].lower()
+    # The route writes no match block: the defaults keep the right article for every sample.
+    (rag,) = [source for source in SUPPORT_ROUTE["context"]["sources"] if source["type"] == "rag"]
+    assert "match" not in rag
+    for question, article in DEMO_SAMPLE_QUESTIONS.items():
+        body = {
+            **DEMO_RESOLVE_BODY,
+            "request": {"messages": [{"role": "user", "content": question}]},
+        }
+        answered = ApiClient(key).post("/api/v1/resolve", body).json()
+        docs = next(s for s in answered["sources"] if s["name"] == "docs")
+        kept = [c["document_id"] for c in docs["candidates"] if c["kept"]]
+        assert article in kept, (question, docs["candidates"])
+        if docs["notes"].get("cache") != "hit":  # the first question was asked above
+            calibration = docs["notes"]["judge_calibration"][0]["from"]
+            assert calibration.startswith("collection support-kb")
 
     for role in ROLES:
         assert admin_login(role, password).get("/admin/").status_code == 200

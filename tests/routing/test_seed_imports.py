@@ -308,9 +308,11 @@ def test_a_whole_vsr_file_maps_onto_defaults_recipes_and_routes(acme_api: ApiCli
     assert billing["description"] == "Billing questions" and billing["recipe"] is None
     guardrails, memory = billing["context"]["sources"]
     assert guardrails["texts"] == ["Quote the refund policy."]
-    # The store's defaults, where the memory source leaves them to it.
-    assert memory["match"]["recall"]["top_k"] == 7
-    assert memory["match"]["recall"]["min_similarity"] == 0.6
+    # The store's defaults, kept as the store's: the source's match block would win over them,
+    # and nothing unwritten is filled in (the embedder's defaults apply there).
+    assert memory.get("match") is None
+    assert memory["store"]["default_retrieval_limit"] == 7
+    assert memory["store"]["default_similarity_threshold"] == 0.6
     assert memory["store"]["auto"] is True
     assert billing["context"]["compress"]["signals"]["profile"] == "coding"  # global.plugins
 

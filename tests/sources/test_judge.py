@@ -14,17 +14,15 @@ from django.test import override_settings
 
 from contextplatform.core.llm import LLMDeployment
 from sources.judge import (
-    COMBINED,
-    LEXICAL,
-    Bm25,
     JudgeCandidate,
     JudgeError,
     LLMJudge,
     LocalJudge,
     judge_for,
     known_deployments,
-    min_max,
 )
+from sources.judge_calibration import PRIOR
+from sources.judge_lexical import Bm25, min_max
 from tests.fake_models import ModelReply, PlayedModel, chat_reply, played_model
 
 QUERY = "how do I get a refund for a damaged order"
@@ -84,9 +82,11 @@ def test_calibration_separates_clear_cases() -> None:
     scores = local_scores(featured([0.85, 0.45, 0.15], [14.0, 5.0, 0.0]))
     assert scores[0] > 0.5  # a near-duplicate of the query, best lexical match
     assert scores[2] < 0.5  # unrelated, no lexical match
-    assert COMBINED.slope > 0 and LEXICAL.slope > 0  # monotonic by construction
-    assert COMBINED.probability(0.8 * 0.9 + 0.2 * 1.0) > 0.5
-    assert COMBINED.probability(0.8 * 0.3 + 0.2 * 0.0) < 0.5
+    # monotonic by construction: a match sits above the background
+    assert PRIOR.combined.match_mean > PRIOR.combined.background_mean
+    assert PRIOR.lexical.match_mean > PRIOR.lexical.background_mean
+    assert PRIOR.combined.probability(0.8 * 0.9 + 0.2 * 1.0) > 0.5
+    assert PRIOR.combined.probability(0.8 * 0.1 + 0.2 * 0.0) < 0.5
 
 
 def test_missing_bm25_is_computed_from_the_texts() -> None:
@@ -107,9 +107,9 @@ def test_missing_cosine_uses_the_lexical_calibration() -> None:
         JudgeCandidate(text="refund", bm25=7.0, cosine=0.9),
     ]
     scores = local_scores(candidates)
-    assert scores[0] == pytest.approx(LEXICAL.probability(1.0))
-    assert scores[1] == pytest.approx(LEXICAL.probability(0.0))
-    assert scores[2] == pytest.approx(COMBINED.probability(0.8 * 0.9 + 0.2 * 1.0))
+    assert scores[0] == pytest.approx(PRIOR.lexical.probability(1.0))
+    assert scores[1] == pytest.approx(PRIOR.lexical.probability(0.0))
+    assert scores[2] == pytest.approx(PRIOR.combined.probability(0.8 * 0.9 + 0.2 * 1.0))
     nothing = local_scores([JudgeCandidate(text="a"), JudgeCandidate(text="b")])
     assert all(0.0 <= s <= 1.0 for s in nothing)
 

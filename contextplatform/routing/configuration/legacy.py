@@ -15,9 +15,9 @@ of the ``context`` plugin; their removed fields move as follows:
   ``qdrant``, ``openai``, ...) keeps its settings the backend takes, and ``vectorstore``'s
   ``vector_store_id`` is the collection; ``milvus`` and ``qdrant`` are read from the platform's
   vector store only where those backends are not installed.
-* Memory ``retrieval_limit`` / ``similarity_threshold`` → ``match.recall`` (unset: the global
-  store's ``default_retrieval_limit`` / ``default_similarity_threshold``), ``auto_store`` →
-  ``store.auto``.
+* Memory ``retrieval_limit`` / ``similarity_threshold`` → ``match.recall`` (only what is
+  written), the global store's ``default_retrieval_limit`` / ``default_similarity_threshold`` →
+  the source's ``store`` block, ``auto_store`` → ``store.auto``.
 * Compression ``scoring.method: bm25`` → ``compress.match: {recall: {method: bm25}}`` (embedding
   scoring is replaced by the relevance judge, the default); ``budget.target_tokens`` →
   ``budget.max_tokens``; ``trigger_tokens`` is dropped; a compress block that held nothing gets
@@ -624,13 +624,15 @@ def _memory_source(settings: dict[str, Any], path: str, run: _Run) -> dict[str, 
     store_defaults = run.memory_store or {}
     source: dict[str, Any] = {"type": "memory"}
     source.update({key: settings[key] for key in MEMORY_KEPT_FIELDS if key in settings})
-    recall = _memory_recall(settings, store_defaults)
+    recall = _memory_recall(settings)
     if recall and "match" not in source:
-        source["match"] = {"recall": {"method": "embedding", "top_k": 5, "min_similarity": 0.7}}
-        source["match"]["recall"].update(recall)
+        source["match"] = {"recall": {"method": "embedding", **recall}}
+    store = _memory_store_defaults(store_defaults)
     auto = settings.get("auto_store", store_defaults.get("auto_store"))
     if auto is not None:
-        source["store"] = {**source.get("store", {}), "auto": auto}
+        store["auto"] = auto
+    if store:
+        source["store"] = {**source.get("store", {}), **store}
     _memory_hybrid(source, settings, store_defaults, path, run)
     reflection = settings.get("reflection", store_defaults.get("reflection"))
     if isinstance(reflection, dict):
@@ -646,15 +648,25 @@ def _memory_source(settings: dict[str, Any], path: str, run: _Run) -> dict[str, 
     return source
 
 
-def _memory_recall(settings: dict[str, Any], store: dict[str, Any]) -> dict[str, Any]:
-    top_k = settings.get("retrieval_limit", store.get("default_retrieval_limit"))
-    similarity = settings.get("similarity_threshold", store.get("default_similarity_threshold"))
+def _memory_recall(settings: dict[str, Any]) -> dict[str, Any]:
+    """The source's own limit and threshold: only what it wrote (the rest stays the store's, then
+    the embedder's default)."""
     recall: dict[str, Any] = {}
-    if top_k is not None:
-        recall["top_k"] = top_k
-    if similarity is not None:
-        recall["min_similarity"] = similarity
+    if settings.get("retrieval_limit") is not None:
+        recall["top_k"] = settings["retrieval_limit"]
+    if settings.get("similarity_threshold") is not None:
+        recall["min_similarity"] = settings["similarity_threshold"]
     return recall
+
+
+def _memory_store_defaults(store: dict[str, Any]) -> dict[str, Any]:
+    """The global store's defaults, kept as the store's (the memory source reads them after its
+    own match block and before the embedder's defaults)."""
+    return {
+        key: store[key]
+        for key in ("default_retrieval_limit", "default_similarity_threshold")
+        if store.get(key) is not None
+    }
 
 
 def _memory_hybrid(

@@ -11,8 +11,9 @@
 * ``recipes`` whose entries hold ``decisions`` (or ``routing.decisions``) onto recipes (their own
   ``plugins``) and routes layered on them;
 * ``global.stores.memory``'s ``default_retrieval_limit``, ``default_similarity_threshold`` and
-  ``auto_store`` onto the memory sources that leave ``match`` or ``store.auto`` unset (what the
-  store's defaults mean to vLLM Semantic Router's memory sources).
+  ``auto_store`` onto the file's memory sources' ``store`` block (``store.auto`` for
+  ``auto_store``), where they leave them unset: a source's own ``match`` still wins over them,
+  as it does over the store's defaults in vLLM Semantic Router.
 
 What such a file holds that the platform has no use for (listeners, providers, signals, a
 decision's rules and model references, other plugin types, other stores...) is left out and named
@@ -427,23 +428,19 @@ class _Run:
             for source in sources if isinstance(sources, list) else []:
                 if not isinstance(source, dict) or source.get("type") != "memory":
                     continue
-                if "match" not in source and (limit is not None or threshold is not None):
-                    recall: dict[str, Any] = {
-                        "method": "embedding",
-                        "top_k": 5,
-                        "min_similarity": 0.7,
-                    }
-                    if limit is not None:
-                        recall["top_k"] = limit
-                    if threshold is not None:
-                        recall["min_similarity"] = threshold
-                    source["match"] = {"recall": recall}
                 written = source.get("store")
-                if auto is not None and not (isinstance(written, dict) and "auto" in written):
-                    source["store"] = {
-                        **(written if isinstance(written, dict) else {}),
-                        "auto": auto,
-                    }
+                found = dict(written) if isinstance(written, dict) else {}
+                # The store's own fields: a match block the source writes still wins over them,
+                # and what the file leaves unset stays the embedder's default.
+                for key, value in (
+                    ("default_retrieval_limit", limit),
+                    ("default_similarity_threshold", threshold),
+                    ("auto", auto),
+                ):
+                    if value is not None and key not in found:
+                        found[key] = value
+                if found:
+                    source["store"] = found
 
 
 def refuse_legacy_signals(value: dict[str, Any]) -> None:

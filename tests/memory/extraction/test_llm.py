@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -101,6 +102,16 @@ def test_llm_tolerates_a_code_fence_extra_keys_and_no_decisions(model: PlayedMod
     model.reply = decisions_reply([])
     assert extractor(model).decide("Thanks!", "You're welcome.", EXISTING) == []
     assert len(model.seen) == 2
+
+
+def test_llm_is_told_the_day_the_turn_was_said(model: PlayedModel) -> None:
+    model.reply = decisions_reply([])
+    said = datetime(2025, 3, 14, 23, 30, tzinfo=UTC)
+    extractor(model).decide(USER, ASSISTANT, EXISTING, observed_at=said)
+    request = model.seen[0]
+    data = json.loads(request.body["messages"][1]["content"].split("\n", 1)[1])
+    assert data["turn"] == {"user": USER, "assistant": ASSISTANT, "date": "2025-03-14"}
+    assert "the turn has a date" in request.body["messages"][0]["content"]
 
 
 def test_llm_identical_adds_collapse_and_update_may_keep_the_kind(model: PlayedModel) -> None:

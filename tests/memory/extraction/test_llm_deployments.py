@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 from django.test import override_settings
@@ -175,3 +176,32 @@ def test_a_name_that_is_neither_is_refused_with_both_kinds_named(
     message = str(refused.value)
     assert "unknown extractor deployment 'nope' (known: extractor-dep)" in message
     assert "this tenant's deployments" in message and "LLM_DEPLOYMENTS" in message
+
+
+def test_the_extractor_is_told_and_keeps_the_turns_date(
+    acme_api: ApiClient, acme: TenantFixture, upstream: LoopbackUpstream
+) -> None:
+    """The LLM path dates its memories as the local one does: by the turn, not the write."""
+    said = datetime(2025, 3, 14, 9, 30, tzinfo=UTC)
+    with outbound_allowlist(acme.schema, [LOOPBACK]):
+        create_deployment(acme_api, upstream)
+        memory_route(acme_api, "extractor-dep")
+        resolved = acme_api.post(
+            "/api/v1/resolve",
+            {
+                "route": "m",
+                "user": "u1",
+                "request": {"messages": [{"role": "user", "content": USER_TEXT}]},
+            },
+        ).json()
+        with schema_context(acme.schema):
+            MemoryTurn.objects.filter(resolve_id=resolved["id"]).update(created_at=said)
+        answer = {"choices": [{"message": {"role": "assistant", "content": "Lyon is lovely."}}]}
+        acme_api.post(f"/api/v1/resolve/{resolved['id']}/response", {"response": answer})
+
+    [seen] = upstream.requests
+    prompt = next(m["content"] for m in seen.body["messages"] if m["role"] == "user")
+    assert json.loads(prompt.split("\n", 1)[1])["turn"]["date"] == "2025-03-14"
+    listed = acme_api.get("/api/v1/users/u1/memories").json()["data"]
+    assert sorted(m["content"] for m in listed) == ["User loves jazz", "User moved to Lyon in May"]
+    assert {datetime.fromisoformat(m["observed_at"]) for m in listed} == {said}

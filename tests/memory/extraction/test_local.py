@@ -220,3 +220,131 @@ def test_conjugation() -> None:
         "moved",
         "doesn't",
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# Stable facts in the user's own words, written here and not taken from the benchmark's templates
+# (scripts/bench_memory_data.py): habits, abilities, life facts without a date. None of them was
+# read by the rules before issue 13 (memory/extraction/local.py at commit a361bd1).
+
+STABLE_FACTS: list[tuple[str, list[tuple[str, str]]]] = [
+    ("I drive a Honda Civic.", [("User drives a Honda Civic", "fact")]),
+    ("I own two bikes.", [("User owns two bikes", "fact")]),
+    ("I play the oboe in an orchestra.", [("User plays the oboe in an orchestra", "fact")]),
+    ("I speak Dutch and a little Thai.", [("User speaks Dutch and a little Thai", "fact")]),
+    ("I wear contact lenses.", [("User wears contact lenses", "fact")]),
+    ("I don't drive.", [("User doesn't drive", "fact")]),
+    ("I can't swim.", [("User can't swim", "fact")]),
+    ("I can speak Italian.", [("User can speak Italian", "fact")]),
+    ("I studied geology in Bergen.", [("User studied geology in Bergen", "fact")]),
+    ("I majored in economics.", [("User majored in economics", "fact")]),
+    ("I graduated from Trinity College.", [("User graduated from Trinity College", "fact")]),
+    ("I moved to Lisbon.", [("User moved to Lisbon", "fact")]),
+    ("I used to live in Rome.", [("User used to live in Rome", "fact")]),
+    ("I got married.", [("User got married", "fact")]),
+    ("I quit smoking.", [("User quit smoking", "fact")]),
+    ("I've lived in Oslo for eight years.", [("User has lived in Oslo for eight years", "fact")]),
+    ("I've been vegan since 2019.", [("User has been vegan since 2019", "fact")]),
+    ("I'm fluent in Hebrew.", [("User is fluent in Hebrew", "fact")]),
+    ("I'm afraid of spiders.", [("User is afraid of spiders", "fact")]),
+    ("I'm interested in astronomy.", [("User is interested in astronomy", "preference")]),
+    ("I support Celtic.", [("User supports Celtic", "fact")]),
+    ("I volunteer at a food bank.", [("User volunteers at a food bank", "fact")]),
+    ("Fun fact: I play the theremin.", [("User plays the theremin", "fact")]),
+    ("Oh, by the way, I ride a unicycle to work.", [("User rides a unicycle to work", "fact")]),
+    (
+        "Honestly, I speak Basque fluently. What's a good podcast?",
+        [("User speaks Basque fluently", "fact")],
+    ),
+    (
+        "I teach yoga and I run a small bookshop.",
+        [("User teaches yoga", "fact"), ("User runs a small bookshop", "fact")],
+    ),
+    # a lead-in with a colon before "remember that ..."
+    (
+        "Quick one: remember that my sister's name is Mira.",
+        [("User's sister's name is Mira", "fact")],
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), STABLE_FACTS, ids=[text for text, _ in STABLE_FACTS])
+def test_local_extracts_stable_facts_in_the_users_words(
+    text: str, expected: list[tuple[str, str]]
+) -> None:
+    assert [(m.content, m.kind) for m in extract_local(text)] == expected
+
+
+# Conversational turns that carry no fact about the user: greetings, thanks, reactions, requests
+# to the assistant, questions, hypotheticals, other people, and habit verbs about the conversation
+# or the moment.
+CONVERSATIONAL: list[str] = [
+    "Hello there.",
+    "Good morning!",
+    "Thanks so much!",
+    "Nice, thanks!",
+    "That makes sense.",
+    "Interesting, tell me more.",
+    "Hmm, I don't know.",
+    "Okay, I get it.",
+    "Great, I'll try that.",
+    "I see.",
+    "I agree.",
+    "I follow.",
+    "Let me think.",
+    "Please write a poem about cats.",
+    "Write me an email to my landlord.",
+    "Can you help me plan a trip?",
+    "Could you speak more slowly?",
+    "What do I drive?",
+    "Should I learn Python?",
+    "I want to learn the piano.",
+    "I need a new laptop.",
+    "If I drove a Tesla I would charge it at home.",
+    "I would play the guitar if I had time.",
+    "I might move to Berlin.",
+    "Imagine I speak French.",
+    "My friend plays the violin.",
+    "He drives a truck.",
+    "My sister studied law.",
+    "We live in Paris.",
+    "I use your app and it keeps crashing.",
+    "I run the script and it fails.",
+    "I follow the instructions but it doesn't work.",
+    "I read your answer.",
+    "I take your point.",
+    "I take a look.",
+    "I keep getting an error.",
+    "I keep forgetting the command.",
+    "I drink coffee right now.",
+    "I play it safe.",
+    "I run out of ideas.",
+    "I go to bed.",
+    "I work on it.",
+    "I became curious about it.",
+    "I used to think that was true.",
+    "I learned that from a podcast.",
+    "I've been waiting for ages.",
+    "I've been trying for hours.",
+    "I teach.",
+]
+
+
+@pytest.mark.parametrize("text", CONVERSATIONAL)
+def test_local_stores_nothing_from_conversational_turns(text: str) -> None:
+    assert extract_local(text) == []
+
+
+def test_the_benchmark_conversations_planted_facts_are_stored_and_small_talk_is_not() -> None:
+    """Section 6's extraction figure at the bench's sizes: at least 95 % of the 120 planted facts
+    stored, no small-talk turn stored (scripts/bench_memory_extraction.py)."""
+    from scripts import bench_memory_data as data
+    from scripts.bench_memory import FULL_SIZES, QUALITY_SEED
+    from scripts.bench_memory_extraction import TARGET, run_extraction
+
+    sizes = FULL_SIZES
+    conversations = data.conversations(sizes.conversations, sizes.turns, sizes.facts, QUALITY_SEED)
+    count = run_extraction(conversations).count("local")
+    assert count.planted == 120
+    assert count.stored >= TARGET * count.planted, dict(count.missed)
+    assert (count.small_talk_turns, count.small_talk_stored) == (418, 0)

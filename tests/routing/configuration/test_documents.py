@@ -577,11 +577,8 @@ def test_migrate_config_folds_a_global_memory_store_into_the_layers(
     call_command("migrate_config", str(legacy))
     captured = capsys.readouterr()
     document = yaml.safe_load(captured.out)
-    memory = {
-        "type": "memory",
-        "match": {"recall": {"method": "embedding", "top_k": 7, "min_similarity": 0.7}},
-        "store": {"auto": True},
-    }
+    # The store's limit stays the store's; its unwritten threshold is the embedder's default.
+    memory = {"type": "memory", "store": {"default_retrieval_limit": 7, "auto": True}}
     defaults = document["defaults"]["plugins"][0]["configuration"]
     assert defaults["sources"] == [memory]
     assert defaults["compress"] == {"mode": "auto"}
