@@ -3,11 +3,12 @@
 The resolver publishes one group message per resolve to ``metrics.<schema>``
 (``contextplatform.routing.pipeline.live_events`` over the bus in ``contextplatform.core.live_events``);
 the consumer sends one WebSocket frame per source outcome: ``{"source", "type", "status", "items",
-"kept", "ms", "route", "at"}``.
+"kept", "ms", "route", "at", "error"}``.
 
 A socket is authenticated (``TenantAuthMiddlewareStack``) by an API key with scope
 ``replay.read`` — ``Authorization: Bearer``, ``X-Api-Key``, or ``?key=`` for browsers — or by
-the Django admin session of a staff user on the tenant's host. Close codes: 4401 no or bad
+the Django admin session of a staff user on the tenant's host. A refused socket is accepted and
+then closed with its code, which a browser's ``CloseEvent.code`` reads: 4401 no or bad
 credentials, 4403 credentials without the right (scope, staff, foreign Origin).
 """
 
@@ -152,16 +153,22 @@ class MetricsConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         tenant = self.scope.get("tenant")
         if tenant is None:
-            await self.close(code=self.scope.get("auth_refusal") or UNAUTHENTICATED)
+            await self.refuse(self.scope.get("auth_refusal") or UNAUTHENTICATED)
             return
         if self.channel_layer is None:
-            await self.close(code=1011)
+            await self.refuse(1011)
             return
         self.group = metrics_group(tenant.schema_name)
         LISTENER_LOOP.remember()
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         LIVE_CONNECTIONS.inc()
+
+    async def refuse(self, code: int) -> None:
+        """Accept, then close with ``code``: a socket closed before it is accepted is refused at the
+        handshake with HTTP 403, and a browser sees neither that status nor any code."""
+        await self.accept()
+        await self.close(code=code)
 
     async def disconnect(self, code: int) -> None:
         if self.group is not None:

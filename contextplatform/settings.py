@@ -49,6 +49,7 @@ SHARED_APPS = [
     "django.contrib.admin",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served as static files (no CDN)
     "django_prometheus",
     "contextplatform.dashboard",  # the tenant admin's live metrics page (no models)
 ]
@@ -142,6 +143,16 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_AUTHENTICATION": [],
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    # /api/docs/ loads Swagger UI from the project's static files, never from a CDN: it renders
+    # offline and on a network that reaches nothing outside.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # Every operation documents the error envelope under each status it can fail with.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "contextplatform.core.openapi.document_errors",
+    ],
 }
 
 REDIS_URL = os.environ.get("REDIS_URL", "").strip()

@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from contextplatform import health
+from contextplatform.core import openapi  # noqa: F401  (registers the API key's security scheme)
 from contextplatform.core.metrics import metrics_view
 
 urlpatterns = [

@@ -14,6 +14,11 @@ from memory.models import Memory
 from memory.services import content_problem, create_memory, update_memory
 from sources.embedding import get_embedder
 from tenants.admin import TenantOnlyAdmin
+from tenants.admin_filters import (
+    CreatedFromFilter,
+    CreatedToFilter,
+    UserIdFilter,
+)
 
 
 class MemoryForm(forms.ModelForm):
@@ -43,8 +48,12 @@ class MemoryAdmin(TenantOnlyAdmin):
         "expires_at",
     )
     list_display_links = ("id", "short_content")
-    search_fields = ("content", "user_id")
-    list_filter = ("kind",)
+    # Operators and memory managers look one user's memories up: an exact user id, a time range
+    # of creation, and words of the content (the search box).
+    search_fields = ("content",)
+    search_help_text = "Words of the memory's content."
+    list_filter = ("kind", UserIdFilter, CreatedFromFilter, CreatedToFilter)
+    date_hierarchy = "created_at"
     ordering = ("-created_at", "-id")
     list_per_page = 50
     readonly_fields = (
@@ -68,9 +77,13 @@ class MemoryAdmin(TenantOnlyAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Memory]:
         return super().get_queryset(request).defer("embedding", "search_vector")
 
+    class Media:
+        # The content column takes the room the list has; dates stay on one line.
+        css = {"all": ("memory/memory_admin.css",)}
+
     @admin.display(description="content")
     def short_content(self, memory: Memory) -> str:
-        return memory.content if len(memory.content) <= 80 else memory.content[:79] + "…"
+        return memory.content if len(memory.content) <= 240 else memory.content[:239] + "…"
 
     def save_model(self, request: HttpRequest, obj: Memory, form: Any, change: bool) -> None:
         if not change:

@@ -36,6 +36,7 @@ class Memory(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "memories"
         ordering = ["user_id", "-created_at"]
         indexes = [
             models.Index(fields=["user_id", "-created_at", "-id"], name="memory_user_recent"),

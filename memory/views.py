@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from django.http import StreamingHttpResponse
 from django_tenants.utils import schema_context
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rest_framework import status
@@ -22,6 +23,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from contextplatform.core.errors import ApiError, invalid_request, not_found
+from contextplatform.core.read_back import without_read_only
+from contextplatform.core.validation import parse
 from contextplatform.core.views import ApiView
 from memory.models import Memory
 from memory.selectors import (
@@ -65,8 +68,17 @@ def aware_datetime(value: Any) -> Any:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         raise ValueError("expected an ISO 8601 date-time string") from None
-    if parsed.tzinfo is None:
+    offset = parsed.utcoffset()
+    if offset is None:
         raise ValueError("the date-time needs a time zone (e.g. Z or +00:00)")
+    # Real time zones lie within ±14 hours; PostgreSQL refuses larger offsets (ISO 8601 allows
+    # up to ±23:59), and years before 1 AD or past 9999 do not survive the conversion to UTC.
+    if abs(offset) > timedelta(hours=14):
+        raise ValueError("the time zone offset must lie within ±14:00")
+    try:
+        parsed.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("the date-time is out of range") from None
     return parsed
 
 
@@ -129,6 +141,22 @@ class SearchBody(BaseModel):
 
 def iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
+
+
+# What a memory's representation adds to what it writes; a write ignores them (core/read_back.py),
+# so a memory read from one user posts to another as it is.
+READ_ONLY = frozenset(
+    {
+        "id",
+        "user",
+        "source_request_id",
+        "source_turn",
+        "created_at",
+        "updated_at",
+        "last_used_at",
+        "strength",
+    }
+)
 
 
 def memory_representation(memory: Memory) -> dict[str, Any]:
@@ -210,7 +238,7 @@ class MemoryListView(ApiView):
         operation_id="memories_create",
     )
     def post(self, request: Request, user: str) -> Response:
-        body = self.body(request, MemoryBody)
+        body = parse(MemoryBody, without_read_only(request.data, READ_ONLY))
         with embedding_errors():
             memory = create_memory(
                 user_id=checked_user(user),
@@ -246,7 +274,7 @@ class MemoryDetailView(ApiView):
         operation_id="memory_update",
     )
     def patch(self, request: Request, user: str, memory_id: int) -> Response:
-        body = self.body(request, MemoryPatchBody)
+        body = parse(MemoryPatchBody, without_read_only(request.data, READ_ONLY))
         if not body.model_fields_set:
             raise invalid_request(
                 "give at least one of content, metadata, kind, expires_at, observed_at"
@@ -351,7 +379,8 @@ class MemoryExportView(ApiView):
     renderer_classes = [JSONRenderer, NDJSONRenderer]
 
     @extend_schema(
-        responses={200: str},
+        # JSON Lines only (one memory representation a line); errors are the JSON envelope.
+        responses={(200, "application/x-ndjson"): OpenApiTypes.STR},
         summary="All of one user's memories as JSON Lines",
         operation_id="memories_export",
     )

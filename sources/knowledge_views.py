@@ -12,6 +12,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from contextplatform.core.errors import not_found
+from contextplatform.core.read_back import without_read_only
+from contextplatform.core.validation import parse
 from contextplatform.core.views import ApiView
 from sources.embedding import get_embedder
 from sources.ingestion import (
@@ -26,6 +28,7 @@ from sources.selectors import (
     collection_by_name,
     collection_document,
     collections_with_counts,
+    document_statuses,
     documents_page,
     ingestion_job,
 )
@@ -77,6 +80,23 @@ class DocumentsBody(BaseModel):
         return documents
 
 
+# What a collection's representation adds to what it writes; a write ignores them
+# (core/read_back.py).
+COLLECTION_READ_ONLY = frozenset(
+    {"embedder", "documents", "chunks", "version", "created_at", "updated_at"}
+)
+# A document's: ``status``, ``error`` and ``chunks`` are the indexing's.
+DOCUMENT_READ_ONLY = frozenset({"status", "error", "chunks", "updated_at"})
+
+
+def documents_written(data: Any) -> Any:
+    """An ingest body whose documents may be GET bodies: their read-only fields left out."""
+    if not isinstance(data, dict) or not isinstance(data.get("documents"), list):
+        return data
+    documents = [without_read_only(d, DOCUMENT_READ_ONLY) for d in data["documents"]]
+    return {**data, "documents": documents}
+
+
 def collection_representation(collection: Collection) -> dict[str, Any]:
     return {
         "name": collection.name,
@@ -98,6 +118,17 @@ def document_representation(document: Document) -> dict[str, Any]:
         "error": document.error or None,
         "chunks": document.chunk_count,
         "updated_at": document.updated_at.isoformat(),
+    }
+
+
+def ingested_document(external_id: str, document: Document | None) -> dict[str, Any]:
+    if document is None:  # deleted since it was submitted
+        return {"id": external_id, "status": "pending", "error": None, "chunks": 0}
+    return {
+        "id": external_id,
+        "status": document.status,
+        "error": document.error or None,
+        "chunks": document.chunk_count,
     }
 
 
@@ -132,9 +163,11 @@ class CollectionListView(ApiView):
 
     @extend_schema(request=CollectionBody, responses={201: dict}, summary="Create a collection")
     def post(self, request: Request) -> Response:
-        body = self.body(request, CollectionBody)
+        body = parse(CollectionBody, without_read_only(request.data, COLLECTION_READ_ONLY))
         collection = create_collection(name=body.name, description=body.description)
-        return Response(collection_representation(collection), status=status.HTTP_201_CREATED)
+        # Read back with its counts (0 and 0, not unknown), as the list shows it.
+        counted = collections_with_counts().get(pk=collection.pk)
+        return Response(collection_representation(counted), status=status.HTTP_201_CREATED)
 
 
 class DocumentListView(ApiView):
@@ -168,7 +201,7 @@ class DocumentListView(ApiView):
     )
     def post(self, request: Request, name: str) -> Response:
         collection = existing_collection(name)
-        body = self.body(request, DocumentsBody)
+        body = parse(DocumentsBody, documents_written(request.data))
         ensure_embedder_matches(collection, get_embedder())
         job = submit_documents(
             collection=collection,
@@ -179,11 +212,16 @@ class DocumentListView(ApiView):
         )
         enqueue_ingestion(job)
         job.refresh_from_db()
+        # Each document as stored now: ``indexed`` once an eager job has run, ``pending`` while a
+        # worker has it (the job's status says which), ``failed`` with its error.
+        stored = document_statuses(
+            collection=collection, external_ids=[d.id for d in body.documents]
+        )
         return Response(
             {
                 "job": job.id,
                 "status": job.status,
-                "documents": [{"id": d.id, "status": "queued"} for d in body.documents],
+                "documents": [ingested_document(d.id, stored.get(d.id)) for d in body.documents],
             },
             status=status.HTTP_202_ACCEPTED,
         )
@@ -198,7 +236,8 @@ class DocumentDetailView(ApiView):
         document = collection_document(collection=collection, external_id=document_id)
         if document is None:
             raise not_found(f"document {document_id!r} does not exist in {name!r}")
-        return Response(document_representation(document))
+        # One document reads back whole, so it posts back (the list leaves the text out).
+        return Response({**document_representation(document), "text": document.text})
 
     @extend_schema(responses={200: dict}, summary="Delete a document and its chunks")
     def delete(self, request: Request, name: str, document_id: str) -> Response:

@@ -5,7 +5,15 @@ from __future__ import annotations
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from sources.models import ChatMessage, Chunk, Collection, Document, IngestionJob, UserProfile
+from sources.models import (
+    ChatMessage,
+    ChatSession,
+    Chunk,
+    Collection,
+    Document,
+    IngestionJob,
+    UserProfile,
+)
 
 
 def user_profile(user_id: str) -> UserProfile | None:
@@ -16,6 +24,14 @@ def session_messages(*, session_key: str, user_id: str | None) -> QuerySet[ChatM
     return ChatMessage.objects.filter(
         session__key=session_key, session__user_id=user_id or ""
     ).order_by("seq")
+
+
+def session_users(session_key: str, *, limit: int = 2) -> list[str]:
+    """The users holding a session of this key (up to ``limit``; ``""`` is anonymous). A session
+    belongs to one user, but the key alone does not make it unique: two users may name the same
+    one, and each keeps their own."""
+    users = ChatSession.objects.filter(key=session_key).order_by("user_id")
+    return list(users.values_list("user_id", flat=True)[:limit])
 
 
 def collection_by_name(name: str) -> Collection | None:
@@ -54,6 +70,12 @@ def documents_page(*, collection: Collection, after: str | None, limit: int) -> 
 
 def collection_document(*, collection: Collection, external_id: str) -> Document | None:
     return Document.objects.filter(collection=collection, external_id=external_id).first()
+
+
+def document_statuses(*, collection: Collection, external_ids: list[str]) -> dict[str, Document]:
+    """The stored documents of ``external_ids``, by id (for the ingest answer's statuses)."""
+    documents = Document.objects.filter(collection=collection, external_id__in=external_ids)
+    return {document.external_id: document for document in documents}
 
 
 def ingestion_job(job_id: str) -> IngestionJob | None:

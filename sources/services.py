@@ -31,7 +31,9 @@ def append_session_messages(
             session=session,
             seq=last + offset,
             role=message["role"],
-            content=message.get("content"),
+            # A message without content (an assistant turn that only called tools) is stored as
+            # an empty text: the column holds JSON, and SQL NULL is not a message's content.
+            content=message.get("content") if message.get("content") is not None else "",
             text=content_text(message.get("content")),
             resolve_id=resolve_id,
         )

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin, messages
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.core.exceptions import ValidationError
 from django.db import connection
 from django.http import HttpRequest
 
@@ -10,6 +14,42 @@ from tenants.services import issue_api_key
 
 def on_public_schema(request: HttpRequest) -> bool:
     return connection.schema_name == "public"
+
+
+def served_admin_hint(request: HttpRequest | None) -> str:
+    """Which admin this host serves: a tenant's users exist only in their tenant's schema, so
+    signing in on another host fails as if the password were wrong. The page is shown to anyone,
+    signed in or not, so it never lists the tenants or their hosts."""
+    tenant = getattr(request, "tenant", None)
+    if tenant is not None and not on_public_schema(request):  # type: ignore[arg-type]
+        return (
+            f"This host serves the admin of the tenant {tenant.name}: its own users sign in "
+            "here; the platform's administrators sign in on the platform host (any host that "
+            "is not a tenant's)."
+        )
+    return (
+        "This host serves the platform's admin (tenants and API keys), for platform "
+        "administrators. A tenant's users sign in on their tenant's own host (the domain the "
+        "platform's administrators gave the tenant, such as demo.localhost for the demo)."
+    )
+
+
+class HostAwareLoginForm(AdminAuthenticationForm):
+    """The admin's login: a refused login also says which admin this host serves."""
+
+    def clean(self) -> dict[str, Any]:
+        try:
+            return super().clean()
+        except ValidationError as error:
+            if error.code != "invalid_login":
+                raise
+            hint = served_admin_hint(self.request)
+            raise ValidationError(
+                f"{' '.join(error.messages)} {hint}", code="invalid_login"
+            ) from None
+
+
+admin.site.login_form = HostAwareLoginForm
 
 
 class SchemaScopedAdmin(admin.ModelAdmin):

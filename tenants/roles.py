@@ -39,7 +39,8 @@ CONFIGURATION = (
 )
 
 # Operators configure routes, deployments and the data sources read (profiles, sessions, knowledge base).
-# They may read replay records: a replay is how an operator sees what a route actually did.
+# They may read replay records: a replay is how an operator sees what a route actually did, and
+# look up a user's memories (what a memory source injected), while only memory managers edit them.
 # Ingestion jobs are written by ingestion itself, so operators only watch them.
 OPERATOR = (
     grant(ALL, *CONFIGURATION)
@@ -51,7 +52,7 @@ OPERATOR = (
         "sources.collection",
         "sources.document",
     )
-    | grant(VIEW, "routing.replayrecord", "sources.ingestionjob")
+    | grant(VIEW, "routing.replayrecord", "sources.ingestionjob", "memory.memory")
 )
 
 # Auditors read what was decided and the configuration that decided it, never users' stored data

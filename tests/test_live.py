@@ -6,6 +6,7 @@ one through a real uvicorn process."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -25,7 +26,7 @@ from tests.routing import source_kinds_for_tests  # noqa: F401  (registers test_
 IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 RULES = {"type": "skill_guardrails", "name": "rules", "texts": ["Be kind."]}
 STUCK = {"type": "test_hang", "name": "stuck", "timeout_ms": 30}
-EVENT_FIELDS = {"source", "type", "status", "items", "kept", "ms", "route", "at"}
+EVENT_FIELDS = {"source", "type", "status", "items", "kept", "ms", "route", "at", "error"}
 
 
 @pytest.fixture(autouse=True)
@@ -74,6 +75,16 @@ def resolve(api: ApiClient, route: str) -> dict[str, Any]:
     response = api.post("/api/v1/resolve", body)
     assert response.status_code == 200, response.content
     return response.json()
+
+
+async def close_code(communicator: WebsocketCommunicator) -> int | None:
+    """The code a refused socket is closed with, after its handshake was accepted (a browser reads
+    no code from a handshake refused with HTTP 403)."""
+    connected, _ = await communicator.connect(timeout=5)
+    assert connected, "the handshake was refused instead of closed with a code"
+    closed = await communicator.receive_output(timeout=5)
+    assert closed["type"] == "websocket.close", closed
+    return closed.get("code")
 
 
 async def events_of(communicator: WebsocketCommunicator, count: int) -> list[dict[str, Any]]:
@@ -164,9 +175,9 @@ def test_bad_missing_or_underprivileged_keys_are_refused(acme: TenantFixture) ->
             socket(key=resolve_only.plain_key),
             socket(headers=[(b"host", b"acme.localhost")]),  # the host alone is no credential
         ]
-        return [await attempt.connect() for attempt in attempts]
+        return [await close_code(attempt) for attempt in attempts]
 
-    assert run(scenario) == [(False, 4401)] * 5 + [(False, 4403), (False, 4401)]
+    assert run(scenario) == [4401] * 5 + [4403, 4401]
 
 
 # --- the admin session on the tenant's host ----------------------------------------------------
@@ -204,9 +215,9 @@ def test_the_admin_session_on_the_tenants_host_opens_the_stream(
                 ]
             ),
         ]
-        return [received, *[await attempt.connect() for attempt in refused]]
+        return [received, *[await close_code(attempt) for attempt in refused]]
 
-    assert run(scenario) == [["live"], (False, 4401), (False, 4403), (False, 4403)]
+    assert run(scenario) == [["live"], 4401, 4403, 4403]
 
 
 # --- publishing never hurts a resolve --------------------------------------------------------------
@@ -300,3 +311,47 @@ def test_a_resolve_in_another_process_reaches_the_socket_through_redis(
         1,
         1,
     )
+
+
+# --- what a client of the real server sees -------------------------------------------------------
+
+
+def test_a_refused_socket_on_the_real_server_closes_with_its_code(
+    django_db_setup: Any, django_db_blocker: Any
+) -> None:
+    """Through uvicorn and a real WebSocket client: the handshake succeeds and the close frame
+    carries 4401 / 4403 (a handshake refused with HTTP 403 carries no code a browser can read)."""
+    import websockets
+    from websockets.exceptions import ConnectionClosed
+
+    from tenants.models import Tenant
+    from tenants.services import issue_api_key, revoke_api_key
+
+    with django_db_blocker.unblock():
+        tenant = Tenant.objects.get(schema_name="acme")
+        resolve_only = issue_api_key(tenant=tenant, scopes="resolve", name="no-stream-live")
+
+    async def close_of(url: str, headers: dict[str, str]) -> int | None:
+        async with websockets.connect(url, additional_headers=headers, open_timeout=10) as ws:
+            try:
+                await asyncio.wait_for(ws.recv(), timeout=10)
+            except ConnectionClosed as closed:
+                return closed.rcvd.code if closed.rcvd else None
+        return None
+
+    try:
+        with django_db_blocker.unblock(), live_server() as base:
+            url = base.replace("http://", "ws://") + "/ws/metrics/"
+
+            async def scenario() -> list[int | None]:
+                return [
+                    await close_of(url, {}),
+                    await close_of(url, {"Authorization": "Bearer cp_not-a-key"}),
+                    await close_of(url, {"Authorization": f"Bearer {resolve_only.plain_key}"}),
+                ]
+
+            codes = asyncio.run(scenario())
+    finally:
+        with django_db_blocker.unblock():
+            revoke_api_key(api_key=resolve_only.api_key)
+    assert codes == [4401, 4401, 4403]

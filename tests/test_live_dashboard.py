@@ -36,3 +36,34 @@ def test_the_platform_host_has_no_dashboard(db: Any) -> None:
     index = client.get("/admin/", HTTP_HOST=PLATFORM)
     assert index.status_code == 200
     assert "/admin/live/" not in index.content.decode()
+
+
+def test_the_dashboard_starts_with_the_latest_resolves_of_its_tenant(acme: TenantFixture) -> None:
+    from django.utils import timezone
+    from django_tenants.utils import schema_context
+
+    from contextplatform.routing.models import ReplayRecord
+
+    failed = {"type": "rag", "status": "failed", "items": 0, "kept": 0, "ms": 3.5}
+    with schema_context(acme.schema):
+        ReplayRecord.objects.create(
+            id="rsv_dash",
+            route="support",
+            status="partial",
+            format="openai",
+            created_at=timezone.now(),
+            duration_ms=4.0,
+            sources=[{"name": "kb", **failed, "error": "refused: loopback"}],
+        )
+    page = logged_in(acme.schema).get("/admin/live/", HTTP_HOST=ACME)
+    assert page.context["history"] == [
+        {
+            "source": "kb",
+            **failed,
+            "route": "support",
+            "error": "refused: loopback",
+            "history": True,
+        }
+        | {"at": page.context["history"][0]["at"]}
+    ]
+    assert 'id="live-history"' in page.content.decode()

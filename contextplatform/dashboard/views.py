@@ -2,19 +2,58 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
+from contextplatform.routing.models import ReplayRecord
+from contextplatform.routing.pipeline.replay_writer import flush_current_tenant
+
 SOCKET_PATH = "/ws/metrics/"  # contextplatform.live.websocket_urlpatterns
+# How many of the latest resolves the page starts with, so that it is not empty until traffic
+# arrives; the stream adds to them from there.
+HISTORY_RESOLVES = 30
+
+
+def recent_source_events(limit: int = HISTORY_RESOLVES) -> list[dict[str, Any]]:
+    """The source outcomes of the tenant's latest resolves (their replay records), oldest first,
+    in the stream's frame shape (``contextplatform.live``) with ``"history": true``."""
+    flush_current_tenant()  # the records this process has accepted but not yet written
+    records = ReplayRecord.objects.only("route", "created_at", "sources").order_by(
+        "-created_at", "-id"
+    )[:limit]
+    events: list[dict[str, Any]] = []
+    for record in reversed(list(records)):
+        at = round(record.created_at.timestamp(), 3)
+        for source in record.sources or []:
+            events.append(
+                {
+                    "source": source.get("name") or "?",
+                    "type": source.get("type") or "",
+                    "status": source.get("status") or "",
+                    "items": source.get("items") or 0,
+                    "kept": source.get("kept") or 0,
+                    "ms": source.get("ms") or 0,
+                    "route": record.route,
+                    "at": at,
+                    "error": source.get("error"),
+                    "history": True,
+                }
+            )
+    return events
 
 
 def live_dashboard(request: HttpRequest) -> TemplateResponse:
-    """The page only; the browser opens the stream itself with the admin session."""
+    """The page with the latest resolves drawn; the browser opens the stream itself with the
+    admin session."""
     context = {
         **admin.site.each_context(request),
         "title": "Live source metrics",
         "socket_path": SOCKET_PATH,
+        "history": recent_source_events(),
+        "history_resolves": HISTORY_RESOLVES,
     }
     return TemplateResponse(request, "dashboard/live.html", context)
 

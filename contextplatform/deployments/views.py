@@ -14,6 +14,7 @@ from rest_framework.response import Response
 
 from contextplatform.core.errors import invalid_request, not_found
 from contextplatform.core.merge_patch import merge_patch
+from contextplatform.core.read_back import without_read_only
 from contextplatform.core.views import ApiView
 from contextplatform.deployments import selectors, services
 from contextplatform.deployments.models import Deployment
@@ -33,6 +34,13 @@ def written_fields(deployment: Deployment) -> dict[str, Any]:
         "headers": deployment.headers,
         "may_judge": deployment.may_judge,
     }
+
+
+# What a deployment's representation adds to what it writes; a write ignores them
+# (core/read_back.py). ``api_key_set`` among them: a body without ``api_key`` keeps the stored key.
+READ_ONLY = frozenset(
+    {"api_key_set", "calibration", "calibration_samples", "created_at", "updated_at"}
+)
 
 
 def deployment_representation(deployment: Deployment) -> dict[str, Any]:
@@ -63,7 +71,7 @@ class DeploymentListView(ApiView):
 
     @extend_schema(request=DeploymentSpec, responses={201: dict}, summary="Create a deployment")
     def post(self, request: Request) -> Response:
-        spec = services.parse_deployment(request.data)
+        spec = services.parse_deployment(without_read_only(request.data, READ_ONLY))
         deployment = services.create_deployment(spec=spec)
         return Response(deployment_representation(deployment), status=status.HTTP_201_CREATED)
 
@@ -88,7 +96,7 @@ class DeploymentDetailView(ApiView):
     )
     def put(self, request: Request, name: str) -> Response:
         deployment = existing_deployment(name)
-        data = request.data
+        data = without_read_only(request.data, READ_ONLY)
         if isinstance(data, dict):
             data = {"name": name, **data}
         spec = services.parse_deployment(data)
@@ -107,7 +115,8 @@ class DeploymentDetailView(ApiView):
         if not isinstance(request.data, dict):
             raise invalid_request("expected a JSON object (a merge patch of the deployment)")
         # A new key travels in the patch like any member; null removes it, as merge patch says.
-        spec = services.parse_deployment(merge_patch(written_fields(deployment), request.data))
+        patch = without_read_only(request.data, READ_ONLY)
+        spec = services.parse_deployment(merge_patch(written_fields(deployment), patch))
         api_key: services.KeyChange = services.KEEP_KEY
         if "api_key" in request.data:
             api_key = spec.api_key

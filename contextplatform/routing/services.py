@@ -28,6 +28,7 @@ from contextplatform.routing.configuration.schema import (
 )
 from contextplatform.routing.models import Recipe, Route, TenantDefaults
 from sources import secret_settings
+from sources.selectors import collection_by_name
 
 
 @dataclass(frozen=True)
@@ -75,12 +76,76 @@ def prepare_route(
     spec = validate_route_spec(
         {**data, "context": context}, prefix=prefix, context_prefix=context_prefix
     )
+    check_collections(context, context_param, inherited_from=sources_layer(layer, recipe))
     if inline_upstream is not None:
         # Written only once the whole route validates; the same route writes the same one.
         upsert_deployment(spec=inline_upstream, api_key=key_change(inline_upstream))
     else:
         check_upstream(spec, _join(prefix, "model.upstream"))
     return PreparedRoute(spec=spec, layer=layer, recipe=recipe)
+
+
+def check_collections(
+    context: dict[str, Any], context_param: str, inherited_from: str | None
+) -> None:
+    """A ``vectorstore`` source names collections of the tenant: one that does not exist would
+    fail that source at every resolve, so the route is refused at save time, as an unknown
+    deployment is (docs/configuration.md, "RAG sources"). ``inherited_from`` names the layer that
+    wrote the sources when the route does not write them itself."""
+    for index, source in enumerate(context.get("sources") or []):
+        for path, name in collection_names(source):
+            if collection_by_name(name) is not None:
+                continue
+            if inherited_from is None:
+                param = f"{context_param}.sources[{index}].{path}"
+                raise invalid_request(
+                    f"{param}: no collection named {name!r} in this tenant", param
+                )
+            param = f"{context_param}.sources"
+            raise invalid_request(
+                f"{param}: source {source.get('name') or index!r}, inherited from {inherited_from}, "
+                f"names no collection {name!r} in this tenant ({path})",
+                param,
+            )
+
+
+def collection_names(source: Any) -> list[tuple[str, str]]:
+    """The collections a rag source reads from the platform's own store (``vectorstore``, or a
+    hybrid's vectorstore parts), each with the path of the field naming it inside the source."""
+    if not isinstance(source, dict) or source.get("type") != "rag":
+        return []
+    return backend_collections(source, "backend_config")
+
+
+def backend_collections(part: Any, at: str) -> list[tuple[str, str]]:
+    config = part.get("backend_config") if isinstance(part, dict) else None
+    if not isinstance(config, dict):
+        return []
+    backend = part.get("backend", "vectorstore")
+    if backend == "hybrid":
+        return [
+            found
+            for name in ("primary", "fallback")
+            for found in backend_collections(config.get(name), f"{at}.{name}.backend_config")
+        ]
+    if backend != "vectorstore":
+        return []
+    found = []
+    if isinstance(config.get("collection"), str):
+        found.append((f"{at}.collection", config["collection"]))
+    for position, name in enumerate(config.get("collections") or []):
+        if isinstance(name, str):
+            found.append((f"{at}.collections[{position}]", name))
+    return found
+
+
+def sources_layer(layer: dict[str, Any], recipe: Recipe | None) -> str | None:
+    """Which layer wrote a route's effective sources: ``None`` for the route itself."""
+    if "sources" in layer:
+        return None
+    if recipe is not None and "sources" in recipe.context:
+        return f"recipe {recipe.name!r}"
+    return "the tenant defaults"
 
 
 def named_upstream(

@@ -11,10 +11,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from contextplatform.core.errors import not_found
+from contextplatform.core.read_back import without_read_only
 from contextplatform.core.views import ApiView
 from sources.mcp import selectors, services
 from sources.mcp.config import McpServerSpec
 from sources.models import McpServer
+
+# What a server's representation adds to what it writes; a write ignores them (core/read_back.py):
+# a body without ``headers`` keeps the stored values on PUT, and has none on POST.
+READ_ONLY = frozenset({"headers_set", "created_at", "updated_at"})
 
 
 def server_representation(server: McpServer) -> dict[str, Any]:
@@ -44,7 +49,9 @@ class McpServerListView(ApiView):
 
     @extend_schema(request=McpServerSpec, responses={201: dict}, summary="Register an MCP server")
     def post(self, request: Request) -> Response:
-        server = services.create_server(spec=services.parse_server(request.data))
+        server = services.create_server(
+            spec=services.parse_server(without_read_only(request.data, READ_ONLY))
+        )
         return Response(server_representation(server), status=status.HTTP_201_CREATED)
 
 
@@ -62,7 +69,7 @@ class McpServerDetailView(ApiView):
     )
     def put(self, request: Request, name: str) -> Response:
         server = existing_server(name)
-        data = request.data
+        data = without_read_only(request.data, READ_ONLY)
         if isinstance(data, dict):
             data = {"name": name, **data}
         updated = services.update_server(server=server, spec=services.parse_server(data))

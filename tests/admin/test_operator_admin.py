@@ -126,7 +126,9 @@ def field_errors(response: Any) -> dict[str, list[str]]:
 def cell_error(html: str, field: str) -> str:
     """The error rendered in a source row's cell (next to the field), as the page shows it."""
     match = re.search(
-        rf'<td class="field-{field}"><ul class="errorlist[^"]*"[^>]*><li>([^<]*)</li>', html
+        rf'<td class="field-{field}"><label[^>]*>[^<]*</label><ul class="errorlist[^"]*"[^>]*>'
+        r"<li>([^<]*)</li>",
+        html,
     )
     assert match, f"no error shown next to {field}"
     return match.group(1)
@@ -593,8 +595,9 @@ def test_blank_target_fields_show_what_they_inherit(acme: TenantFixture, operato
     set_defaults({"compress": {"targets": {"history": {"mode": "extractive", "min_tokens": 5000}}}})
     html = operator.get(f"{ROUTES}add/").content.decode()
     history_mode = re.search(r'<select name="target_history_mode".*?</select>', html, re.S)
-    assert history_mode and '<option value="" selected>inherit (extractive)</option>' in (
-        history_mode.group(0)
+    assert history_mode and (
+        '<option value="" selected>inherit: extractive, from the tenant defaults</option>'
+        in history_mode.group(0)
     )
     assert re.search(r'name="target_history_min_tokens"[^>]*placeholder="5000"', html) or re.search(
         r'placeholder="5000"[^>]*name="target_history_min_tokens"', html
@@ -603,4 +606,43 @@ def test_blank_target_fields_show_what_they_inherit(acme: TenantFixture, operato
         r'placeholder="2500"[^>]*name="target_history_target_tokens"', html
     ) or re.search(r'name="target_history_target_tokens"[^>]*placeholder="2500"', html)
     tool_mode = re.search(r'<select name="target_tool_outputs_mode".*?</select>', html, re.S)
-    assert tool_mode and "inherit (extractive)" in tool_mode.group(0)  # the built-in default
+    assert tool_mode and "inherit: extractive, platform default" in tool_mode.group(0)
+    # A preserve target keeps its content whole: no thresholds are shown for it.
+    rag_mode = re.search(r'<select name="target_rag_mode".*?</select>', html, re.S)
+    assert rag_mode and "inherit: preserve, platform default" in rag_mode.group(0)
+    rag_from = re.search(r'<input[^>]*name="target_rag_min_tokens"[^>]*>', html)
+    assert rag_from and "placeholder" not in rag_from.group(0)
+
+
+def test_without_a_compress_block_beneath_the_targets_inherit_no_compression(
+    acme: TenantFixture, operator: Client
+) -> None:
+    set_defaults({})
+    html = operator.get(f"{ROUTES}add/").content.decode()
+    tool_mode = re.search(r'<select name="target_tool_outputs_mode".*?</select>', html, re.S)
+    assert tool_mode and '<option value="" selected>inherit (no compression)</option>' in (
+        tool_mode.group(0)
+    )
+    assert "2000" not in re.search(
+        r'<input[^>]*name="target_tool_outputs_min_tokens"[^>]*>', html
+    ).group(0)  # type: ignore[union-attr]
+
+
+def test_an_inherited_target_names_the_recipe_it_comes_from(
+    acme: TenantFixture, operator: Client
+) -> None:
+    set_defaults({"compress": {"targets": {"history": {"mode": "extractive"}}}})
+    with schema_context("acme"):
+        recipe = Recipe.objects.create(
+            name="house",
+            context={"compress": {"targets": {"rag": {"mode": "recoverable", "min_tokens": 900}}}},
+        )
+    assert add_route(operator, recipe=str(recipe.pk)).status_code == 302
+    route = stored_route()
+    assert route is not None
+    html = operator.get(change_url(route)).content.decode()
+    rag_mode = re.search(r'<select name="target_rag_mode".*?</select>', html, re.S)
+    assert rag_mode and "inherit: recoverable, from recipe house" in rag_mode.group(0)
+    history_mode = re.search(r'<select name="target_history_mode".*?</select>', html, re.S)
+    assert history_mode and "inherit: extractive, from the tenant defaults" in history_mode.group(0)
+    assert re.search(r'<input[^>]*name="target_rag_min_tokens"[^>]*placeholder="900"', html)

@@ -114,19 +114,26 @@ def test_the_detail_page_shows_sources_items_and_decisions_as_tables(
     items = [dict(zip(tables["Items"].columns, row, strict=True)) for row in tables["Items"].rows]
     decisions = sorted((i["source"], i["decision"], i["reason"]) for i in items)
     assert decisions == [
-        ("facts", "dropped", "over_budget"),
+        ("facts", "dropped", "over the budget"),
         ("facts", "kept", "kept"),
         ("rules", "kept", "kept"),
     ]
-    assert ["context", "60"] in tables["Budget"].rows
-    assert [row[0] for row in tables["Tokens"].rows] == ["before", "after", "estimator", "label"]
+    assert ["context budget", "60"] in tables["Budget"].rows
+    assert [row[0] for row in tables["Tokens"].rows] == [
+        "tokens before",
+        "tokens after",
+        "counted by",
+        "count is",
+    ]
     assert tables["Compression"].rows  # the stage's report, even when it did nothing
 
     html = response.content.decode()
-    assert "<td>dropped</td>" in html and "<td>over_budget</td>" in html
+    assert "<td>dropped</td>" in html and "<td>over the budget</td>" in html
     assert "failed on purpose" in html
     assert "No content captured" in html and "Where is my parcel?" not in html
-    assert "Raw JSON" in html and "&quot;over_budget&quot;" in html
+    # Words, not the record's keys, and no raw JSON beside the tables.
+    assert "Raw JSON" not in html and "over_budget" not in html and "skip_reason" not in html
+    assert "why not applied" in html
     assert 'name="_save"' not in html and "/delete/" not in html
 
 
@@ -176,8 +183,8 @@ def test_captured_content_and_candidates_are_tables_too(auditor: Client) -> None
     replay = response.context["replay"]
     tables = {table.title: table for table in replay["tables"]}
     kb = tables["Candidates of kb (rag)"]
-    assert kb.columns == ["document_id", "recall_score", "judge_score", "kept", "reason"]
-    assert kb.rows[1] == ["shipping", "0.4", "0.1", "dropped", "below_threshold"]
+    assert kb.columns == ["document", "recall score", "judge score", "decision", "reason"]
+    assert kb.rows[1] == ["shipping", "0.4", "0.1", "dropped", "below the threshold"]
     assert tables["Compressed blocks"].rows == [["history", "extractive", "120"]]
     assert dict(tables["Sources"].rows and [("notes", tables["Sources"].rows[0][8])]) == {
         "notes": "cache: miss"
@@ -221,7 +228,7 @@ def test_sections_of_an_empty_record() -> None:
         "Tokens",
         "Compression",
     ]
-    assert sections["bodies"] == [] and sections["raw"] == []
+    assert sections["bodies"] == [] and "raw" not in sections
 
 
 def test_served_tool_calls_have_a_table() -> None:
@@ -246,3 +253,38 @@ def test_served_tool_calls_have_a_table() -> None:
     assert table.columns[:4] == ["round", "tool", "source", "status"]
     assert table.rows[0][:4] == ["1", "vsr_context_retrieve", "—", "served"]
     assert table.rows[1][:4] == ["2", "search_docs", "docs", "ok"]
+
+
+def test_the_list_names_each_outcome_and_only_failures_as_failed(auditor: Client) -> None:
+    record(
+        "rsv_outcomes",
+        sources=[
+            {"name": "rules", "status": "ok"},
+            {"name": "mem", "status": "empty"},
+            {"name": "kb", "status": "timeout"},
+            {"name": "live", "status": "skipped"},
+        ],
+        items=[{"kept": True}, {"kept": False}],
+        tokens={"before": 1200, "after": 800},
+    )
+    record("rsv_all_ok", sources=[{"name": "rules", "status": "ok"}])
+    html = auditor.get(LIST).content.decode()
+    assert "4 sources; timeout: kb; empty: mem; skipped: live" in html
+    assert "failed: mem" not in html
+    assert "1 source, all ok" in html
+    assert "routing/replay_admin.css" in html  # the count columns do not wrap
+    detail = auditor.get(admin_object_url(ReplayRecord, "rsv_outcomes"))
+    sources = detail.context["replay"]["tables"][1]
+    assert sources.row_classes == ["", "", "replay-failed", ""]
+
+
+def test_a_record_is_linked_and_opened_by_its_id_as_the_api_shows_it(auditor: Client) -> None:
+    replay_id = "rsv_6b0eefede6b332d92c8da224"  # "_6b" is what the admin's quoting would escape
+    record(replay_id)
+    html = auditor.get(LIST).content.decode()
+    assert f'href="/admin/routing/replayrecord/{replay_id}/change/"' in html
+    assert "rsv_5F" not in html
+    page = auditor.get(f"/admin/routing/replayrecord/{replay_id}/change/")
+    assert page.status_code == 200
+    assert page.context["original"].id == replay_id
+    assert auditor.get(admin_object_url(ReplayRecord, replay_id)).status_code == 200  # quoted too

@@ -71,7 +71,8 @@ EXPECTED: dict[str, dict[str, str]] = {
     "sources.collection": rights(operator="vac", auditor="v", superuser="vac"),
     "sources.document": rights(operator="vd", superuser="vd"),
     "sources.ingestionjob": rights(operator="v", auditor="v", superuser="v"),
-    "memory.memory": rights(memory_manager=EVERYTHING, superuser=EVERYTHING),
+    # Operators look a user's memories up; memory managers also add, change and erase them.
+    "memory.memory": rights(operator="v", memory_manager=EVERYTHING, superuser=EVERYTHING),
     # The tenant's own admin users and groups: its superusers only.
     "auth.user": rights(superuser=EVERYTHING),
     "auth.group": rights(superuser=EVERYTHING),

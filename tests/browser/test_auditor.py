@@ -42,3 +42,33 @@ def test_an_auditor_sees_a_route_read_only_and_cannot_save_it(
     add_page = page.goto(f"{tenant}/admin/routing/route/add/")
     assert add_page is not None and add_page.status == 403
     assert acme_http.route(route)["description"] == DESCRIPTION
+
+
+def test_the_replay_list_fits_a_laptop_screen_and_names_each_outcome(
+    server: str, page: Page, admin_users: AdminUsers, acme_http: TenantApi
+) -> None:
+    """At 1,280 px every column of the replay list is in view (the table does not scroll
+    sideways), and a memory source that found nothing is "empty", not failed."""
+    route = unique("listed")
+    memory = {"type": "memory", "name": "mem", "timeout_ms": 30_000}  # a cold embedder is slow
+    acme_http.create_route(route, [RULES, memory])
+    report = acme_http.resolve(route)
+    assert [s["status"] for s in report["sources"]] == ["ok", "empty"]
+    auditor = admin_users.create("acme", role="auditor")
+    tenant = tenant_url(server, "acme")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    log_in(page, tenant, auditor)
+
+    page.goto(f"{tenant}/admin/routing/replayrecord/?route={route}")
+    row = page.locator("#result_list tbody tr").first
+    expect(row.locator("td.field-source_outcomes")).to_have_text("2 sources; empty: mem")
+    expect(row.locator("td.field-kept_items")).to_have_text("1 / 1")
+    results = page.locator(".results")
+    fits = results.evaluate("(box) => box.scrollWidth <= box.clientWidth")
+    assert fits, "the replay list scrolls sideways at 1,280 px"
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+
+    row.locator("th.field-id a").click()
+    assert f"/admin/routing/replayrecord/{report['id']}/change/" in page.url  # the id as it is
+    expect(page.locator("body")).not_to_contain_text("Raw JSON")
+    expect(page.locator('[data-table="Compression"]')).to_contain_text("why not applied")

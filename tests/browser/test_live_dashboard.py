@@ -35,7 +35,7 @@ def test_the_dashboard_draws_each_source_outcome_as_resolves_run(
     page.click("#live-dashboard-link a")
     expect(page).to_have_url(f"{tenant_url(server, 'acme')}/admin/live/")
     expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
-    expect(page.locator("#live-events tbody tr")).to_have_count(0)
+    expect(page.locator("#live-events tbody tr").filter(has_text=route)).to_have_count(0)
 
     reports = [acme_http.resolve(route) for _ in range(RESOLVES)]
     assert [s["status"] for s in reports[-1]["sources"]] == ["ok", "failed"]
@@ -69,5 +69,40 @@ def test_the_dashboard_draws_each_source_outcome_as_resolves_run(
     # The latencies shown are the ones the resolve reported.
     last_ms = {s["name"]: s["ms"] for s in reports[-1]["sources"]}
     for name, ms in last_ms.items():
-        shown = page.locator(f'#live-events tbody tr[data-source="{name}"] td:last-child')
+        shown = page.locator(f'#live-events tbody tr[data-source="{name}"] td.live-ms')
         assert float(shown.first.inner_text()) == ms
+
+
+def test_the_dashboard_opens_with_the_latest_resolves_and_says_why_a_source_failed(
+    server: str, page: Page, admin_users: AdminUsers, acme_http: TenantApi
+) -> None:
+    """Resolves that ran before the page was opened are drawn at once, from the replay records,
+    with the route of each source and the error of the one that failed."""
+    user = admin_users.create("acme")
+    rules, search, route = unique("rules"), unique("search"), unique("history")
+    acme_http.create_route(route, [guardrails(rules), refused_search(search)])
+    reports = [acme_http.resolve(route) for _ in range(2)]
+    error = next(s["error"] for s in reports[-1]["sources"] if s["name"] == search)
+    assert error
+
+    log_in(page, tenant_url(server, "acme"), user)
+    page.goto(f"{tenant_url(server, 'acme')}/admin/live/")
+    events = page.locator("#live-events tbody tr.live-history").filter(has_text=route)
+    expect(events).to_have_count(4)  # before any new traffic
+    failed = page.locator(f'#live-events tbody tr.live-failed[data-source="{search}"]')
+    expect(failed.first.locator("td.live-error")).to_have_text(error)
+
+    failing = page.locator(f'#live-sources tr[data-source="{search}"]')
+    expect(failing.locator("td.live-route")).to_have_text(route)
+    expect(failing.locator(".live-failures")).to_have_text("2")
+    expect(failing.locator("td.live-error")).to_have_text(error)
+    expect(page.locator(f'#live-latency g[data-source="{rules}"] circle')).to_have_count(2)
+
+    # The stream adds to the history, and its failures carry their error too.
+    expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
+    acme_http.resolve(route)
+    live = page.locator(f'#live-events tbody tr.live-failed[data-source="{search}"]')
+    expect(live).to_have_count(3)
+    expect(live.first).not_to_have_class("live-failed live-history")
+    expect(live.first.locator("td.live-error")).to_have_text(error)
+    expect(failing.locator(".live-failures")).to_have_text("3")

@@ -244,3 +244,47 @@ def test_compress_config_is_validated(acme_api: ApiClient) -> None:
     error = refused.json()["error"]
     assert error["param"] == "context.compress.signals" and "tenant defaults" in error["message"]
     assert acme_api.get("/api/v1/routes/ok").status_code == 404
+
+
+def test_preview_takes_the_plugins_whole_configuration(acme_api: ApiClient) -> None:
+    """The seed's plugin ``configuration`` (``enabled`` first, then sources, compress, budget,
+    injection) is what an operator pastes: it was refused at ``configuration.enabled``."""
+    compress = {
+        "mode": "always",
+        "targets": {
+            "tool_outputs": {"mode": "extractive", "min_tokens": 200, "target_tokens": 100}
+        },
+        "failure_mode": "fail_open",
+    }
+    plugin = {
+        "enabled": True,
+        "sources": [{"type": "memory", "store": {"auto": True}}],
+        "compress": compress,
+        "budget": {"max_tokens": "auto", "reserve_output_tokens": "auto"},
+        "injection": {"mode": "tool_role"},
+    }
+
+    def preview(configuration: dict[str, Any]) -> dict[str, Any]:
+        response = acme_api.post(
+            "/api/v1/plugins/context/compression/preview",
+            {"configuration": configuration, "request_body": conversation()},
+        )
+        assert response.status_code == 200, response.content
+        return response.json()
+
+    whole, block = preview(plugin), preview(compress)
+    assert whole["applied"] is True and whole["tokens_saved"] > 0
+    assert (whole["tokens_after"], whole["blocks"]) == (block["tokens_after"], block["blocks"])
+    # enabled: false turns the plugin off: nothing is compressed, and the answer says why.
+    off = preview({**plugin, "enabled": False})
+    assert (off["applied"], off["skip_reason"], off["tokens_saved"]) == (False, "disabled", 0)
+    assert any("configuration.enabled is false" in w for w in off["warnings"])
+    without = preview({"enabled": True, "sources": plugin["sources"]})
+    assert (without["applied"], without["skip_reason"]) == (False, "not_configured")
+    # A plugin configuration is validated as one, naming the field.
+    refused = acme_api.post(
+        "/api/v1/plugins/context/compression/preview",
+        {"configuration": {"enabled": True, "mode": "always"}, "request_body": conversation()},
+    )
+    assert refused.status_code == 400
+    assert refused.json()["error"]["param"] == "configuration.mode"

@@ -308,8 +308,8 @@ def test_unknown_field_refused_on_put_and_patch(acme_api: ApiClient) -> None:
     assert error["param"] == "context.injection.style"
     # Neither refused change was stored.
     stored = acme_api.get("/api/v1/routes/support").json()
-    assert stored["context"]["injection"]["mode"] == "tool_role"
-    assert stored["context"]["sources"][0]["texts"] == ["Be kind."]
+    assert stored["effective_context"]["injection"]["mode"] == "tool_role"
+    assert stored["effective_context"]["sources"][0]["texts"] == ["Be kind."]
 
 
 def test_unknown_source_type(acme_api: ApiClient) -> None:

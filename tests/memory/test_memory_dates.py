@@ -120,3 +120,17 @@ def test_pre_warmed_memories_keep_their_date(acme: Any) -> None:
     assert pool is not None
     [hit] = search(pool, axis(0), 5, 0.5)
     assert hit.observed_at == SAID
+
+
+def test_dates_the_database_cannot_hold_are_refused_not_a_server_error(acme_api: ApiClient) -> None:
+    for field, value in (
+        ("observed_at", "2025-03-14T10:00:00-22:31"),  # ISO 8601 allows it, PostgreSQL does not
+        ("expires_at", "0001-01-01T00:00:00+05:00"),  # before year 1 once in UTC
+    ):
+        response = acme_api.post("/api/v1/users/u1/memories", {"content": "x", field: value})
+        assert response.status_code == 400, (field, response.content)
+        assert response.json()["error"]["param"] == field
+    accepted = acme_api.post(
+        "/api/v1/users/u1/memories", {"content": "x", "observed_at": "2025-03-14T10:00:00+14:00"}
+    )
+    assert accepted.status_code == 201, accepted.content

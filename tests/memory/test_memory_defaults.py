@@ -150,12 +150,12 @@ def test_the_route_writes_back_only_what_it_wrote(acme_api: ApiClient) -> None:
     written = {"match": {"recall": {"method": "embedding"}}}
     acme_api.post("/api/v1/routes", memory_route(**written))
     route = acme_api.get("/api/v1/routes/m").json()
-    (own,) = route["own_context"]["sources"]
+    (own,) = route["context"]["sources"]
     assert own["match"] == written["match"]
     exported = yaml.safe_load(acme_api.get("/api/v1/routes/m/export").content)
     (source,) = exported["routes"][0]["plugins"][0]["configuration"]["sources"]
     assert source["match"] == written["match"]
     # the effective configuration says the values are left to the defaults, not what they are
-    (effective,) = route["context"]["sources"]
+    (effective,) = route["effective_context"]["sources"]
     recall = effective["match"]["recall"]
     assert recall["min_similarity"] is None and recall["top_k"] is None

@@ -14,6 +14,7 @@ from django_tenants.utils import schema_context
 from memory.models import Memory, MemoryTurn
 from sources.embedding import get_embedder
 from tests.conftest import ApiClient, holding, side_connection, table_locked
+from tests.unchecked_routes import save_unchecked
 
 
 def memory_route(name: str = "m", **source: Any) -> dict[str, Any]:
@@ -124,7 +125,7 @@ def test_nothing_is_written_for_a_refused_resolve(acme_api: ApiClient) -> None:
             "on_failure": "block",
         }
     )
-    acme_api.post("/api/v1/routes", route)
+    save_unchecked("acme", route)
     refused = resolve(acme_api, "My name is Linus.")
     assert refused.status_code == 503
     with schema_context("acme"):

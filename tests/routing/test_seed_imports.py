@@ -220,9 +220,9 @@ def route(api: ApiClient, name: str) -> dict[str, Any]:
 def test_the_seeds_plugins_example_imports_onto_a_route(acme_api: ApiClient) -> None:
     result = imported(acme_api, SEED_PLUGINS, "?route=support")
     assert result["imported"] == ["support"] and result["created"] == 1
-    own = route(acme_api, "support")["own_context"]
+    own = route(acme_api, "support")["context"]
     assert own == yaml.safe_load(SEED_PLUGINS)["plugins"][0]["configuration"]
-    rag, memory = route(acme_api, "support")["context"]["sources"]
+    rag, memory = route(acme_api, "support")["effective_context"]["sources"]
     assert rag["backend"] == "milvus"
     assert rag["backend_config"]["collection"] == "docs"
     assert rag["backend_config"]["reuse_cache_connection"] is True
@@ -243,7 +243,7 @@ def test_a_fragment_onto_an_existing_route_keeps_what_the_fragment_cannot_say(
     after = route(acme_api, "support")
     assert after["model"] == {**body["model"], "upstream": None}
     assert after["description"] == "Customer support"
-    assert [s["type"] for s in after["own_context"]["sources"]] == ["rag", "memory"]
+    assert [s["type"] for s in after["context"]["sources"]] == ["rag", "memory"]
 
 
 def test_the_seeds_global_signals_example_imports_as_the_tenant_defaults(
@@ -251,7 +251,7 @@ def test_the_seeds_global_signals_example_imports_as_the_tenant_defaults(
 ) -> None:
     assert imported(acme_api, SEED_GLOBAL_SIGNALS)["defaults"] is True
     assert imported(acme_api, "routes:\n- name: plain\n")["created"] == 1
-    signals = route(acme_api, "plain")["context"]["compress"]["signals"]
+    signals = route(acme_api, "plain")["effective_context"]["compress"]["signals"]
     assert signals["enabled"] is True and signals["profile"] == "default"
     assert signals["max_tokens"] == 4096 and signals["skip_signals"] == ["jailbreak", "pii"]
 
@@ -306,7 +306,7 @@ def test_a_whole_vsr_file_maps_onto_defaults_recipes_and_routes(acme_api: ApiCli
 
     billing = route(acme_api, "billing")
     assert billing["description"] == "Billing questions" and billing["recipe"] is None
-    guardrails, memory = billing["context"]["sources"]
+    guardrails, memory = billing["effective_context"]["sources"]
     assert guardrails["texts"] == ["Quote the refund policy."]
     # The store's defaults, kept as the store's: the source's match block would win over them,
     # and nothing unwritten is filled in (the embedder's defaults apply there).
@@ -314,12 +314,16 @@ def test_a_whole_vsr_file_maps_onto_defaults_recipes_and_routes(acme_api: ApiCli
     assert memory["store"]["default_retrieval_limit"] == 7
     assert memory["store"]["default_similarity_threshold"] == 0.6
     assert memory["store"]["auto"] is True
-    assert billing["context"]["compress"]["signals"]["profile"] == "coding"  # global.plugins
+    assert (
+        billing["effective_context"]["compress"]["signals"]["profile"] == "coding"
+    )  # global.plugins
 
     careful = route(acme_api, "careful")
     assert careful["recipe"] == "strict"
-    assert careful["context"]["injection"]["mode"] == "system_prompt"  # the recipe's plugins
-    assert careful["context"]["sources"][0]["texts"] == ["Check twice."]
+    assert (
+        careful["effective_context"]["injection"]["mode"] == "system_prompt"
+    )  # the recipe's plugins
+    assert careful["effective_context"]["sources"][0]["texts"] == ["Check twice."]
 
 
 def test_older_flat_files_with_top_level_decisions_import(acme_api: ApiClient) -> None:

@@ -122,15 +122,69 @@ def ordered(keys: list[str], preferred: tuple[str, ...]) -> list[str]:
     return [key for key in preferred if key in keys] + [key for key in keys if key not in preferred]
 
 
+# The record's keys in an auditor's words; a key not listed reads with its underscores as spaces.
+LABELS = {
+    "context_window": "context window",
+    "reserved_output": "reserved for the answer",
+    "max_input": "largest input",
+    "request_tokens": "request tokens",
+    "context": "context budget",
+    "used": "context used",
+    "before": "tokens before",
+    "after": "tokens after",
+    "estimator": "counted by",
+    "label": "count is",
+    "applied": "applied",
+    "skip_reason": "why not applied",
+    "tokens_before": "tokens before",
+    "tokens_after": "tokens after",
+    "target_request_tokens": "target request tokens",
+    "omitted_chunks": "omitted chunks",
+    "recovery_keys": "recovery keys",
+    "message_index": "message",
+    "block_index": "block",
+    "original_tokens": "tokens before",
+    "target_tokens": "target tokens",
+    "final_tokens": "tokens after",
+    "document_id": "document",
+    "chunk_id": "chunk",
+    "memory_id": "memory",
+    "recall_rank": "recall rank",
+    "recall_score": "recall score",
+    "judge_score": "judge score",
+    "adjusted_score": "adjusted score",
+    "kept": "decision",
+}
+# The values of a few keys, as words.
+VALUE_WORDS = {
+    "not_configured": "the route has no compress block",
+    "not_applied": "not applied",
+    "below_threshold": "below the threshold",
+    "over_budget": "over the budget",
+}
+
+
+def label(key: str) -> str:
+    return LABELS.get(key, key.replace("_", " "))
+
+
 def key_values(
     title: str,
     mapping: dict[str, Any] | None,
     preferred: tuple[str, ...] = (),
     skip: tuple[str, ...] = (),
+    labels: dict[str, str] | None = None,
 ) -> Table:
     mapping = mapping or {}
     keys = ordered([key for key in mapping if key not in skip], preferred)
-    return Table(title, ["", "value"], [[key, cell(mapping[key])] for key in keys])
+    words = {**LABELS, **(labels or {})}
+    rows = [[words.get(key, key.replace("_", " ")), worded(mapping[key])] for key in keys]
+    return Table(title, ["", "value"], rows)
+
+
+def worded(value: Any) -> str:
+    text = cell(value)
+    return VALUE_WORDS.get(text, text)
 
 
 def columns_of(rows: list[dict[str, Any]], preferred: tuple[str, ...]) -> list[str]:
@@ -165,7 +219,27 @@ def judge_cell(source: dict[str, Any]) -> str:
 
 def notes_cell(source: dict[str, Any]) -> str:
     notes = source.get("notes") or {}
-    return cell({key: value for key, value in notes.items() if key not in JUDGE_NOTES})
+    return cell({label(key): value for key, value in notes.items() if key not in JUDGE_NOTES})
+
+
+# A source's status in the list's words: only ``failed`` and ``timeout`` are failures; ``empty``
+# (nothing matched) and ``skipped`` (not run for this request) are outcomes of a working source.
+FAILED_STATUSES = ("failed", "timeout")
+STATUS_ORDER = ("failed", "timeout", "empty", "skipped")
+
+
+def source_outcome_summary(sources: list[dict[str, Any]]) -> str:
+    """``3 sources, all ok`` or ``3 sources; failed: kb; empty: mem`` for the replay list."""
+    count = f"{len(sources)} source{'' if len(sources) == 1 else 's'}"
+    by_status: dict[str, list[str]] = {}
+    for source in sources:
+        status = str(source.get("status") or "unknown")
+        if status != "ok":
+            by_status.setdefault(status, []).append(str(source.get("name") or "?"))
+    if not by_status:
+        return f"{count}, all ok"
+    statuses = ordered(list(by_status), STATUS_ORDER)
+    return "; ".join([count, *(f"{status}: {', '.join(by_status[status])}" for status in statuses)])
 
 
 def sources_table(sources: list[dict[str, Any]]) -> Table:
@@ -196,7 +270,7 @@ def sources_table(sources: list[dict[str, Any]]) -> Table:
         ]
         for s in sources
     ]
-    classes = ["replay-failed" if s.get("status") != "ok" else "" for s in sources]
+    classes = ["replay-failed" if s.get("status") in FAILED_STATUSES else "" for s in sources]
     return Table("Sources", columns, rows, classes)
 
 
@@ -209,13 +283,21 @@ def candidate_tables(sources: list[dict[str, Any]]) -> list[Table]:
             continue
         columns = columns_of(candidates, CANDIDATE_ORDER)
         rows = [
-            [decision(c[key]) if key == "kept" else cell(c.get(key)) for key in columns]
+            [
+                decision(c[key])
+                if key == "kept"
+                else worded(c.get(key))
+                if key == "reason"
+                else cell(c.get(key))
+                for key in columns
+            ]
             for c in candidates
         ]
+        headers = [label(key) for key in columns]
         title = f"Candidates of {source.get('name')} ({source.get('type')})"
         if (judge := judge_cell(source)) != EMPTY:
             title += f", judged by {judge}"
-        tables.append(Table(title, columns, rows, [decision_class(c) for c in candidates]))
+        tables.append(Table(title, headers, rows, [decision_class(c) for c in candidates]))
     return tables
 
 
@@ -231,7 +313,7 @@ def items_table(items: list[dict[str, Any]]) -> Table:
             else cell(i.get("tokens")),
             cell(i.get("score")),
             decision(i.get("kept")),
-            cell(i.get("reason")),
+            worded(i.get("reason")),
         ]
         for i in items
     ]
@@ -240,12 +322,13 @@ def items_table(items: list[dict[str, Any]]) -> Table:
 
 def compression_tables(compression: dict[str, Any] | None) -> list[Table]:
     compression = compression or {}
-    tables = [key_values("Compression", compression, COMPRESSION_ORDER, skip=("blocks",))]
+    labels = {"estimator": "counted by", "quality": "quality"}
+    tables = [key_values("Compression", compression, COMPRESSION_ORDER, ("blocks",), labels)]
     blocks = compression.get("blocks") or []
     if blocks:
         columns = columns_of(blocks, BLOCK_ORDER)
         rows = [[cell(b.get(key)) for key in columns] for b in blocks]
-        tables.append(Table("Compressed blocks", columns, rows))
+        tables.append(Table("Compressed blocks", [label(key) for key in columns], rows))
     return tables
 
 
@@ -258,7 +341,7 @@ def tool_calls_table(calls: list[dict[str, Any]]) -> list[Table]:
         return []
     columns = columns_of(calls, TOOL_CALL_ORDER)
     rows = [[cell(call.get(key)) for key in columns] for call in calls]
-    return [Table("Served tool calls", columns, rows)]
+    return [Table("Served tool calls", [label(key) for key in columns], rows)]
 
 
 def text_of(content: Any) -> str:
@@ -309,20 +392,6 @@ def summary_table(record: ReplayLike) -> Table:
     )
 
 
-RAW_FIELDS = (
-    "sources",
-    "items",
-    "budget",
-    "tokens",
-    "compression",
-    "tool_calls",
-    "error",
-    "request_body",
-    "rewritten_body",
-    "response_body",
-)
-
-
 def replay_sections(record: ReplayLike) -> dict[str, Any]:
     bodies = [
         messages_table("Request (captured)", record.request_body),
@@ -340,10 +409,6 @@ def replay_sections(record: ReplayLike) -> dict[str, Any]:
             *compression_tables(record.compression),
             *tool_calls_table(record.tool_calls or []),
         ],
+        # Everything the record holds is in the tables above: no raw JSON beside them.
         "bodies": [table for table in bodies if table is not None],
-        "raw": [
-            (name, json.dumps(getattr(record, name), indent=2, ensure_ascii=False, default=str))
-            for name in RAW_FIELDS
-            if getattr(record, name) not in (None, {}, [])
-        ],
     }

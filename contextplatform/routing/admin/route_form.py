@@ -25,7 +25,7 @@ from contextplatform.core.form_errors import (
     refined_param,
 )
 from contextplatform.routing import services
-from contextplatform.routing.models import Route
+from contextplatform.routing.models import Route, TenantDefaults
 from sources.base import SOURCE_KINDS, OnFailure, SourceSettings, source_kind
 from sources.rag.config import Backend
 from sources.secret_settings import SHOWN, redact
@@ -581,21 +581,47 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
         self.show_inherited_targets()
 
     def show_inherited_targets(self) -> None:
-        """What a blank target field stands for: the recipe's and the tenant defaults' value."""
+        """What a blank target field stands for, and which layer it comes from: the recipe, the
+        tenant defaults, or the platform's default of a compress block. Without a compress block
+        beneath, a blank stands for no compression at all (the stage does not run), and a
+        ``preserve`` target keeps its content whole, so neither shows token thresholds."""
         inherited = self.instance.inherited_context()
+        if inherited.get("compress") is None:
+            for kind in TARGET_KINDS:
+                mode = self.fields[target_field(kind, "mode")]
+                mode.choices = [("", "inherit (no compression)"), *mode.choices[1:]]
+            return
         try:
             targets = CompressConfig.model_validate(inherited.get("compress") or {}).targets
         except PydanticValidationError:  # an inherited layer that no longer validates
             targets = CompressTargets()
         for kind in TARGET_KINDS:
             target = targets.of(kind)  # type: ignore[arg-type]
+            where = self.target_origin(kind)
             mode = self.fields[target_field(kind, "mode")]
-            mode.choices = [("", f"inherit ({target.mode})"), *mode.choices[1:]]
+            mode.choices = [("", f"inherit: {target.mode}, {where}"), *mode.choices[1:]]
+            if target.mode == "preserve":
+                continue
             for key, value in (
                 ("min_tokens", target.min_tokens),
                 ("target_tokens", target.effective_target),
             ):
                 self.fields[target_field(kind, key)].widget.attrs["placeholder"] = str(value)
+
+    def target_origin(self, kind: str) -> str:
+        """The layer a target's inherited value comes from, in the operator's words."""
+
+        def writes(context: Any) -> bool:
+            compress = context.get("compress") if isinstance(context, dict) else None
+            targets = compress.get("targets") if isinstance(compress, dict) else None
+            return isinstance(targets, dict) and kind in targets
+
+        recipe = self.instance.recipe if self.instance.recipe_id is not None else None
+        if recipe is not None and writes(recipe.context):
+            return f"from recipe {recipe.name}"
+        if writes(TenantDefaults.current_context()):
+            return "from the tenant defaults"
+        return "platform default"
 
     def clean_compress(self) -> dict[str, Any] | None:
         compress = self.cleaned_data["compress"]

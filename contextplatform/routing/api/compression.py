@@ -16,7 +16,11 @@ from contextplatform.core.errors import ApiError
 from contextplatform.core.estimation import count_json, default_estimator
 from contextplatform.core.validation import parse
 from contextplatform.core.views import ApiView
-from contextplatform.routing.configuration.schema import BudgetConfig
+from contextplatform.routing.configuration.schema import (
+    BudgetConfig,
+    ContextConfig,
+    validate_context,
+)
 from contextplatform.routing.pipeline.budget import plan_budget
 from contextplatform.routing.pipeline.chat import parse_chat_request
 from contextplatform.routing.pipeline.compression_stage import run_compression
@@ -41,10 +45,33 @@ class CompressionPreviewBody(BaseModel):
         return self
 
 
+# The fields of a context plugin's whole ``configuration`` (the seed's ``enabled``, ``sources``,
+# ``compress``...), none of which a compress block has: a preview takes either.
+PLUGIN_FIELDS = frozenset(ContextConfig.model_fields)
+DISABLED = "configuration.enabled is false: the context plugin is off, so nothing is compressed"
+
+
+def plugin_compress(
+    configuration: dict[str, Any], warnings: list[str]
+) -> tuple[CompressConfig | None, BudgetConfig]:
+    """The compress block and budget of a whole plugin ``configuration``: None when the plugin is
+    off (``enabled: false``) or has no compress block, with a warning saying which."""
+    plugin = validate_context(configuration, prefix="configuration")
+    if not plugin.enabled:
+        warnings.append(DISABLED)
+        return None, plugin.budget
+    if plugin.compress is None:
+        warnings.append("the configuration has no compress block, so nothing is compressed")
+    return plugin.compress, plugin.budget
+
+
 def preview_config(
     body: CompressionPreviewBody,
-) -> tuple[CompressConfig, BudgetConfig, int, int | None, list[str]]:
+) -> tuple[CompressConfig | None, BudgetConfig, int, int | None, list[str]]:
+    """The compress block to preview (None: nothing is compressed), its budget, the context
+    window, the model's output cap, and warnings."""
     warnings: list[str] = []
+    config: CompressConfig | None
     if body.route is not None:
         spec = existing_route(body.route).spec()
         if spec.context.compress is None:
@@ -53,6 +80,9 @@ def preview_config(
             )
         config, budget = spec.context.compress, spec.context.budget
         window, max_output = spec.model.context_window, spec.model.max_output_tokens
+    elif PLUGIN_FIELDS & set(body.configuration or {}):
+        config, budget = plugin_compress(body.configuration or {}, warnings)
+        window, max_output = 128_000, None
     else:
         config = parse(CompressConfig, body.configuration, prefix="configuration")
         budget, window, max_output = BudgetConfig(), 128_000, None
@@ -60,6 +90,8 @@ def preview_config(
         window = body.context_window
     if body.max_output_tokens is not None:
         max_output = body.max_output_tokens
+    if config is None:
+        return None, budget, window, max_output, warnings
     if uses_judge(config):
         warnings.append("preview ranks segments with BM25 only; the relevance judge is not called")
     config = config.model_copy(update={"match": CompressMatch(recall=CompressRecall())})
@@ -107,6 +139,8 @@ class CompressionPreviewView(ApiView):
                 numeric_budget=isinstance(budget_config.max_tokens, int),
             )
             report = {"valid": True, **stage.report}
+            if DISABLED in warnings:
+                report["skip_reason"] = "disabled"
         except ApiError as error:
             if error.code != "context_length_exceeded":
                 raise

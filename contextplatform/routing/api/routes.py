@@ -15,6 +15,7 @@ from rest_framework.response import Response
 
 from contextplatform.core.errors import ApiError, invalid_request
 from contextplatform.core.merge_patch import merge_patch
+from contextplatform.core.read_back import without_read_only
 from contextplatform.core.views import ApiView
 from contextplatform.routing import selectors, services
 from contextplatform.routing.configuration.documents import (
@@ -41,18 +42,22 @@ def written_fields(route: Route) -> dict[str, Any]:
     }
 
 
+# What a route's representation adds to what it writes; a write ignores them (core/read_back.py).
+READ_ONLY = frozenset({"effective_context", "invalid", "created_at", "updated_at"})
+
+
 def route_representation(route: Route) -> dict[str, Any]:
-    """``context`` is the effective configuration resolve runs (tenant defaults, recipe, route);
-    ``own_context`` what the route writes itself (what PUT, PATCH and export work on)."""
+    """``context`` is what the route writes itself (what POST, PUT, PATCH and export work on);
+    ``effective_context`` the configuration resolve runs (tenant defaults, recipe, route)."""
     representation = {
         **written_fields(route),
-        "own_context": redact(route.context),
         "created_at": route.created_at.isoformat(),
         "updated_at": route.updated_at.isoformat(),
     }
     try:
-        representation["context"] = redact(route.spec().context.model_dump(mode="json"))
+        representation["effective_context"] = redact(route.spec().context.model_dump(mode="json"))
     except ApiError as error:  # e.g. a source kind removed since: show what is stored
+        representation["effective_context"] = None
         representation["invalid"] = error.message
     return representation
 
@@ -67,7 +72,7 @@ class RouteListView(ApiView):
 
     @extend_schema(request=RouteSpec, responses={201: dict}, summary="Create a route")
     def post(self, request: Request) -> Response:
-        prepared = services.prepare_route(request.data)
+        prepared = services.prepare_route(without_read_only(request.data, READ_ONLY))
         route = services.create_route(
             spec=prepared.spec, layer=prepared.layer, recipe=prepared.recipe
         )
@@ -93,7 +98,7 @@ class RouteDetailView(ApiView):
     @extend_schema(request=RouteSpec, responses={200: dict}, summary="Replace a route")
     def put(self, request: Request, name: str) -> Response:
         route = self.route(name)
-        data = request.data
+        data = without_read_only(request.data, READ_ONLY)
         if isinstance(data, dict):
             data = {"name": name, **data}
         return Response(route_representation(self.save(route, data)))
@@ -105,7 +110,7 @@ class RouteDetailView(ApiView):
         route = self.route(name)
         if not isinstance(request.data, dict):
             raise invalid_request("expected a JSON object (a merge patch of the route)")
-        patched = merge_patch(written_fields(route), request.data)
+        patched = merge_patch(written_fields(route), without_read_only(request.data, READ_ONLY))
         return Response(route_representation(self.save(route, patched)))
 
     @staticmethod
@@ -133,7 +138,8 @@ class RouteExportView(ApiView):
 
     @extend_schema(
         parameters=[OpenApiParameter("format", str, enum=list(EXPORT_FORMATS), required=False)],
-        responses={(200, "text/yaml"): OpenApiTypes.STR, (200, "application/json"): dict},
+        # The same document in both forms: YAML text parses to the object JSON sends.
+        responses={(200, "text/yaml"): dict, (200, "application/json"): dict},
         summary="Export a route as a YAML (or JSON) configuration document",
     )
     def get(self, request: Request, name: str) -> HttpResponse:

@@ -57,6 +57,8 @@ class ChatRequest:
     body: dict[str, Any]
     max_tokens: int | None
     turns: tuple[ChatTurn, ...]
+    # Why the body was taken for ``format`` (the resolve report's ``format_reason``).
+    format_reason: str = ""
 
     @property
     def query(self) -> str:
@@ -67,31 +69,104 @@ class ChatRequest:
         return ""
 
 
-def detect_format(body: dict[str, Any]) -> ChatFormat:
-    if "system" in body or "anthropic_version" in body:
-        return "anthropic"
+# Fields and message parts that only one of the two shapes has: a body showing one of them is of
+# that shape whatever else it says.
+OPENAI_ONLY_FIELDS = (
+    "max_completion_tokens",
+    "n",
+    "response_format",
+    "frequency_penalty",
+    "presence_penalty",
+    "logprobs",
+    "logit_bias",
+    "seed",
+    "stop",
+    "user",
+    "functions",
+    "parallel_tool_calls",
+    "stream_options",
+)
+ANTHROPIC_ONLY_FIELDS = (
+    "system",
+    "anthropic_version",
+    "stop_sequences",
+    "top_k",
+    "thinking",
+)
+OPENAI_ONLY_PARTS = {"image_url", "input_audio", "file", "refusal"}
+OPENAI_ONLY_ROLES = {"system", "developer", "tool", "function"}
+
+
+def shape_signal(body: dict[str, Any]) -> tuple[ChatFormat, str] | None:
+    """The shape a body shows by a field or part only that shape has, and which one; None when the
+    body is valid in both shapes (a plain Messages body: model, max_tokens, string contents)."""
+    for key in ANTHROPIC_ONLY_FIELDS:
+        if key in body:
+            return "anthropic", f"the body has {key!r}, which only Anthropic Messages has"
+    for key in OPENAI_ONLY_FIELDS:
+        if key in body:
+            return "openai", f"the body has {key!r}, which only OpenAI Chat Completions has"
     messages = body.get("messages")
-    for message in messages if isinstance(messages, list) else []:  # bad types fail in parse()
-        if not isinstance(message, dict):
+    for index, message in enumerate(messages if isinstance(messages, list) else []):
+        if not isinstance(message, dict):  # bad types fail in parse()
             continue
-        if (
-            message.get("role") in {"system", "developer", "tool", "function"}
-            or "tool_calls" in message
-        ):
-            return "openai"
+        where = f"messages[{index}]"
+        if message.get("role") in OPENAI_ONLY_ROLES:
+            role = message["role"]
+            return "openai", f"{where} has role {role!r}, which only OpenAI Chat Completions has"
+        if "tool_calls" in message or message.get("content", "") is None:
+            return "openai", f"{where} is an OpenAI assistant message (tool_calls or null content)"
         content = message.get("content")
-        if isinstance(content, list) and any(
-            isinstance(block, dict) and block.get("type") in ANTHROPIC_ONLY_BLOCKS
-            for block in content
-        ):
-            return "anthropic"
-    return "openai"
+        for block in content if isinstance(content, list) else []:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind in ANTHROPIC_ONLY_BLOCKS:
+                return "anthropic", f"{where} has a {kind!r} block, which only Anthropic has"
+            if kind in OPENAI_ONLY_PARTS:
+                return "openai", f"{where} has an {kind!r} part, which only OpenAI has"
+    tools = body.get("tools")
+    for tool in tools if isinstance(tools, list) else []:
+        if isinstance(tool, dict) and "input_schema" in tool:
+            return "anthropic", "a tool has 'input_schema', which only Anthropic tools have"
+        if isinstance(tool, dict) and tool.get("type") == "function":
+            return "openai", "a tool is of type 'function', which only OpenAI tools are"
+    return None
+
+
+def detect_format(
+    body: dict[str, Any], protocol: ChatFormat | None = None
+) -> tuple[ChatFormat, str]:
+    """The shape of a body the caller did not name, and why. A body valid in both shapes goes by
+    the protocol of the route's deployment (``protocol``): guessing OpenAI for a plain Anthropic
+    body injects ``tool`` messages the Anthropic API refuses."""
+    signal = shape_signal(body)
+    if signal is not None:
+        return signal
+    if protocol is not None:
+        return (
+            protocol,
+            f"the body is valid in both shapes; the route's deployment speaks {protocol}",
+        )
+    return (
+        "openai",
+        "the body is valid in both shapes and the route names no deployment: openai, the default",
+    )
 
 
 def parse_chat_request(
-    body: Any, explicit: ChatFormat | None, *, prefix: str = "request"
+    body: Any,
+    explicit: ChatFormat | None,
+    *,
+    prefix: str = "request",
+    protocol: ChatFormat | None = None,
 ) -> ChatRequest:
-    chat_format = explicit or (detect_format(body) if isinstance(body, dict) else "openai")
+    """``explicit``: the format the caller named (the resolve's ``format``, the gateway's endpoint),
+    which wins; ``protocol``: the route's deployment's, for a body valid in both shapes."""
+    if explicit:
+        chat_format, because = explicit, f"the request names format {explicit!r}"
+    elif isinstance(body, dict):
+        chat_format, because = detect_format(body, protocol)
+    else:
+        chat_format, because = "openai", "the body is not an object"
     if chat_format == "anthropic":
         anthropic = parse(AnthropicChatRequest, body, prefix=prefix)
         max_tokens = anthropic.max_tokens
@@ -102,4 +177,6 @@ def parse_chat_request(
         ChatTurn(role=str(message.get("role")), text=content_text(message.get("content")))
         for message in body["messages"]
     )
-    return ChatRequest(format=chat_format, body=body, max_tokens=max_tokens, turns=turns)
+    return ChatRequest(
+        format=chat_format, body=body, max_tokens=max_tokens, turns=turns, format_reason=because
+    )

@@ -33,6 +33,7 @@ def source_events(
             "ms": round(o.ms, 2),
             "route": route,
             "at": now,
+            "error": o.error,  # why a source failed, for the dashboard to say (None when ok)
         }
         for o in outcomes
     ]

@@ -18,6 +18,8 @@ from compression.config import CompressConfig
 from contextplatform.core import metrics
 from contextplatform.core.errors import ApiError
 from contextplatform.core.estimation import TokenEstimator, count_json
+from contextplatform.deployments.models import Deployment
+from contextplatform.deployments.selectors import deployment_named
 from contextplatform.routing.configuration.schema import RouteSpec
 from contextplatform.routing.models import ReplayRecord
 from contextplatform.routing.pipeline import live_events
@@ -72,6 +74,17 @@ def lazy_outcome(tool: str, source: ContextSource) -> SourceOutcome:
         status="skipped",
         notes={"lazy": True, "tool": tool},
     )
+
+
+def route_deployment(spec: RouteSpec, known: Deployment | None) -> Deployment | None:
+    """The route's upstream deployment (``known`` when the caller read it already): its protocol
+    decides the shape of a body valid in both."""
+    name = spec.model.upstream
+    if not isinstance(name, str) or not name:
+        return None
+    if known is not None and known.name == name:
+        return known
+    return deployment_named(name)
 
 
 def build_sources(spec: RouteSpec) -> list[ContextSource]:
@@ -171,6 +184,7 @@ class Resolution:
             "id": self.id,
             "route": self.route,
             "format": self.chat.format,
+            "format_reason": self.chat.format_reason,
             "request": self.rewritten,
             "budget": self.budget.as_dict(),
             "sources": self.source_reports(),
@@ -211,8 +225,14 @@ def resolve(
     started = time.perf_counter()
     loaded = loaded or loaded_route(route_name)
     route, spec = loaded.route, loaded.spec
-    chat = parse_chat_request(request_body, chat_format)
-    counting = estimator_for(spec, loaded.deployment)
+    deployment = route_deployment(spec, loaded.deployment)
+    protocol = deployment.protocol if deployment is not None else None
+    chat = parse_chat_request(
+        request_body,
+        chat_format,
+        protocol=protocol if protocol in ("openai", "anthropic") else None,
+    )
+    counting = estimator_for(spec, deployment)
     estimator = counting.estimator
     resolution_id = new_resolve_id()
     tokens_before = count_json(chat.body, estimator)

@@ -495,6 +495,41 @@ def test_tool_role_anthropic_by_explicit_format(acme_api: ApiClient) -> None:
     assert_valid_anthropic_tool_conversation(rewritten)
 
 
+def test_plain_messages_body_goes_by_the_routes_anthropic_deployment(acme_api: ApiClient) -> None:
+    # A plain Messages body (model, max_tokens, string contents) is valid in both shapes: it was
+    # taken for OpenAI and got ``tool`` messages, which Anthropic's API refuses.
+    deployment = {
+        "name": "claude",
+        "protocol": "anthropic",
+        "base_url": "https://api.anthropic.com",
+        "model": "claude-sonnet-4-5",
+    }
+    created = acme_api.post("/api/v1/deployments", deployment)
+    assert created.status_code == 201, created.content
+    body = {"name": "tools", "model": {"upstream": "claude"}, "context": {"sources": [RULES]}}
+    assert acme_api.post("/api/v1/routes", body).status_code == 201
+    request = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 300,
+        "messages": [{"role": "user", "content": QUESTION}],
+    }
+    report = resolved(acme_api, "tools", request)
+    assert report["format"] == "anthropic"
+    assert report["format_reason"] == (
+        "the body is valid in both shapes; the route's deployment speaks anthropic"
+    )
+    rewritten = report["request"]
+    assert all(m["role"] in ("user", "assistant") for m in rewritten["messages"])
+    assert rewritten["messages"][1]["content"][0]["type"] == "tool_use"
+    assert_valid_anthropic_tool_conversation(rewritten)
+    # The caller's explicit format still wins over the deployment's.
+    named = resolved(acme_api, "tools", request, format="openai")
+    assert (named["format"], named["format_reason"]) == (
+        "openai",
+        "the request names format 'openai'",
+    )
+
+
 def test_original_request_is_not_modified_when_nothing_is_kept(acme_api: ApiClient) -> None:
     make_route(acme_api, "none", [{"type": "test_sleep", "name": "nothing"}])
     request = chat()

@@ -28,7 +28,7 @@ def full_route(name: str = "support") -> dict[str, Any]:
 
 
 def sources_by_type(route: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {source["type"]: source for source in route["context"]["sources"]}
+    return {source["type"]: source for source in route["effective_context"]["sources"]}
 
 
 def test_create_read_list_delete(acme_api: ApiClient) -> None:
@@ -118,19 +118,22 @@ def test_defaults_are_filled(acme_api: ApiClient) -> None:
         assert source["on_failure"] == "skip"
         assert source["enabled"] is True
     assert sources["recent_messages"]["last_n_turns"] == 6
-    assert route["context"]["enabled"] is True
-    assert route["context"]["injection"]["mode"] == "tool_role"
-    assert route["context"]["budget"]["max_tokens"] == "auto"
+    assert route["effective_context"]["enabled"] is True
+    assert route["effective_context"]["injection"]["mode"] == "tool_role"
+    assert route["effective_context"]["budget"]["max_tokens"] == "auto"
     assert route["model"]["context_window"] == 128_000
     assert route["description"] == ""
     # The defaults are stored, not only shown.
-    assert acme_api.get("/api/v1/routes/minimal").json()["context"] == route["context"]
+    assert (
+        acme_api.get("/api/v1/routes/minimal").json()["effective_context"]
+        == route["effective_context"]
+    )
 
 
 def test_route_with_only_a_name(acme_api: ApiClient) -> None:
     response = acme_api.post("/api/v1/routes", {"name": "bare"})
     assert response.status_code == 201
-    assert response.json()["context"]["sources"] == []
+    assert response.json()["effective_context"]["sources"] == []
 
 
 def test_explicit_priority_is_kept(acme_api: ApiClient) -> None:
@@ -204,12 +207,15 @@ def test_put_replaces_the_whole_route(acme_api: ApiClient) -> None:
     assert body["description"] == ""
     assert body["model"]["context_window"] == 128_000
     assert body["model"]["max_output_tokens"] is None
-    assert body["context"]["injection"]["mode"] == "tool_role"
-    assert body["context"]["budget"]["context_tokens"] is None
-    assert [(s["type"], s["priority"]) for s in body["context"]["sources"]] == [
+    assert body["effective_context"]["injection"]["mode"] == "tool_role"
+    assert body["effective_context"]["budget"]["context_tokens"] is None
+    assert [(s["type"], s["priority"]) for s in body["effective_context"]["sources"]] == [
         ("user_profile", 70)
     ]
-    assert acme_api.get("/api/v1/routes/support").json()["context"] == body["context"]
+    assert (
+        acme_api.get("/api/v1/routes/support").json()["effective_context"]
+        == body["effective_context"]
+    )
 
 
 def test_put_unknown_route_is_404(acme_api: ApiClient) -> None:
@@ -240,7 +246,7 @@ def test_patch_is_a_json_merge_patch(acme_api: ApiClient) -> None:
     # Members not named in the patch are kept...
     assert body["model"]["name"] == "gpt-4o-mini"
     assert body["model"]["context_window"] == 32_000
-    assert [s["type"] for s in body["context"]["sources"]] == [
+    assert [s["type"] for s in body["effective_context"]["sources"]] == [
         "skill_guardrails",
         "user_profile",
         "recent_messages",
@@ -248,8 +254,8 @@ def test_patch_is_a_json_merge_patch(acme_api: ApiClient) -> None:
     assert sources_by_type(body)["user_profile"]["on_failure"] == "warn"
     # ... the named ones are replaced, and null removes.
     assert body["model"]["max_output_tokens"] is None
-    assert body["context"]["injection"]["mode"] == "tool_role"
-    assert body["context"]["budget"]["context_tokens"] is None
+    assert body["effective_context"]["injection"]["mode"] == "tool_role"
+    assert body["effective_context"]["budget"]["context_tokens"] is None
     assert acme_api.get("/api/v1/routes/support").json() | {"updated_at": None} == body | {
         "updated_at": None
     }
@@ -262,7 +268,7 @@ def test_patch_replaces_arrays_whole(acme_api: ApiClient) -> None:
         {"context": {"sources": [{"type": "skill_guardrails", "texts": ["only"]}]}},
     )
     assert response.status_code == 200
-    sources = response.json()["context"]["sources"]
+    sources = response.json()["effective_context"]["sources"]
     assert len(sources) == 1
     assert sources[0]["texts"] == ["only"]
     assert sources[0]["priority"] == 100

@@ -200,8 +200,8 @@ def test_a_route_without_plugins_inherits_everything(acme_api: ApiClient) -> Non
     )
     assert result["imported"] == ["bare"] and result["defaults"] is True
     route = acme_api.get("/api/v1/routes/bare").json()
-    assert route["own_context"] == {}
-    assert route["context"]["sources"][0]["name"] == "rules"
+    assert route["context"] == {}
+    assert route["effective_context"]["sources"][0]["name"] == "rules"
     exported = yaml.safe_load(acme_api.get("/api/v1/routes/bare/export").content)
     assert exported["routes"][0]["plugins"] == [{"type": "context", "configuration": {}}]
 
@@ -529,7 +529,7 @@ def test_migrate_config_rewrites_a_legacy_file_that_then_imports(
         "recipes": [],
         "defaults": True,
     }
-    effective = acme_api.get("/api/v1/routes/legacy").json()["context"]
+    effective = acme_api.get("/api/v1/routes/legacy").json()["effective_context"]
     assert effective["compress"]["signals"]["profile"] == "multi_turn"
     assert effective["compress"]["mode"] == "auto"
     assert [s["type"] for s in effective["sources"]] == ["rag", "memory"]
@@ -615,7 +615,7 @@ def test_a_route_inherits_compress_from_the_tenant_defaults(acme_api: ApiClient)
     assert report["compression"]["applied"] is True
     assert report["compression"]["tokens_after"] < report["compression"]["tokens_before"]
     route = acme_api.get("/api/v1/routes/logs").json()
-    assert route["own_context"] == {} and route["context"]["compress"]["mode"] == "auto"
+    assert route["context"] == {} and route["effective_context"]["compress"]["mode"] == "auto"
 
     # A route that writes compress: null drops the inherited compression again.
     imported(
@@ -767,9 +767,9 @@ def test_signals_come_from_the_defaults_or_a_recipe_never_a_route(acme_api: ApiC
             ],
         },
     )
-    talky = acme_api.get("/api/v1/routes/talky").json()["context"]["compress"]
+    talky = acme_api.get("/api/v1/routes/talky").json()["effective_context"]["compress"]
     assert talky["signals"]["profile"] == "coding" and talky["mode"] == "auto"
-    hushed = acme_api.get("/api/v1/routes/hushed").json()["context"]["compress"]
+    hushed = acme_api.get("/api/v1/routes/hushed").json()["effective_context"]["compress"]
     assert hushed["signals"]["enabled"] is False and hushed["signals"]["profile"] == "coding"
 
 
@@ -788,21 +788,21 @@ def test_the_crud_api_writes_the_routes_own_layer(acme_api: ApiClient) -> None:
     assert created.status_code == 201, created.content
     body = created.json()
     assert body["recipe"] == "r"
-    assert body["own_context"] == {"budget": {"context_tokens": 700}}
-    assert body["context"]["injection"]["mode"] == "system_prompt"
-    assert [s["name"] for s in body["context"]["sources"]] == ["house"]
-    assert body["context"]["budget"]["context_tokens"] == 700
+    assert body["context"] == {"budget": {"context_tokens": 700}}
+    assert body["effective_context"]["injection"]["mode"] == "system_prompt"
+    assert [s["name"] for s in body["effective_context"]["sources"]] == ["house"]
+    assert body["effective_context"]["budget"]["context_tokens"] == 700
 
     patched = acme_api.patch(
         "/api/v1/routes/crud", {"recipe": None, "context": {"injection": {"mode": "tool_role"}}}
     )
     assert patched.status_code == 200, patched.content
     assert patched.json()["recipe"] is None
-    assert patched.json()["own_context"] == {
+    assert patched.json()["context"] == {
         "budget": {"context_tokens": 700},
         "injection": {"mode": "tool_role"},
     }
-    assert patched.json()["context"]["sources"] == []
+    assert patched.json()["effective_context"]["sources"] == []
 
     missing = acme_api.put("/api/v1/routes/crud", {"recipe": "nope"})
     assert error_of(missing)["param"] == "recipe"

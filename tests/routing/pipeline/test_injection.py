@@ -10,7 +10,12 @@ from typing import Any
 import pytest
 
 from contextplatform.core.errors import ApiError
-from contextplatform.routing.pipeline.chat import ChatFormat, detect_format, parse_chat_request
+from contextplatform.routing.pipeline.chat import (
+    ChatFormat,
+    detect_format,
+    parse_chat_request,
+    shape_signal,
+)
 from contextplatform.routing.pipeline.injection import (
     INJECTED_TOOL_DESCRIPTION,
     SourceBlock,
@@ -600,7 +605,43 @@ def test_no_blocks_gives_an_unchanged_copy(mode: str) -> None:
     ],
 )
 def test_detect_format(body: dict[str, Any], expected: str) -> None:
-    assert detect_format(body) == expected
+    assert detect_format(body)[0] == expected
+    # A body that shows its shape keeps it whatever the route's deployment speaks.
+    if shape_signal(body) is not None:
+        assert detect_format(body, "anthropic")[0] == expected
+        assert detect_format(body, "openai")[0] == expected
+
+
+PLAIN_MESSAGES = {
+    "model": "claude-sonnet-4-5",
+    "max_tokens": 256,
+    "messages": [
+        {"role": "user", "content": "Where is my order?"},
+        {"role": "assistant", "content": "Which order?"},
+        {"role": "user", "content": "The last one"},
+    ],
+}
+
+
+def test_a_body_valid_in_both_shapes_goes_by_the_deployment() -> None:
+    # The case: a plain Anthropic Messages body was taken for OpenAI.
+    assert shape_signal(PLAIN_MESSAGES) is None
+    chat = parse_chat_request(PLAIN_MESSAGES, None, protocol="anthropic")
+    assert chat.format == "anthropic"
+    assert (
+        chat.format_reason
+        == "the body is valid in both shapes; the route's deployment speaks anthropic"
+    )
+    assert parse_chat_request(PLAIN_MESSAGES, None, protocol="openai").format == "openai"
+    default = parse_chat_request(PLAIN_MESSAGES, None)
+    assert default.format == "openai"
+    assert "names no deployment" in default.format_reason
+    # The caller's own word wins over the deployment's protocol.
+    named = parse_chat_request(PLAIN_MESSAGES, "openai", protocol="anthropic")
+    assert (named.format, named.format_reason) == ("openai", "the request names format 'openai'")
+    shown = parse_chat_request({**PLAIN_MESSAGES, "stop": ["x"]}, None, protocol="anthropic")
+    assert shown.format == "openai"
+    assert shown.format_reason == "the body has 'stop', which only OpenAI Chat Completions has"
 
 
 def test_parse_detects_the_shape() -> None:

@@ -6,6 +6,7 @@ record or a log line; decrypted only when the backend is built for a fetch."""
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import logging
@@ -54,9 +55,8 @@ def shown(body: dict[str, Any], key: str, part: str = "context") -> Any:
 
 
 def written_back(body: dict[str, Any]) -> dict[str, Any]:
-    """What a GET says the route writes, in the form PUT takes (``own_context`` as ``context``)."""
-    fields = {key: body[key] for key in ("name", "description", "model", "recipe")}
-    return {**fields, "context": body["own_context"]}
+    """A GET body, to write back as it is (its read-only fields are ignored)."""
+    return copy.deepcopy(body)
 
 
 @pytest.fixture(params=BACKENDS, ids=[backend for backend, _, _ in BACKENDS])
@@ -70,10 +70,10 @@ def test_a_secret_is_stored_encrypted_and_shown_as_set(
 ) -> None:
     backend, config, key = written
     created = create(acme_api, backend_route("r", backend, config))
-    for part in ("context", "own_context"):
+    for part in ("context", "effective_context"):
         assert shown(created, key, part) == SHOWN
     body = acme_api.get("/api/v1/routes/r").json()
-    assert shown(body, key) == SHOWN and shown(body, key, "own_context") == SHOWN
+    assert shown(body, key) == SHOWN and shown(body, key, "effective_context") == SHOWN
     listed = json.dumps(acme_api.get("/api/v1/routes").json())
     assert SECRET not in json.dumps(body) and SECRET not in listed
 
@@ -227,7 +227,9 @@ def test_recipes_and_tenant_defaults_seal_their_sources_secrets_too(
     assert decrypted(stored_secret(recipe, "api_key")) == SECRET
 
     body = acme_api.get("/api/v1/routes/on-recipe").json()
-    assert shown(body, "api_key") == SHOWN  # the effective sources (the recipe's)
+    assert (
+        shown(body, "api_key", "effective_context") == SHOWN
+    )  # the effective sources (the recipe's)
     assert SECRET not in json.dumps(body)
     exported = acme_api.get("/api/v1/routes/on-recipe/export").content.decode()
     assert SECRET not in exported
@@ -298,7 +300,7 @@ def test_rotation_re_encrypts_the_sources_secrets_and_an_unreadable_one_fails_th
         failed = resolve_source(acme_api, "r")
         assert failed["status"] == "failed" and "cannot be decrypted" in failed["error"]
         assert (
-            acme_api.get("/api/v1/routes/r").json()["own_context"]["sources"][0]["backend_config"][
+            acme_api.get("/api/v1/routes/r").json()["context"]["sources"][0]["backend_config"][
                 "api_key"
             ]
             == SHOWN

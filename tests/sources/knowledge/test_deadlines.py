@@ -23,6 +23,7 @@ from contextplatform.core import outbound
 from tests.conftest import ApiClient, TenantFixture, table_locked
 from tests.loopback import LOOPBACK, Service, json_reply, outbound_allowlist, running_service
 from tests.sources.knowledge.conftest import rag_route, resolve
+from tests.unchecked_routes import save_unchecked
 
 QUESTION = "can I return my headphones for a refund?"
 RECALL_ALL = {"recall": {"top_k": 10, "min_similarity": -1}}
@@ -236,7 +237,7 @@ def test_a_locked_table_stops_the_source_at_its_deadline_as_a_timeout(
 ) -> None:
     """The statement's timeout is what is left of the source's deadline when it starts, and a
     statement cancelled by it is the source timing out."""
-    create(acme_api, rag_route("r", "kb", timeout_ms=300))
+    save_unchecked(acme.schema, rag_route("r", "kb", timeout_ms=300))
     with table_locked(acme.schema, "sources_collection", give_up_s=10) as gave_up:
         source = the_source(acme_api)
         assert not gave_up.is_set()

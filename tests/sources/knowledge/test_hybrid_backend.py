@@ -19,6 +19,7 @@ from tests.loopback import (
     running_service,
 )
 from tests.sources.knowledge.conftest import make_collection, resolve
+from tests.unchecked_routes import save_unchecked
 
 QUESTION = "how many days do I have to return a product for a refund?"
 MATCH = {"recall": {"top_k": 5, "min_similarity": 0.1}}
@@ -58,6 +59,9 @@ def vectorstore(collection: str) -> dict[str, Any]:
     return {"backend": "vectorstore", "backend_config": {"collection": collection}}
 
 
+MISSING = {"collection": "missing"}
+
+
 def hybrid_route(
     api: ApiClient,
     primary: dict[str, Any],
@@ -85,6 +89,9 @@ def hybrid_route(
             "injection": {"mode": "system_prompt"},
         },
     }
+    if MISSING in (primary.get("backend_config"), (fallback or {}).get("backend_config")):
+        save_unchecked("acme", route)  # a collection removed after the route was saved
+        return
     response = api.post("/api/v1/routes", route)
     assert response.status_code == 201, response.content
 

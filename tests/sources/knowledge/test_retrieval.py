@@ -14,6 +14,7 @@ from sources.models import Collection
 from sources.recall import nearest_chunks, rows_by_id, rows_with_cosines
 from tests.conftest import ApiClient, table_locked
 from tests.sources.knowledge.conftest import make_collection, rag_route, resolve
+from tests.unchecked_routes import save_unchecked
 
 
 def kept_ids(report: dict[str, Any]) -> list[str]:
@@ -233,12 +234,14 @@ def test_cache_serves_repeats_and_a_document_change_invalidates(
     assert "90 days" in third["request"]["messages"][0]["content"]
 
 
-def test_unknown_collection_fails_the_source_by_its_on_failure(acme_api: ApiClient) -> None:
-    acme_api.post("/api/v1/routes", rag_route("skip", "missing"))
+def test_unknown_collection_fails_the_source_by_its_on_failure(
+    acme_api: ApiClient, acme: Any
+) -> None:
+    save_unchecked(acme.schema, rag_route("skip", "missing"))
     report = resolve(acme_api, "skip", "anything")
     assert report["sources"][0]["status"] == "failed"
     assert "unknown collection" in report["sources"][0]["error"]
-    acme_api.post("/api/v1/routes", rag_route("block", "missing", on_failure="block"))
+    save_unchecked(acme.schema, rag_route("block", "missing", on_failure="block"))
     response = acme_api.post(
         "/api/v1/resolve",
         {"route": "block", "request": {"messages": [{"role": "user", "content": "x"}]}},
@@ -252,8 +255,7 @@ def test_a_locked_collection_table_stops_the_source_at_its_deadline(
 ) -> None:
     """The collection lookup runs under the source's statement deadline: a lock cannot hold the
     request past the source's timeout."""
-    route = rag_route("locked", "kb", timeout_ms=300)
-    assert acme_api.post("/api/v1/routes", route).status_code == 201
+    save_unchecked(acme.schema, rag_route("locked", "kb", timeout_ms=300))
     with table_locked(acme.schema, "sources_collection", give_up_s=10) as gave_up:
         report = resolve(acme_api, "locked", "anything")
         assert not gave_up.is_set()  # answered while the table was still locked

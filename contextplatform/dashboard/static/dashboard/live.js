@@ -1,6 +1,8 @@
 // The tenant admin's live dashboard: draws each frame of /ws/metrics/ as it arrives.
 // A frame is one source outcome of a resolve (contextplatform/live.py):
-//   {source, type, status, items, kept, ms, route, at}   status: ok, empty, skipped, failed, timeout
+//   {source, type, status, items, kept, ms, route, at, error}   status: ok, empty, skipped, failed, timeout
+// The page starts with the latest resolves from the replay records (#live-history, the same shape
+// with "history": true), so that it is not empty until traffic arrives.
 // The socket authenticates with this page's admin session (same host, same origin).
 "use strict";
 
@@ -14,7 +16,8 @@
   const SVG_NS = "http://www.w3.org/2000/svg";
   const CHART = { width: 800, height: 240, left: 56, right: 16, top: 12, bottom: 28 };
 
-  // name -> {type, color, events, failures, items, kept, lastMs, points: [{at, ms, failed}]}
+  // "route/source" -> {route, name, type, color, events, failures, items, kept, lastMs, lastError,
+  //                   points: [{at, ms, failed}]}: one source of one route (names repeat across routes)
   const sources = new Map();
   let renderQueued = false;
 
@@ -33,13 +36,16 @@
   }
 
   function record(event) {
-    let source = sources.get(event.source);
+    const key = `${event.route}/${event.source}`;
+    let source = sources.get(key);
     if (!source) {
       const color = COLORS[sources.size % COLORS.length];
-      source = { type: event.type, color, events: 0, failures: 0, items: 0, kept: 0, points: [] };
-      sources.set(event.source, source);
+      source = { route: event.route, name: event.source, type: event.type, color, events: 0,
+                 failures: 0, items: 0, kept: 0, lastError: "", points: [] };
+      sources.set(key, source);
     }
     const failed = FAILED.has(event.status);
+    if (failed) source.lastError = event.error || event.status;
     source.events += 1;
     source.failures += failed ? 1 : 0;
     source.items += event.items;
@@ -53,26 +59,32 @@
     const row = document.createElement("tr");
     row.dataset.source = event.source;
     row.dataset.status = event.status;
-    if (FAILED.has(event.status)) row.className = "live-failed";
+    row.dataset.route = event.route;
+    const classes = [FAILED.has(event.status) ? "live-failed" : "", event.history ? "live-history" : ""];
+    row.className = classes.filter(Boolean).join(" ");
     const time = new Date(event.at * 1000).toLocaleTimeString();
-    const values = [time, event.route, event.source, event.type, event.status, event.items];
-    for (const value of [...values, event.kept, event.ms]) row.append(cell("td", value));
+    const values = [time, event.route, event.source, event.type, event.status, event.items, event.kept];
+    for (const value of values) row.append(cell("td", value));
+    row.append(cell("td", event.ms, "live-ms"), cell("td", event.error || "", "live-error"));
     tbody.prepend(row);
     while (tbody.rows.length > MAX_EVENT_ROWS) tbody.deleteRow(-1);
   }
 
   function renderSources(tbody) {
-    const rows = [...sources].map(([name, source]) => {
+    const rows = [...sources.values()].map((source) => {
       const row = document.createElement("tr");
-      row.dataset.source = name;
+      row.dataset.source = source.name;
+      row.dataset.route = source.route;
       row.append(
-        cell("th", name),
+        cell("td", source.route, "live-route"),
+        cell("th", source.name),
         cell("td", source.type),
         cell("td", source.events, "live-events-count"),
         cell("td", source.failures, source.failures ? "live-failures live-failing" : "live-failures"),
         cell("td", source.items, "live-items"),
         cell("td", source.kept, "live-kept"),
         cell("td", source.lastMs),
+        cell("td", source.lastError, "live-error"),
       );
       return row;
     });
@@ -80,8 +92,8 @@
   }
 
   function renderLegend(list) {
-    const entries = [...sources].map(([name, source]) => {
-      const entry = cell("li", name);
+    const entries = [...sources.values()].map((source) => {
+      const entry = cell("li", `${source.name} (${source.route})`);
       entry.style.setProperty("--swatch", source.color);
       return entry;
     });
@@ -112,8 +124,9 @@
       svg("text", { x: left, y: CHART.height - 8, class: "live-axis" }, clock(first)),
       svg("text", { x: left + width, y: CHART.height - 8, "text-anchor": "end", class: "live-axis" }, clock(last)),
     ];
-    const series = [...sources].map(([name, source]) => {
-      const group = svg("g", { "data-source": name });
+    const series = [...sources.values()].map((source) => {
+      const name = source.name;
+      const group = svg("g", { "data-source": name, "data-route": source.route });
       const line = source.points.map((p) => `${x(p.at)},${y(p.ms)}`).join(" ");
       group.append(svg("polyline", { points: line, fill: "none", stroke: source.color, "stroke-width": 1.5 }));
       for (const point of source.points) {
@@ -157,8 +170,13 @@
       addEventRow(root.querySelector("#live-events tbody"), event);
       scheduleRender(root);
     };
-    socket.onclose = () => {
-      // A refused handshake (no staff session any more) closes too: retry, slower each time.
+    socket.onclose = (closed) => {
+      // Refused (4401: not signed in any more, 4403: no permission): retrying cannot help, so
+      // say why and stop; any other close (a restart, the network) retries, slower each time.
+      if (closed.code === 4401 || closed.code === 4403) {
+        setStatus(closed.code === 4401 ? "signed out: reload to sign in" : "not permitted");
+        return;
+      }
       setStatus("closed");
       setTimeout(() => connect(root, Math.min(retryMs * 2, MAX_RETRY_MS)), retryMs);
     };
@@ -167,7 +185,14 @@
   document.addEventListener("DOMContentLoaded", () => {
     const root = document.getElementById("live-dashboard");
     if (!root) return;
+    const history = JSON.parse(document.getElementById("live-history")?.textContent || "[]");
+    const events = root.querySelector("#live-events tbody");
+    for (const event of history) {
+      record(event);
+      addEventRow(events, event);
+    }
     renderChart(root.querySelector("#live-latency"));
+    if (history.length) scheduleRender(root);
     connect(root, 1000);
   });
 })();

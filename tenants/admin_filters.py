@@ -1,4 +1,5 @@
-"""Free-text list filters for the replay pages: a user id, and a time range (from / to)."""
+"""Free-text list filters of the tenant admin's lists (replay records, memories): an exact user
+id, and a time range of creation (from / to)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 class InputFilter(admin.ListFilter):
     """A text box in the filter sidebar; submitting it keeps the other filters."""
 
-    template = "admin/routing/replayrecord/input_filter.html"
+    template = "admin/input_filter.html"
     parameter_name: str = ""
     placeholder: str = ""
 

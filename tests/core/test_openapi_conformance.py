@@ -1,0 +1,108 @@
+"""The OpenAPI schema validates every response the API sends: schemathesis generates requests for
+every operation of ``/api/schema/`` and checks each response's status, content type and body
+against what the schema documents (the error envelope under every error status included), on the
+live application (Django's WSGI handler, real PostgreSQL, the acme tenant's key)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import schemathesis
+from django.core import signals
+from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
+from hypothesis import HealthCheck, Phase, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from tests.conftest import TenantFixture
+
+# Bad input gets a clear error, never a 500: not_a_server_error holds every generated call to it.
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
+
+
+def served_schema() -> Any:
+    """The schema ``/api/schema/`` serves (generated from the URL conf, no database), run against
+    Django's WSGI handler in this process."""
+    from drf_spectacular.generators import SchemaGenerator
+
+    document = SchemaGenerator().get_schema(request=None, public=True)
+    loaded = schemathesis.openapi.from_dict(json.loads(json.dumps(document, default=str)))
+    loaded.app = get_wsgi_application()
+    return loaded
+
+
+schema = served_schema()
+
+
+@contextmanager
+def in_the_test_transaction() -> Iterator[None]:
+    """As Django's test Client does around its requests: the WSGI handler must not close the test
+    transaction's connection."""
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    try:
+        yield
+    finally:
+        signals.request_started.connect(close_old_connections)
+        signals.request_finished.connect(close_old_connections)
+
+
+@schema.parametrize()
+@settings(
+    max_examples=4,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
+def test_every_response_matches_the_schema(case: Any, acme: TenantFixture) -> None:
+    with in_the_test_transaction():
+        case.call_and_validate(headers={"Authorization": f"Bearer {acme.key}"}, checks=CHECKS)
+
+
+# Calls that read what exists (generated names rarely do): each success response validates too.
+EXISTING = [
+    ("GET", "/api/v1/routes/{name}", {"name": "support"}, None),
+    ("GET", "/api/v1/routes/{name}/export", {"name": "support"}, {"format": "json"}),
+    ("GET", "/api/v1/routes/{name}/export", {"name": "support"}, {"format": "yaml"}),
+    ("GET", "/api/v1/routes/{name}/export", {"name": "support"}, None),
+    ("GET", "/api/v1/deployments/{name}", {"name": "claude"}, None),
+    ("GET", "/api/v1/users/{user}/memories/export", {"user": "u_1"}, None),
+    ("GET", "/api/v1/users/{user}/profile", {"user": "u_1"}, None),
+]
+
+
+def test_responses_about_existing_resources_match_the_schema(acme: TenantFixture) -> None:
+    from tests.conftest import ApiClient
+
+    api = ApiClient(acme.key)
+    deployment = {
+        "name": "claude",
+        "protocol": "anthropic",
+        "base_url": "https://api.anthropic.com",
+        "model": "claude-sonnet-4-5",
+    }
+    assert api.post("/api/v1/deployments", deployment).status_code == 201
+    route = {"name": "support", "model": {"upstream": "claude"}, "context": {"sources": []}}
+    assert api.post("/api/v1/routes", route).status_code == 201
+    assert api.put("/api/v1/users/u_1/profile", {"attributes": {"plan": "gold"}}).status_code == 200
+    headers = {"Authorization": f"Bearer {acme.key}"}
+    for method, path, parameters, query in EXISTING:
+        case = schema[path][method].Case(path_parameters=parameters, query=query)
+        with in_the_test_transaction():
+            response = case.call_and_validate(headers=headers, checks=CHECKS)
+        assert response.status_code == 200, (method, path, query, response.text)
