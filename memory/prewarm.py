@@ -13,45 +13,35 @@ store's).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 from django.utils import timezone
 
-from memory.selectors import HIT_FIELDS, MemoryHit, live_memories
+from memory.selectors import HIT_FIELDS, MemoryHit, hit_from_row, live_memories
 
 POOL_MAX = 200
 
 
 @dataclass(frozen=True)
 class PooledMemory:
-    id: int
-    content: str
-    kind: str
-    metadata: dict[str, Any]
-    created_at: datetime
-    updated_at: datetime
-    last_used_at: datetime | None
-    strength: float
+    """A pre-warmed memory: the hit a fetch would build, less its embedding, which is kept as the
+    store keeps it (float32 bytes, the compact form the pre-warm holds) and turned back into the
+    hit's floats per resolve. ``base`` is never handed out: each resolve gets its own copy to
+    score."""
+
+    base: MemoryHit
     expires_at: datetime | None
     embedding: bytes  # float32, as the store keeps it
-    observed_at: datetime | None = None
+
+    @property
+    def id(self) -> int:
+        return self.base.id
 
     def hit(self) -> MemoryHit:
-        return MemoryHit(
-            id=self.id,
-            content=self.content,
-            kind=self.kind,
-            metadata=self.metadata,
-            created_at=self.created_at,
-            updated_at=self.updated_at,
-            last_used_at=self.last_used_at,
-            strength=self.strength,
-            embedding=np.frombuffer(self.embedding, dtype=np.float32).astype(np.float64).tolist(),
-            observed_at=self.observed_at,
-        )
+        vector = np.frombuffer(self.embedding, dtype=np.float32).astype(np.float64).tolist()
+        return replace(self.base, embedding=vector)
 
 
 @dataclass(frozen=True)
@@ -80,17 +70,9 @@ def load_pool(user_id: str) -> MemoryPool | None:
         user=user_id,
         memories=tuple(
             PooledMemory(
-                id=row["id"],
-                content=row["content"],
-                kind=row["kind"],
-                metadata=row["metadata"],
-                created_at=row["created_at"],
-                updated_at=row["updated_at"],
-                last_used_at=row["last_used_at"],
-                strength=row["strength"],
+                base=hit_from_row({**row, "embedding": None}),
                 expires_at=row["expires_at"],
                 embedding=np.asarray(row["embedding"], dtype=np.float32).tobytes(),
-                observed_at=row["observed_at"],
             )
             for row in rows
         ),

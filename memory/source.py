@@ -122,6 +122,11 @@ class MemorySource(ContextSource):
     def match(self) -> MatchConfig:
         return self.memory.match or default_memory_match()
 
+    @property
+    def judge_only_limit(self) -> int:
+        """How many of the newest memories a match block without a recall hands its judge."""
+        return self.match.judge.max_candidates if self.match.judge else 64
+
     def applied_recall(self, recall: RecallConfig) -> AppliedRecall:
         """The recall's values: the match block's, else the store's defaults, else the
         embedder's (each with where it came from, for the notes)."""
@@ -293,7 +298,7 @@ class MemorySource(ContextSource):
 
         recall = self.match.recall
         if recall is None:  # a judge-only block reads the user's newest memories
-            limit = self.match.judge.max_candidates if self.match.judge else 64
+            limit = self.judge_only_limit
             memories = await sync_to_async(within_deadline)(
                 self.timeout_seconds, lambda: newest_memories(request.user, limit)
             )
@@ -320,8 +325,7 @@ class MemorySource(ContextSource):
 
         recall = self.match.recall
         if recall is None:
-            limit = self.match.judge.max_candidates if self.match.judge else 64
-            return [recall_hit(m, score=1.0) for m in prewarm.newest(pool, limit)]
+            return [recall_hit(m, score=1.0) for m in prewarm.newest(pool, self.judge_only_limit)]
         applied = self.applied_recall(recall)
         vector = await asyncio.to_thread(get_embedder().embed_query, request.query)
         found = prewarm.search(pool, vector, applied.top_k, applied.min_similarity)

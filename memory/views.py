@@ -23,8 +23,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from contextplatform.core.errors import ApiError, invalid_request, not_found
-from contextplatform.core.read_back import without_read_only
-from contextplatform.core.validation import parse
 from contextplatform.core.views import ApiView
 from memory.models import Memory
 from memory.selectors import (
@@ -238,7 +236,7 @@ class MemoryListView(ApiView):
         operation_id="memories_create",
     )
     def post(self, request: Request, user: str) -> Response:
-        body = parse(MemoryBody, without_read_only(request.data, READ_ONLY))
+        body = self.body(request, MemoryBody, READ_ONLY)
         with embedding_errors():
             memory = create_memory(
                 user_id=checked_user(user),
@@ -274,7 +272,7 @@ class MemoryDetailView(ApiView):
         operation_id="memory_update",
     )
     def patch(self, request: Request, user: str, memory_id: int) -> Response:
-        body = parse(MemoryPatchBody, without_read_only(request.data, READ_ONLY))
+        body = self.body(request, MemoryPatchBody, READ_ONLY)
         if not body.model_fields_set:
             raise invalid_request(
                 "give at least one of content, metadata, kind, expires_at, observed_at"

@@ -112,19 +112,21 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> Non
 
 
 @contextmanager
-def running_mcp_server() -> Iterator[str]:
+def running_bench_server(module: str, log_name: str, what: str) -> Iterator[int]:
+    """``python -m <module> <port>`` on a free loopback port (its output in LOG_DIR/<log_name>),
+    yielding the port once it listens; stopped afterwards."""
     port = free_port()
     LOG_DIR.mkdir(parents=True, exist_ok=True)
-    with open(LOG_DIR / "mcp-server.log", "wb") as output:
+    with open(LOG_DIR / log_name, "wb") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "scripts.bench_mcp_server", str(port)],
+            [sys.executable, "-m", module, str(port)],
             cwd=ROOT,
             stdout=output,
             stderr=subprocess.STDOUT,
         )
         try:
-            wait_for_port(port, process, "the bench MCP server")
-            yield f"http://127.0.0.1:{port}/mcp"
+            wait_for_port(port, process, what)
+            yield port
         finally:
             process.terminate()
             try:
@@ -132,6 +134,14 @@ def running_mcp_server() -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=10)
+
+
+@contextmanager
+def running_mcp_server() -> Iterator[str]:
+    with running_bench_server(
+        "scripts.bench_mcp_server", "mcp-server.log", "the bench MCP server"
+    ) as port:
+        yield f"http://127.0.0.1:{port}/mcp"
 
 
 @contextmanager
@@ -258,25 +268,10 @@ def measure_mcp_resources(sizes: Sizes) -> ConnectorRun:
 
 @contextmanager
 def running_realtime_api() -> Iterator[str]:
-    port = free_port()
-    LOG_DIR.mkdir(parents=True, exist_ok=True)
-    with open(LOG_DIR / "realtime-api.log", "wb") as output:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "scripts.bench_realtime_server", str(port)],
-            cwd=ROOT,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            wait_for_port(port, process, "the bench live API")
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
+    with running_bench_server(
+        "scripts.bench_realtime_server", "realtime-api.log", "the bench live API"
+    ) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 @contextmanager

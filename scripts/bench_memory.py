@@ -461,22 +461,30 @@ def memory_source(config: Config) -> Any:
     return MemorySource(settings)
 
 
-def through_source(user: str, question: str, config: Config) -> tuple[set[int], list[Any], Any]:
-    """The memory source's fetch, as the resolver runs it: (recalled ids, injected items, notes)."""
+def fetch_memories(
+    source: Any, tenant: str, route: str, user: str, question: str, *, dry_run: bool = False
+) -> Any:
+    """A memory source's fetch for one question of ``user``, as the resolver runs it (also
+    ``scripts/measure_memory_defaults.py``'s)."""
     from asgiref.sync import async_to_sync
 
     from sources.base import ContextRequest
 
-    source = memory_source(config)
     request = ContextRequest(
         request_id=uuid.uuid4().hex,
-        tenant=FLOW_TENANT,
-        route=ROUTE,
+        tenant=tenant,
+        route=route,
         user=user,
         session=None,
         query=question,
+        dry_run=dry_run,
     )
-    result = async_to_sync(source.fetch)(request)
+    return async_to_sync(source.fetch)(request)
+
+
+def through_source(user: str, question: str, config: Config) -> tuple[set[int], list[Any], Any]:
+    """The memory source's fetch, as the resolver runs it: (recalled ids, injected items, notes)."""
+    result = fetch_memories(memory_source(config), FLOW_TENANT, ROUTE, user, question)
     recalled = {int(entry["memory_id"]) for entry in result.trace}
     return recalled, result.items, result.notes
 
@@ -490,7 +498,7 @@ def write_conversation(
 
     timings, statuses = [], {}
     for index, (user_text, assistant_text) in enumerate(conversation.turns):
-        resolve_id = f"{conversation.user}-t{index:02d}"
+        resolve_id = turn_id(conversation.user, index)
         queue_turn(
             resolve_id=resolve_id,
             route=ROUTE,
@@ -506,11 +514,16 @@ def write_conversation(
     return timings, statuses
 
 
+def turn_id(user: str, turn: int) -> str:
+    """A conversation turn's resolve id, which the memories it writes keep as their source."""
+    return f"{user}-t{turn:02d}"
+
+
 def fact_memories(conversation: data.Conversation, fact: data.PlantedFact) -> set[int]:
     """The memories the fact's turn wrote that still hold its value."""
     from memory.models import Memory
 
-    resolve_id = f"{conversation.user}-t{fact.turn:02d}"
+    resolve_id = turn_id(conversation.user, fact.turn)
     return {
         memory.pk
         for memory in Memory.objects.filter(user_id=conversation.user, source_request_id=resolve_id)

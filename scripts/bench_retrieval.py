@@ -553,12 +553,11 @@ def default_spec() -> ConfigSpec:
     """The default match block (``default_match()``: recall 20 at a similarity of at least the
     embedder's ``rag_min_similarity``, the judge keeps 6 scoring at least 0.5), as ``RagSource``
     runs it with the local judge."""
-    from sources.embedding import get_embedder
-    from sources.matching import default_match, rag_recall
+    from sources.matching import default_match
 
     match = default_match()
     assert match.recall is not None
-    applied = rag_recall(match.recall, get_embedder())  # the values the unwritten block runs with
+    applied = default_recall()
     return ConfigSpec(
         name=f"DEFAULT (embedding {applied.top_k} @ {applied.min_similarity:g}, "
         "judge keeps 6 @ 0.5)",
@@ -576,14 +575,20 @@ def default_spec() -> ConfigSpec:
     )
 
 
-def default_min_similarity() -> float:
-    """The default recall's cut as it applies: the embedder's default for an unwritten block."""
+def default_recall() -> Any:
+    """The default match block's recall as it applies (``AppliedRecall``): the values it leaves
+    unwritten are the embedder's defaults."""
     from sources.embedding import get_embedder
     from sources.matching import default_match, rag_recall
 
     recall = default_match().recall
     assert recall is not None
-    return float(rag_recall(recall, get_embedder()).min_similarity)
+    return rag_recall(recall, get_embedder())
+
+
+def default_min_similarity() -> float:
+    """The default recall's cut as it applies: the embedder's default for an unwritten block."""
+    return float(default_recall().min_similarity)
 
 
 def hybrid_default_spec() -> ConfigSpec:

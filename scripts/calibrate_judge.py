@@ -20,7 +20,6 @@ embedder, the signal or the pseudo-queries.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import random
 import sys
@@ -30,9 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from scripts import cranfield
+from scripts.bench_retrieval import KEEP, graded_gain, ndcg_at
 
 TOP_K = 20
-KEEP = 6
 
 
 def setup_django() -> None:
@@ -63,43 +62,22 @@ def calibration_for(
     origin: str,
     seed: int = 0,
 ) -> object:
-    """``sources.calibration.measure`` on arrays: the recall is an exact top 20 by cosine."""
-    from sources.judge_calibration import (
-        BACKGROUNDS_PER_QUERY,
-        Candidate,
-        calibrate,
-        pseudo_queries,
-    )
+    """``sources.calibration.measure`` on arrays: each abstract is its own document and the
+    recall is an exact top 20 by cosine."""
+    from sources.judge_calibration import calibrate, candidate_set, pseudo_queries
 
     queries = pseudo_queries(bodies, seed=seed)
     query_vectors = np.asarray(embed([query.text for query in queries]), dtype=np.float32)  # type: ignore[operator]
+    pool = list(enumerate(indexed))
+    documents = range(len(indexed))
     draw = random.Random(seed + 1)
     candidates = []
     for query, vector in zip(queries, query_vectors, strict=True):
-        cosines = vectors @ vector
-        found = {
-            int(i): Candidate(indexed[i], float(cosines[i]), "recalled")
-            for i in np.argsort(-cosines)[:TOP_K]
-            if int(i) != query.owner
-        }
-        found[query.owner] = Candidate(indexed[query.owner], float(cosines[query.owner]), "own")
-        others = [i for i in range(len(indexed)) if i != query.owner]
-        for i in draw.sample(others, min(BACKGROUNDS_PER_QUERY, len(others))):
-            found[i] = Candidate(indexed[i], float(cosines[i]), "background")
-        candidates.append(list(found.values()))
+        scores = vectors @ vector
+        cosines = scores.tolist()
+        recalled = ((int(i), indexed[i], cosines[i]) for i in np.argsort(-scores)[:TOP_K])
+        candidates.append(candidate_set(query.owner, pool, documents, cosines, recalled, draw))
     return calibrate(queries, candidates, documents=len(indexed), origin=origin)
-
-
-def ndcg(ranked: Sequence[int], judged: dict[int, int], cutoff: int = KEEP) -> float:
-    def gain(code: int) -> float:
-        return float(5 - code)  # Cleverdon's scale: 1 = complete answer
-
-    dcg = sum(
-        gain(judged[d]) / math.log2(r + 2) for r, d in enumerate(ranked[:cutoff]) if d in judged
-    )
-    ideal = sorted((gain(c) for c in judged.values()), reverse=True)[:cutoff]
-    best = sum(v / math.log2(r + 2) for r, v in enumerate(ideal))
-    return dcg / best if best else 0.0
 
 
 def cranfield_check(
@@ -143,8 +121,10 @@ def cranfield_check(
         empty += not kept
         if kept:
             precisions.append(sum(d in judged for d in kept) / len(kept))
-        gains.append(ndcg(kept, judged))
-        baseline.append(ndcg([ids[int(i)] for i in np.argsort(-raw)[:KEEP]], judged))
+        gains.append(ndcg_at(kept, judged, graded_gain, KEEP))
+        baseline.append(
+            ndcg_at([ids[int(i)] for i in np.argsort(-raw)[:KEEP]], judged, graded_gain, KEEP)
+        )
     print(
         f"cranfield, default block on the prior: {np.mean(kept_counts):.2f} kept per query, "
         f"precision {np.mean(precisions):.3f}, {empty} queries keep nothing, kept nDCG "

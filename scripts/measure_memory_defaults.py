@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -111,33 +110,18 @@ def write_extracted(conversations: list[data.Conversation], embedder: Any) -> No
         write_conversation(conversation, embedder)
 
 
-def fact_turn(conversation: data.Conversation, fact: data.PlantedFact) -> str:
-    return f"{conversation.user}-t{fact.turn:02d}"
-
-
-def extracted_targets(conversation: data.Conversation, fact: data.PlantedFact) -> set[int]:
-    from memory.models import Memory
-
-    return {
-        memory.pk
-        for memory in Memory.objects.filter(
-            user_id=conversation.user, source_request_id=fact_turn(conversation, fact)
-        )
-        if fact.value.lower() in memory.content.lower()
-    }
-
-
 def write_statements(
     conversations: list[data.Conversation], embedder: Any
 ) -> dict[tuple[str, str], set[int]]:
     """``stmt-<user>``: the user's memories of the other turns, and each fact's sentence as said."""
     from memory.models import Memory
     from memory.services import create_memory
+    from scripts.bench_memory import turn_id
 
     targets: dict[tuple[str, str], set[int]] = {}
     for conversation in conversations:
         user = f"stmt-{conversation.user}"
-        fact_turns = {fact_turn(conversation, fact) for fact in conversation.facts}
+        fact_turns = {turn_id(conversation.user, fact.turn) for fact in conversation.facts}
         for memory in Memory.objects.filter(user_id=conversation.user).exclude(
             source_request_id__in=fact_turns
         ):
@@ -164,10 +148,8 @@ def through_source(
 ) -> Any:
     """The real memory source's result (reflection gate included); ``None`` values are left
     unwritten, so the source's defaults apply."""
-    from asgiref.sync import async_to_sync
-
     from memory.source import MemorySettings, MemorySource
-    from sources.base import ContextRequest
+    from scripts.bench_memory import fetch_memories
     from sources.matching import MatchConfig, RecallConfig
 
     written = limit is not None or threshold is not None
@@ -180,16 +162,8 @@ def through_source(
         hybrid_search=mode != "embedding",
         hybrid_mode="rrf" if mode == "rrf" else "weighted",
     )
-    request = ContextRequest(
-        request_id=uuid.uuid4().hex,
-        tenant=TENANT,
-        route=ROUTE,
-        user=user,
-        session=None,
-        query=question,
-        dry_run=True,  # measuring must not reinforce what it recalls
-    )
-    return async_to_sync(MemorySource(settings).fetch)(request)
+    # dry run: measuring must not reinforce what it recalls
+    return fetch_memories(MemorySource(settings), TENANT, ROUTE, user, question, dry_run=True)
 
 
 def ask(
@@ -311,6 +285,7 @@ def main() -> None:
     from django_tenants.utils import schema_context
 
     from memory.models import Memory, MemoryTurn
+    from scripts.bench_memory import fact_memories
     from sources.embedding import get_embedder
 
     ensure_tenant(TENANT)
@@ -331,7 +306,7 @@ def main() -> None:
             for fact in conversation.facts:
                 user = f"stmt-{conversation.user}"
                 for store, who, targets in (
-                    ("extracted", conversation.user, extracted_targets(conversation, fact)),
+                    ("extracted", conversation.user, fact_memories(conversation, fact)),
                     ("statements", user, statement_targets[(user, fact.template.key)]),
                 ):
                     for style in STYLES:

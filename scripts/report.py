@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -184,6 +184,21 @@ def write_section(docs_dir: Path, text: str, start: str, end: str) -> Path:
     page = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
     path.write_text(splice_section(page, text, start, end), encoding="utf-8")
     return path
+
+
+def with_figure(parts: Sequence[str], alt: str, plot_name: str, end: str) -> str:
+    """A section's text: its non-empty ``parts``, then its figure and end marker."""
+    return "\n\n".join(part for part in [*parts, f"![{alt}](bench/{plot_name})", end] if part)
+
+
+def write_plotted_section(
+    docs_dir: Path, plot_name: str, draw: Callable[[Path], None], text: str, start: str, end: str
+) -> list[Path]:
+    """Draw a section's figure into docs/bench/``plot_name`` and put its ``text`` into
+    docs/benchmarks.md; both paths."""
+    path = image_path(docs_dir, plot_name)
+    draw(path)
+    return [path, write_section(docs_dir, text, start, end)]
 
 
 def quick_note(quick: bool) -> str:

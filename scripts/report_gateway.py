@@ -38,12 +38,12 @@ from scripts.report import (
     Check,
     check_rows,
     ecdf,
-    image_path,
     print_checks,
     quick_note,
     save_figure,
     table,
-    write_section,
+    with_figure,
+    write_plotted_section,
 )
 
 START = "<!-- gateway:start -->"
@@ -454,14 +454,13 @@ def section(results: GatewayResults, commit: str) -> str:
             "LiteLLM's proxy:",
             table(["", ""], [[k, v] for k, v in results.litellm_settings.items()]),
         ]
-    parts += [f"![Gateway benchmark](bench/{PLOT})", END]
-    return "\n\n".join(part for part in parts if part)
+    return with_figure(parts, "Gateway benchmark", PLOT, END)
 
 
 def write_gateway(results: GatewayResults, docs_dir: Path, commit: str) -> list[Path]:
-    path = image_path(docs_dir, PLOT)
-    plot(results, path)
-    return [path, write_section(docs_dir, section(results, commit), START, END)]
+    return write_plotted_section(
+        docs_dir, PLOT, lambda path: plot(results, path), section(results, commit), START, END
+    )
 
 
 def print_gateway(results: GatewayResults) -> None:

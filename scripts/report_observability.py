@@ -31,12 +31,12 @@ from scripts.report import (
     Check,
     check_rows,
     ecdf,
-    image_path,
     print_checks,
     quick_note,
     save_figure,
     table,
-    write_section,
+    with_figure,
+    write_plotted_section,
 )
 
 START = "<!-- observability:start -->"
@@ -398,14 +398,13 @@ def section(results: ObservabilityResults, commit: str) -> str:
             fanout_text(results.fanout),
             table(["", ""], fanout_rows(results.fanout)),
         ]
-    parts += [f"![Observability benchmark](bench/{PLOT})", END]
-    return "\n\n".join(part for part in parts if part)
+    return with_figure(parts, "Observability benchmark", PLOT, END)
 
 
 def write_observability(results: ObservabilityResults, docs_dir: Path, commit: str) -> list[Path]:
-    path = image_path(docs_dir, PLOT)
-    plot(results, path)
-    return [path, write_section(docs_dir, section(results, commit), START, END)]
+    return write_plotted_section(
+        docs_dir, PLOT, lambda path: plot(results, path), section(results, commit), START, END
+    )
 
 
 def print_observability(results: ObservabilityResults) -> None:

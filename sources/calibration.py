@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Any
 
 import numpy as np
 from django.utils import timezone
 
 from sources.embedding import Embedder
 from sources.judge_calibration import (
-    BACKGROUNDS_PER_QUERY,
     PRIOR,
-    Candidate,
     JudgeCalibration,
     calibrate,
+    candidate_set,
     pseudo_queries,
 )
 from sources.models import Chunk, Collection
@@ -59,9 +57,24 @@ def measure(collection: Collection, embedder: Embedder) -> JudgeCalibration | No
         return None
     vectors = np.asarray(embedder.embed([query.text for query in queries]), dtype=np.float32)
     chunk_vectors = np.asarray([row["embedding"] for row in rows], dtype=np.float32)
+    pool = [(row["id"], chunk_text(row["title"], row["text"])) for row in rows]
+    documents = [row["document_id"] for row in rows]
     draw = random.Random(seed + 1)
     candidates = [
-        _candidates(query.owner, vector, rows, chunk_vectors, collection.pk, draw)
+        candidate_set(
+            query.owner,
+            pool,
+            documents,
+            (chunk_vectors @ vector).tolist(),
+            # the recall is the request's own HNSW search over the whole collection
+            (
+                (row["id"], chunk_text(row["title"], row["text"]), cosine)
+                for row, cosine in nearest_chunks(
+                    [collection.pk], vector.tolist(), RECALL_TOP_K, None
+                )
+            ),
+            draw,
+        )
         for query, vector in zip(queries, vectors, strict=True)
     ]
     return calibrate(
@@ -70,35 +83,6 @@ def measure(collection: Collection, embedder: Embedder) -> JudgeCalibration | No
         documents=collection.documents.count(),
         origin=f"collection {collection.name} v{collection.version}",
     )
-
-
-def _candidates(
-    owner: int,
-    vector: np.ndarray,
-    rows: list[dict[str, Any]],
-    chunk_vectors: np.ndarray,
-    collection_id: int,
-    draw: random.Random,
-) -> list[Candidate]:
-    """A pseudo-query's candidate set as the judge would see it: its recall (the request's own
-    HNSW search), its own chunk, and random chunks of other documents."""
-    own = rows[owner]
-    cosines = chunk_vectors @ vector
-    recalled = nearest_chunks([collection_id], vector.tolist(), RECALL_TOP_K, None)
-    found: dict[int, Candidate] = {}
-    for row, cosine in recalled:
-        if row["id"] != own["id"]:
-            found[row["id"]] = Candidate(chunk_text(row["title"], row["text"]), cosine, "recalled")
-    found[own["id"]] = Candidate(
-        chunk_text(own["title"], own["text"]), float(cosines[owner]), "own"
-    )
-    others = [i for i, row in enumerate(rows) if row["document_id"] != own["document_id"]]
-    for index in draw.sample(others, min(BACKGROUNDS_PER_QUERY, len(others))):
-        row = rows[index]
-        found[row["id"]] = Candidate(
-            chunk_text(row["title"], row["text"]), float(cosines[index]), "background"
-        )
-    return list(found.values())
 
 
 def refresh(collection_id: int, embedder: Embedder) -> None:

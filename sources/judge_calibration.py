@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -196,6 +196,33 @@ def pseudo_queries(
             break
         round_index += 1
     return chosen
+
+
+def candidate_set(
+    owner: int,
+    pool: Sequence[tuple[Hashable, str]],
+    documents: Sequence[Hashable],
+    cosines: Sequence[float],
+    recalled: Iterable[tuple[Hashable, str, float]],
+    draw: random.Random,
+) -> list[Candidate]:
+    """A pseudo-query's candidates as the judge would see them. ``pool`` holds the sampled chunks
+    (key, text as the judge reads it) with each one's document and the pseudo-query's cosine to
+    it; ``owner`` is the pool index its sentence came from. The set is its recall (keyed as the
+    pool is; its own chunk is not counted as recalled), its own chunk, and up to
+    ``BACKGROUNDS_PER_QUERY`` random chunks of other documents drawn from the pool; a chunk
+    appears once, in the last role given to it."""
+    own_key, own_text = pool[owner]
+    found = {
+        key: Candidate(text, cosine, "recalled") for key, text, cosine in recalled if key != own_key
+    }
+    found[own_key] = Candidate(own_text, float(cosines[owner]), "own")
+    own_document = documents[owner]
+    others = [i for i, document in enumerate(documents) if document != own_document]
+    for index in draw.sample(others, min(BACKGROUNDS_PER_QUERY, len(others))):
+        key, text = pool[index]
+        found[key] = Candidate(text, float(cosines[index]), "background")
+    return list(found.values())
 
 
 def calibrate(

@@ -163,11 +163,12 @@ class CollectionListView(ApiView):
 
     @extend_schema(request=CollectionBody, responses={201: dict}, summary="Create a collection")
     def post(self, request: Request) -> Response:
-        body = parse(CollectionBody, without_read_only(request.data, COLLECTION_READ_ONLY))
+        body = self.body(request, CollectionBody, COLLECTION_READ_ONLY)
         collection = create_collection(name=body.name, description=body.description)
-        # Read back with its counts (0 and 0, not unknown), as the list shows it.
-        counted = collections_with_counts().get(pk=collection.pk)
-        return Response(collection_representation(counted), status=status.HTTP_201_CREATED)
+        # Read back with its counts as the list shows them: a new collection holds none (known,
+        # not unknown), so they need no query.
+        created = {**collection_representation(collection), "documents": 0, "chunks": 0}
+        return Response(created, status=status.HTTP_201_CREATED)
 
 
 class DocumentListView(ApiView):

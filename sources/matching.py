@@ -324,7 +324,9 @@ async def judge_and_keep(
     decisions.sort(key=lambda d: (not d.kept, order.get(id(d), len(order) + d.recall_rank)))
     calibration = None
     if isinstance(chosen, LocalJudge):
-        used = {id(c.calibration): c.calibration or PRIOR for c in judged}
+        # one summary per calibration: a hit judged on the prior because its collection has none
+        # and one whose backend named no calibration (None) share the prior's
+        used = {id(c.calibration or PRIOR): c.calibration or PRIOR for c in judged}
         calibration = [found.summary() for found in used.values()]
     return MatchResult(decisions=decisions, judged=True, judge=label, calibration=calibration)
 

@@ -74,7 +74,7 @@ class UserProfileView(ApiView):
         request=ProfileBody, responses={200: dict}, summary="Replace a user's profile attributes"
     )
     def put(self, request: Request, user: str) -> Response:
-        body = parse(ProfileBody, without_read_only(request.data, PROFILE_READ_ONLY))
+        body = self.body(request, ProfileBody, PROFILE_READ_ONLY)
         return Response(
             profile_representation(put_user_profile(user_id=user, attributes=body.attributes))
         )

@@ -62,7 +62,7 @@ class LoopClients(Generic[C]):
         if client is not None and not client.is_closed:
             kept.clients.move_to_end(key)
             return client
-        stale = [other for other in kept.clients if replaces is not None and replaces(other)]
+        stale = [other for other in kept.clients if replaces(other)] if replaces else []
         kept.clients[key] = client = make()
         stale += list(kept.clients)[: max(0, len(kept.clients) - self.max_clients)]
         for other in stale:

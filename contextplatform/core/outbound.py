@@ -15,9 +15,9 @@ import ipaddress
 import json as jsonlib
 import socket
 import ssl
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio.to_thread
 import httpcore
@@ -29,6 +29,7 @@ ALLOWED_SCHEMES = frozenset({"http", "https"})
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+StreamT = TypeVar("StreamT")
 
 SHARED_ADDRESS_SPACE = ipaddress.IPv4Network("100.64.0.0/10")  # carrier-grade NAT
 UNIQUE_LOCAL = ipaddress.IPv6Network("fc00::/7")
@@ -243,6 +244,39 @@ async def _acheck(policy: OutboundPolicy, url: httpx.URL) -> None:
         policy.check_addresses(host, await _resolve_async(host, port))
 
 
+async def checked_targets(
+    policy: OutboundPolicy, host: str, port: int, unresolved: type[Exception]
+) -> list[str]:
+    """Where a guarded connection to ``host`` goes, whatever the HTTP library: the name itself
+    when the allow-list names it, else every address it resolves to, each checked (OutboundBlocked
+    otherwise) so the socket connects to what was checked. A name that does not resolve raises the
+    library's own ``unresolved`` connect error, which its client reports as a failed connection."""
+    if policy.names(host):
+        return [host]
+    try:
+        addresses = await _resolve_async(host, port)
+    except OutboundError as failure:
+        raise unresolved(str(failure)) from failure
+    policy.check_addresses(host, addresses)
+    return [str(address) for address in addresses]
+
+
+async def connect_first(
+    targets: Sequence[str],
+    connect: Callable[[str], Awaitable[StreamT]],
+    failures: tuple[type[Exception], ...],
+) -> StreamT:
+    """The first of ``targets`` that ``connect`` reaches; the last failure when none does."""
+    error: Exception | None = None
+    for target in targets:
+        try:
+            return await connect(target)
+        except failures as failure:
+            error = failure
+    assert error is not None
+    raise error
+
+
 # --- the client --------------------------------------------------------------------------------
 
 
@@ -261,25 +295,14 @@ class _GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        if self.policy.names(host):
-            targets = [host]
-        else:
-            try:
-                addresses = await _resolve_async(host, port)
-            except OutboundError as unresolved:
-                raise httpcore.ConnectError(str(unresolved)) from unresolved
-            self.policy.check_addresses(host, addresses)
-            targets = [str(address) for address in addresses]
-        error: Exception | None = None
-        for target in targets:
-            try:
-                return await self.inner.connect_tcp(
-                    target, port, timeout, local_address, socket_options
-                )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as failure:
-                error = failure
-        assert error is not None
-        raise error
+        targets = await checked_targets(self.policy, host, port, httpcore.ConnectError)
+        return await connect_first(
+            targets,
+            lambda target: self.inner.connect_tcp(
+                target, port, timeout, local_address, socket_options
+            ),
+            (httpcore.ConnectError, httpcore.ConnectTimeout),
+        )
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Any = None

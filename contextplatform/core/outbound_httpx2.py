@@ -40,7 +40,8 @@ from contextplatform.core.outbound import (
     OutboundPolicy,
     ResponseTooLarge,
     _acheck,
-    _resolve_async,
+    checked_targets,
+    connect_first,
     display_url,
 )
 
@@ -124,25 +125,14 @@ class _GuardedNetworkBackend(httpcore2.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore2.AsyncNetworkStream:
-        if self.policy.names(host):
-            targets = [host]
-        else:
-            try:
-                addresses = await _resolve_async(host, port)
-            except OutboundError as unresolved:
-                raise httpcore2.ConnectError(str(unresolved)) from unresolved
-            self.policy.check_addresses(host, addresses)
-            targets = [str(address) for address in addresses]
-        error: Exception | None = None
-        for target in targets:
-            try:
-                return await self.inner.connect_tcp(
-                    target, port, timeout, local_address, socket_options
-                )
-            except (httpcore2.ConnectError, httpcore2.ConnectTimeout) as failure:
-                error = failure
-        assert error is not None
-        raise error
+        targets = await checked_targets(self.policy, host, port, httpcore2.ConnectError)
+        return await connect_first(
+            targets,
+            lambda target: self.inner.connect_tcp(
+                target, port, timeout, local_address, socket_options
+            ),
+            (httpcore2.ConnectError, httpcore2.ConnectTimeout),
+        )
 
     async def connect_unix_socket(
         self,

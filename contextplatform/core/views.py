@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from contextplatform.core.errors import invalid_request
+from contextplatform.core.read_back import without_read_only
 from contextplatform.core.validation import parse
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -19,8 +20,12 @@ class ApiView(APIView):
 
     required_scopes: dict[str, str] | str = {}
 
-    def body(self, request: Request, model: type[ModelT]) -> ModelT:
-        return parse(model, request.data)
+    def body(
+        self, request: Request, model: type[ModelT], read_only: frozenset[str] = frozenset()
+    ) -> ModelT:
+        """The request's body as ``model``; the members ``read_only`` names (what the resource's
+        representation adds) are left out first, so a GET body posts back."""
+        return parse(model, without_read_only(request.data, read_only))
 
     @staticmethod
     def tenant(request: Request) -> Any:
@@ -36,3 +41,13 @@ class ApiView(APIView):
         if not 1 <= value <= high:
             raise invalid_request(f"{name}: must be between 1 and {high}", name)
         return value
+
+
+def replacement_body(data: Any, read_only: frozenset[str], name: str) -> Any:
+    """A ``PUT`` body of the resource at ``name``, as its parser takes it: the read-only members
+    its representation adds left out (core/read_back.py), and the path's name unless the body
+    gives one (a rename); anything but an object as it is, for the parser to report."""
+    data = without_read_only(data, read_only)
+    if isinstance(data, dict):
+        return {"name": name, **data}
+    return data

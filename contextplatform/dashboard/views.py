@@ -8,8 +8,9 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from contextplatform.routing.models import ReplayRecord
+from contextplatform.routing.pipeline.live_events import recorded_source_events
 from contextplatform.routing.pipeline.replay_writer import flush_current_tenant
+from contextplatform.routing.selectors import latest_replay_records
 
 SOCKET_PATH = "/ws/metrics/"  # contextplatform.live.websocket_urlpatterns
 # How many of the latest resolves the page starts with, so that it is not empty until traffic
@@ -18,31 +19,9 @@ HISTORY_RESOLVES = 30
 
 
 def recent_source_events(limit: int = HISTORY_RESOLVES) -> list[dict[str, Any]]:
-    """The source outcomes of the tenant's latest resolves (their replay records), oldest first,
-    in the stream's frame shape (``contextplatform.live``) with ``"history": true``."""
+    """The source outcomes of the tenant's latest resolves, oldest first, in the stream's frames."""
     flush_current_tenant()  # the records this process has accepted but not yet written
-    records = ReplayRecord.objects.only("route", "created_at", "sources").order_by(
-        "-created_at", "-id"
-    )[:limit]
-    events: list[dict[str, Any]] = []
-    for record in reversed(list(records)):
-        at = round(record.created_at.timestamp(), 3)
-        for source in record.sources or []:
-            events.append(
-                {
-                    "source": source.get("name") or "?",
-                    "type": source.get("type") or "",
-                    "status": source.get("status") or "",
-                    "items": source.get("items") or 0,
-                    "kept": source.get("kept") or 0,
-                    "ms": source.get("ms") or 0,
-                    "route": record.route,
-                    "at": at,
-                    "error": source.get("error"),
-                    "history": True,
-                }
-            )
-    return events
+    return recorded_source_events(reversed(latest_replay_records(limit)))
 
 
 def live_dashboard(request: HttpRequest) -> TemplateResponse:

@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from contextplatform.core.errors import invalid_request, not_found
 from contextplatform.core.merge_patch import merge_patch
 from contextplatform.core.read_back import without_read_only
-from contextplatform.core.views import ApiView
+from contextplatform.core.views import ApiView, replacement_body
 from contextplatform.deployments import selectors, services
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.schema import DeploymentSpec
@@ -96,10 +96,7 @@ class DeploymentDetailView(ApiView):
     )
     def put(self, request: Request, name: str) -> Response:
         deployment = existing_deployment(name)
-        data = without_read_only(request.data, READ_ONLY)
-        if isinstance(data, dict):
-            data = {"name": name, **data}
-        spec = services.parse_deployment(data)
+        spec = services.parse_deployment(replacement_body(request.data, READ_ONLY, name))
         updated = services.update_deployment(
             deployment=deployment, spec=spec, api_key=services.key_change(spec)
         )

@@ -76,6 +76,15 @@ def routes_layered_on(*, defaults_changed: bool, recipes: set[str]) -> QuerySet[
     return routes if defaults_changed else routes.filter(recipe__name__in=recipes)
 
 
+def latest_replay_records(limit: int) -> list[ReplayRecord]:
+    """The tenant's newest replay records, newest first, with what the dashboard reads of them."""
+    return list(
+        ReplayRecord.objects.only("route", "created_at", "sources").order_by("-created_at", "-id")[
+            :limit
+        ]
+    )
+
+
 def replay_record(record_id: str) -> ReplayRecord | None:
     flush_current_tenant()
     return ReplayRecord.objects.filter(pk=record_id).first()

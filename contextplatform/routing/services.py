@@ -28,7 +28,7 @@ from contextplatform.routing.configuration.schema import (
 )
 from contextplatform.routing.models import Recipe, Route, TenantDefaults
 from sources import secret_settings
-from sources.selectors import collection_by_name
+from sources.models import Collection
 
 
 @dataclass(frozen=True)
@@ -91,22 +91,32 @@ def check_collections(
     """A ``vectorstore`` source names collections of the tenant: one that does not exist would
     fail that source at every resolve, so the route is refused at save time, as an unknown
     deployment is (docs/configuration.md, "RAG sources"). ``inherited_from`` names the layer that
-    wrote the sources when the route does not write them itself."""
-    for index, source in enumerate(context.get("sources") or []):
-        for path, name in collection_names(source):
-            if collection_by_name(name) is not None:
-                continue
-            if inherited_from is None:
-                param = f"{context_param}.sources[{index}].{path}"
-                raise invalid_request(
-                    f"{param}: no collection named {name!r} in this tenant", param
-                )
-            param = f"{context_param}.sources"
-            raise invalid_request(
-                f"{param}: source {source.get('name') or index!r}, inherited from {inherited_from}, "
-                f"names no collection {name!r} in this tenant ({path})",
-                param,
-            )
+    wrote the sources when the route does not write them itself. One query for every name the
+    sources use, not one per name."""
+    named = [
+        (index, source, path, name)
+        for index, source in enumerate(context.get("sources") or [])
+        for path, name in collection_names(source)
+    ]
+    if not named:
+        return
+    existing = set(
+        Collection.objects.filter(name__in={name for *_, name in named}).values_list(
+            "name", flat=True
+        )
+    )
+    for index, source, path, name in named:
+        if name in existing:
+            continue
+        if inherited_from is None:
+            param = f"{context_param}.sources[{index}].{path}"
+            raise invalid_request(f"{param}: no collection named {name!r} in this tenant", param)
+        param = f"{context_param}.sources"
+        raise invalid_request(
+            f"{param}: source {source.get('name') or index!r}, inherited from {inherited_from}, "
+            f"names no collection {name!r} in this tenant ({path})",
+            param,
+        )
 
 
 def collection_names(source: Any) -> list[tuple[str, str]]:

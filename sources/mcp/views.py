@@ -12,7 +12,7 @@ from rest_framework.response import Response
 
 from contextplatform.core.errors import not_found
 from contextplatform.core.read_back import without_read_only
-from contextplatform.core.views import ApiView
+from contextplatform.core.views import ApiView, replacement_body
 from sources.mcp import selectors, services
 from sources.mcp.config import McpServerSpec
 from sources.models import McpServer
@@ -69,9 +69,7 @@ class McpServerDetailView(ApiView):
     )
     def put(self, request: Request, name: str) -> Response:
         server = existing_server(name)
-        data = without_read_only(request.data, READ_ONLY)
-        if isinstance(data, dict):
-            data = {"name": name, **data}
+        data = replacement_body(request.data, READ_ONLY, name)
         updated = services.update_server(server=server, spec=services.parse_server(data))
         return Response(server_representation(updated))
 

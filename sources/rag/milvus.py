@@ -19,25 +19,21 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
-import json
 import os
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
-
-from sources.embedding import get_embedder
 from sources.rag.backends import BackendError
 from sources.rag.vector_backends import (
     ClientPool,
     EngineBackend,
     Search,
     Target,
+    check_dimensions,
     check_remote,
+    connection_key,
+    engine_hit,
     filter_items,
-    resolve_target,
-    revealed,
     scalar,
 )
 from sources.rag.vector_configs import MilvusConfig
@@ -59,7 +55,6 @@ class Opened:
     """What the backend needs to know of one collection, read when it is first opened."""
 
     vector_field: str
-    dimensions: int
     metric: str
     index_type: str
     field_types: dict[str, str]
@@ -67,13 +62,6 @@ class Opened:
 
 # (connection key, collection) -> Opened: collections this process has loaded.
 _OPENED: dict[tuple[tuple[str, ...], str], Opened] = {}
-
-
-def connection_key(target: Target) -> tuple[str, ...]:
-    if target.local:
-        return ("lite", target.address)
-    digest = hashlib.sha256((target.secret or "").encode()).hexdigest()
-    return (target.kind, target.address, digest)
 
 
 def lite_file_held_elsewhere(path: str) -> bool:
@@ -184,26 +172,12 @@ def expression(
 class MilvusBackend(EngineBackend):
     name = "milvus"
     engine = "milvus"
+    platform_setting = "VECTOR_MILVUS_URI"
+    platform_secret_setting = "VECTOR_MILVUS_TOKEN"
+    config: MilvusConfig
 
     def __init__(self, config: MilvusConfig):
-        self.config = config
-        self.token = revealed(config.token)
-
-    def secrets(self) -> tuple[str | None, ...]:
-        return (self.token, settings.VECTOR_MILVUS_TOKEN)
-
-    def target(self, schema: str) -> Target:
-        return resolve_target(
-            written=self.config.uri,
-            reuse=self.config.reuse_cache_connection,
-            platform=settings.VECTOR_MILVUS_URI,
-            platform_secret=settings.VECTOR_MILVUS_TOKEN,
-            collection=self.config.collection,
-            secret=self.token,
-            schema=schema,
-            engine="milvus",
-            setting="VECTOR_MILVUS_URI",
-        )
+        super().__init__(config, config.uri, config.token)
 
     def search(self, search: Search, seconds: float) -> list[RecallHit]:
         target = self.target(search.schema)
@@ -248,27 +222,16 @@ class MilvusBackend(EngineBackend):
         hits = []
         for found in answer[0] if answer else []:
             entity = found.get("entity") or {}
-            cosine = float(to_cosine(float(found.get("distance", 0.0))))
-            if search.min_similarity is not None and cosine < search.min_similarity:
-                continue
-            text = entity.get(content)
-            if text is None or (isinstance(text, str) and not text.strip()):
-                continue  # nothing to give the model
-            data = entity.get(metadata) if metadata else None
-            data = data if isinstance(data, dict) else {}
-            title = data.get("title")
-            hits.append(
-                RecallHit(
-                    chunk_id=None,
-                    document_id=str(found.get("id", "")),
-                    title=title if isinstance(title, str) else "",
-                    text=text if isinstance(text, str) else json.dumps(text, ensure_ascii=False),
-                    collection=self.config.collection,
-                    metadata=data,
-                    cosine=cosine,
-                    score=cosine,
-                )
+            hit = engine_hit(
+                search,
+                collection=self.config.collection,
+                document_id=str(found.get("id", "")),
+                cosine=float(to_cosine(float(found.get("distance", 0.0)))),
+                text=entity.get(content),
+                metadata=entity.get(metadata) if metadata else None,
             )
+            if hit is not None:
+                hits.append(hit)
         return hits
 
     def opened(self, client: Any, key: tuple[str, ...], collection: str, seconds: float) -> Opened:
@@ -286,12 +249,7 @@ class MilvusBackend(EngineBackend):
             for f in described["fields"]
             if f["name"] == vector_field
         )
-        expected = get_embedder().dimensions
-        if dimensions != expected:
-            raise BackendError(
-                f"milvus: collection {collection!r} holds {dimensions}-dimension vectors; the "
-                f"platform's embedder makes {expected} (fill it with the platform's embedder)"
-            )
+        check_dimensions(self.engine, collection, dimensions)
         for name in (self.config.content_field, self.config.metadata_field):
             if name and name not in types and not described.get("enable_dynamic_field"):
                 raise BackendError(f"milvus: collection {collection!r} has no field {name!r}")
@@ -299,7 +257,7 @@ class MilvusBackend(EngineBackend):
         state = client.get_load_state(collection, timeout=seconds).get("state")
         if getattr(state, "name", str(state)) != "Loaded":
             client.load_collection(collection, timeout=seconds)
-        opened = Opened(vector_field, dimensions, metric, index_type, types)
+        opened = Opened(vector_field, metric, index_type, types)
         _OPENED[(key, collection)] = opened
         return opened
 
@@ -335,10 +293,7 @@ class MilvusBackend(EngineBackend):
 def forget_connections() -> None:
     """Close every client of this process (tests reopening a file, a fork)."""
     _OPENED.clear()
-    with CLIENTS.lock:
-        keys = list(CLIENTS.clients)
-    for key in keys:
-        CLIENTS.drop(key)
+    CLIENTS.clear()
     with contextlib.suppress(ImportError):
         from milvus_lite.server_manager import server_manager_instance
 

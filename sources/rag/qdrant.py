@@ -15,25 +15,21 @@ when set): a match per value, a list needing each of its members.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
-
-from sources.embedding import get_embedder
 from sources.rag.backends import BackendError
 from sources.rag.vector_backends import (
     ClientPool,
     EngineBackend,
     Search,
     Target,
+    check_dimensions,
     check_remote,
+    connection_key,
+    engine_hit,
     filter_items,
-    resolve_target,
-    revealed,
     scalar,
 )
 from sources.rag.vector_configs import QdrantConfig
@@ -52,18 +48,10 @@ DISTANCE_TO_COSINE = {
 @dataclass(frozen=True)
 class Opened:
     vector_name: str | None  # None: the collection's single unnamed vector
-    dimensions: int
     distance: str
 
 
 _OPENED: dict[tuple[tuple[str, ...], str], Opened] = {}
-
-
-def connection_key(target: Target) -> tuple[str, ...]:
-    if target.local:
-        return ("local", target.address)
-    digest = hashlib.sha256((target.secret or "").encode()).hexdigest()
-    return (target.kind, target.address, digest)
 
 
 def open_client(target: Target, seconds: float) -> Any:
@@ -123,26 +111,12 @@ def conditions(wanted: dict[str, Any] | None, metadata_field: str | None) -> Any
 class QdrantBackend(EngineBackend):
     name = "qdrant"
     engine = "qdrant"
+    platform_setting = "VECTOR_QDRANT_URL"
+    platform_secret_setting = "VECTOR_QDRANT_API_KEY"
+    config: QdrantConfig
 
     def __init__(self, config: QdrantConfig):
-        self.config = config
-        self.api_key = revealed(config.api_key)
-
-    def secrets(self) -> tuple[str | None, ...]:
-        return (self.api_key, settings.VECTOR_QDRANT_API_KEY)
-
-    def target(self, schema: str) -> Target:
-        return resolve_target(
-            written=self.config.url,
-            reuse=self.config.reuse_cache_connection,
-            platform=settings.VECTOR_QDRANT_URL,
-            platform_secret=settings.VECTOR_QDRANT_API_KEY,
-            collection=self.config.collection,
-            secret=self.api_key,
-            schema=schema,
-            engine="qdrant",
-            setting="VECTOR_QDRANT_URL",
-        )
+        super().__init__(config, config.url, config.api_key)
 
     def search(self, search: Search, seconds: float) -> list[RecallHit]:
         target = self.target(search.schema)
@@ -176,28 +150,18 @@ class QdrantBackend(EngineBackend):
         to_cosine = DISTANCE_TO_COSINE[opened.distance]
         hits = []
         for point in answer.points:
-            cosine = float(to_cosine(float(point.score)))
-            if search.min_similarity is not None and cosine < search.min_similarity:
-                continue
             payload = point.payload or {}
-            text = dig(payload, content)
-            if text is None or (isinstance(text, str) and not text.strip()):
-                continue  # nothing to give the model
-            data = dig(payload, metadata) if metadata else None
-            data = data if isinstance(data, dict) else {}
-            title = data.get("title", payload.get("title"))
-            hits.append(
-                RecallHit(
-                    chunk_id=None,
-                    document_id=str(point.id),
-                    title=title if isinstance(title, str) else "",
-                    text=text if isinstance(text, str) else json.dumps(text, ensure_ascii=False),
-                    collection=self.config.collection,
-                    metadata=data,
-                    cosine=cosine,
-                    score=cosine,
-                )
+            hit = engine_hit(
+                search,
+                collection=self.config.collection,
+                document_id=str(point.id),
+                cosine=float(to_cosine(float(point.score))),
+                text=dig(payload, content),
+                metadata=dig(payload, metadata) if metadata else None,
+                title=payload.get("title"),
             )
+            if hit is not None:
+                hits.append(hit)
         return hits
 
     def opened(self, client: Any, key: tuple[str, ...], collection: str) -> Opened:
@@ -214,13 +178,8 @@ class QdrantBackend(EngineBackend):
                 f"qdrant: the collection's distance {distance} gives no cosine similarity "
                 "(Cosine, Dot or Euclid)"
             )
-        expected = get_embedder().dimensions
-        if params.size != expected:
-            raise BackendError(
-                f"qdrant: collection {collection!r} holds {params.size}-dimension vectors; the "
-                f"platform's embedder makes {expected} (fill it with the platform's embedder)"
-            )
-        opened = Opened(name, int(params.size), distance)
+        check_dimensions(self.engine, collection, int(params.size))
+        opened = Opened(name, distance)
         _OPENED[(key, collection)] = opened
         return opened
 
@@ -257,7 +216,4 @@ def dig(payload: dict[str, Any], key: str | None) -> Any:
 def forget_connections() -> None:
     """Close every client of this process (tests reopening a directory)."""
     _OPENED.clear()
-    with CLIENTS.lock:
-        keys = list(CLIENTS.clients)
-    for key in keys:
-        CLIENTS.drop(key)
+    CLIENTS.clear()

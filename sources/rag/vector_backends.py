@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import hashlib
+import json
 import math
 import threading
 from abc import abstractmethod
@@ -92,6 +94,15 @@ class Target:
     def local(self) -> bool:
         """A file or directory of this process (a tenant's, or the platform's own path)."""
         return "://" not in self.address
+
+
+def connection_key(target: Target) -> tuple[str, ...]:
+    """The key of a target's client in an engine's ``ClientPool``: a server is keyed by its secret
+    too (a digest of it), so sources holding other keys for one server never share a client."""
+    if target.local:
+        return ("local", target.address)
+    digest = hashlib.sha256((target.secret or "").encode()).hexdigest()
+    return (target.kind, target.address, digest)
 
 
 def tenant_directory(schema: str) -> Path:
@@ -178,6 +189,13 @@ class ClientPool:
         if client is not None:
             close_quietly(client)
 
+    def clear(self) -> None:
+        """Close every client of the pool (tests reopening a file, a fork)."""
+        with self.lock:
+            keys = list(self.clients)
+        for key in keys:
+            self.drop(key)
+
 
 def close_quietly(client: Any) -> None:
     with contextlib.suppress(Exception):  # closing a broken client: nothing left to do
@@ -213,6 +231,50 @@ def scalar(value: Any, where: str) -> str | int | float | bool:
     )
 
 
+# --- what an engine answers ---------------------------------------------------------------------
+
+
+def check_dimensions(engine: str, collection: str, dimensions: int) -> None:
+    """A collection's vectors must be the platform embedder's: its query vector is searched."""
+    expected = get_embedder().dimensions
+    if dimensions != expected:
+        raise BackendError(
+            f"{engine}: collection {collection!r} holds {dimensions}-dimension vectors; the "
+            f"platform's embedder makes {expected} (fill it with the platform's embedder)"
+        )
+
+
+def engine_hit(
+    search: Search,
+    *,
+    collection: str,
+    document_id: str,
+    cosine: float,
+    text: Any,
+    metadata: Any,
+    title: Any = None,
+) -> RecallHit | None:
+    """One engine result as a hit, or None where the source would not keep it (under
+    ``min_similarity``, or no text to give the model). A non-string content is given as JSON,
+    a non-object metadata as none; the title is the metadata's, else ``title``."""
+    if search.min_similarity is not None and cosine < search.min_similarity:
+        return None
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return None
+    data = metadata if isinstance(metadata, dict) else {}
+    title = data.get("title", title)
+    return RecallHit(
+        chunk_id=None,
+        document_id=document_id,
+        title=title if isinstance(title, str) else "",
+        text=text if isinstance(text, str) else json.dumps(text, ensure_ascii=False),
+        collection=collection,
+        metadata=data,
+        cosine=cosine,
+        score=cosine,
+    )
+
+
 # --- the backend ---------------------------------------------------------------------------------
 
 
@@ -234,6 +296,37 @@ class EngineBackend(RagBackend):
 
     engine: str
     platform_embedder = True
+    # The platform's own server of this engine, and its secret (settings' names).
+    platform_setting: str
+    platform_secret_setting: str
+    config: MilvusConfig | QdrantConfig
+
+    def __init__(
+        self,
+        config: MilvusConfig | QdrantConfig,
+        written: str | None,
+        secret: SecretValue | None,
+    ) -> None:
+        self.config = config
+        self.written = written  # the config's server URL or local name (``uri``/``url``)
+        self.secret = revealed(secret)
+
+    def target(self, schema: str) -> Target:
+        return resolve_target(
+            written=self.written,
+            reuse=self.config.reuse_cache_connection,
+            platform=getattr(settings, self.platform_setting),
+            platform_secret=getattr(settings, self.platform_secret_setting),
+            collection=self.config.collection,
+            secret=self.secret,
+            schema=schema,
+            engine=self.engine,
+            setting=self.platform_setting,
+        )
+
+    def secrets(self) -> tuple[str | None, ...]:
+        """The plain secrets this backend holds (kept out of every message)."""
+        return (self.secret, getattr(settings, self.platform_secret_setting))
 
     async def retrieve(self, request: RetrievalRequest) -> list[RecallHit]:
         recall = request.recall
@@ -270,10 +363,6 @@ class EngineBackend(RagBackend):
     def describe(self, error: BaseException) -> str:
         text = str(error) or type(error).__name__
         return scrubbed(f"{self.engine}: {type(error).__name__}: {text}", *self.secrets())
-
-    @abstractmethod
-    def secrets(self) -> tuple[str | None, ...]:
-        """The plain secrets this backend holds (kept out of every message)."""
 
     @abstractmethod
     def search(self, search: Search, seconds: float) -> list[RecallHit]:

@@ -38,8 +38,20 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def remote_url(value: str, schemes: tuple[str, ...]) -> bool:
-    return value.lower().startswith(schemes)
+def server_or_local_name(
+    value: str | None, schemes: tuple[str, ...], local: re.Pattern[str], refusal: str
+) -> str | None:
+    """A ``uri``/``url``: none, a server URL in one of ``schemes`` (its form checked as an http(s)
+    base URL), or a bare local name matching ``local``, never a path (refused with ``refusal``)."""
+    if value is None:
+        return None
+    if value.lower().startswith(schemes):
+        # Milvus' tcp:// is its gRPC address; its form is an http URL's.
+        checked_base_url("http://" + value[6:] if value.startswith("tcp://") else value)
+        return value
+    if local.fullmatch(value) is None or ".." in value:
+        raise ValueError(refusal)
+    return value
 
 
 class MilvusConfig(Strict):
@@ -74,16 +86,13 @@ class MilvusConfig(Strict):
     @field_validator("uri")
     @classmethod
     def server_or_lite_file(cls, value: str | None) -> str | None:
-        if value is None or remote_url(value, (*REMOTE_SCHEMES, "tcp://")):
-            if value is not None:
-                checked_base_url(value.replace("tcp://", "http://", 1))
-            return value
-        if LITE_FILE.fullmatch(value) is None or ".." in value:
-            raise ValueError(
-                "a Milvus server URL (http://, https://, tcp://) or the name of a Milvus Lite "
-                "file such as docs.db (no directory: the platform keeps each tenant's files)"
-            )
-        return value
+        return server_or_local_name(
+            value,
+            (*REMOTE_SCHEMES, "tcp://"),
+            LITE_FILE,
+            "a Milvus server URL (http://, https://, tcp://) or the name of a Milvus Lite "
+            "file such as docs.db (no directory: the platform keeps each tenant's files)",
+        )
 
 
 class QdrantConfig(Strict):
@@ -112,16 +121,13 @@ class QdrantConfig(Strict):
     @field_validator("url")
     @classmethod
     def server_or_local_directory(cls, value: str | None) -> str | None:
-        if value is None or remote_url(value, REMOTE_SCHEMES):
-            if value is not None:
-                checked_base_url(value)
-            return value
-        if LOCAL_DIRECTORY.fullmatch(value) is None or ".." in value:
-            raise ValueError(
-                "a Qdrant server URL (http://, https://) or the name of a local-mode directory "
-                "such as docs (no path: the platform keeps each tenant's directories)"
-            )
-        return value
+        return server_or_local_name(
+            value,
+            REMOTE_SCHEMES,
+            LOCAL_DIRECTORY,
+            "a Qdrant server URL (http://, https://) or the name of a local-mode directory "
+            "such as docs (no path: the platform keeps each tenant's directories)",
+        )
 
 
 class OpenAiSearchConfig(Strict):

@@ -7,13 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import ipaddress
 from collections.abc import Iterator
 from typing import Any
 
 import httpx2
 import pytest
 
-from contextplatform.core.outbound import InvalidResponse, OutboundBlocked, ResponseTooLarge
+from contextplatform.core import outbound
+from contextplatform.core.outbound import (
+    InvalidResponse,
+    OutboundBlocked,
+    OutboundError,
+    ResponseTooLarge,
+)
 from contextplatform.core.outbound_httpx2 import (
     guarded_httpx2_client,
     receiving_at_most,
@@ -58,6 +65,49 @@ def test_a_redirect_to_a_refused_address_is_not_followed(service: Service) -> No
     with pytest.raises(OutboundBlocked, match="link-local"):
         get(service.url("/redirect-metadata"), allowlist=["127.0.0.1"])
     assert get(service.url("/redirect-small"), allowlist=["127.0.0.1"]).content == b"x" * 1000
+
+
+def test_the_connection_layer_refuses_even_without_the_request_hook(service: Service) -> None:
+    async def go() -> None:
+        async with guarded_httpx2_client(allowlist=[], timeout_s=5) as http:
+            http.event_hooks = {"request": [], "response": []}
+            await http.get(service.url("/small"))
+
+    with pytest.raises(OutboundBlocked, match="loopback"):
+        asyncio.run(go())
+    assert service.hits == 0
+
+
+def test_dns_rebinding_is_caught_at_connect_time(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The name first resolves to an allowed address (the request hook), then, when the socket
+    connects, to the loopback server."""
+    answers = iter(["127.0.0.2", "127.0.0.1"])
+    monkeypatch.setattr(
+        outbound, "_resolve", lambda host, port: [ipaddress.ip_address(next(answers))]
+    )
+    with pytest.raises(OutboundBlocked, match=r"rebind\.test \(127\.0\.0\.1\)"):
+        get(f"http://rebind.test:{service.port}/small", allowlist=["127.0.0.2"])
+    assert service.hits == 0
+
+
+def test_a_name_that_stops_resolving_is_a_failed_connection(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resolvable for the request hook, not when the socket connects: httpx2's own connect error
+    (what the SDK handles as an unreachable server), not the guard's refusal."""
+    calls = iter([True, False])
+
+    def resolve(host: str, port: int) -> list[outbound.IPAddress]:
+        if next(calls):
+            return [ipaddress.ip_address("127.0.0.1")]
+        raise OutboundError(f"cannot resolve {host}: no address")
+
+    monkeypatch.setattr(outbound, "_resolve", resolve)
+    with pytest.raises(httpx2.ConnectError, match=r"cannot resolve gone\.test"):
+        get(f"http://gone.test:{service.port}/small", allowlist=["127.0.0.1"])
+    assert service.hits == 0
 
 
 def test_a_byte_budget_per_answer_or_per_operation(service: Service) -> None:

@@ -4,6 +4,7 @@ chunks at ingestion and used by a rag source's judge (real PostgreSQL, the local
 from __future__ import annotations
 
 import asyncio
+import random
 
 import pytest
 
@@ -15,9 +16,12 @@ from sources.judge_calibration import (
     JudgeCalibration,
     PseudoQuery,
     calibrate,
+    candidate_set,
     pseudo_queries,
     sentences,
 )
+from sources.matching import JudgeConfig, judge_and_keep
+from sources.recall import RecallHit
 
 
 def test_discriminant_is_half_at_the_midpoint_and_monotonic() -> None:
@@ -81,6 +85,26 @@ def test_calibrate_learns_this_collections_levels() -> None:
     assert calibrate([query], [[found[0]]], documents=1, origin="x") is None  # no background
 
 
+def test_candidate_set_is_recall_own_chunk_and_backgrounds_of_other_documents() -> None:
+    # chunks 10 and 11 belong to document "a" (the sentence's), 12-14 to others
+    pool = [(10, "own"), (11, "same document"), (12, "b"), (13, "c"), (14, "d")]
+    documents = ["a", "a", "b", "c", "d"]
+    cosines = [0.6, 0.5, 0.3, 0.2, 0.1]
+    recalled = [(10, "own", 0.6), (11, "same document", 0.5), (99, "outside the sample", 0.4)]
+    found = candidate_set(0, pool, documents, cosines, recalled, random.Random(0))
+    roles = {candidate.text: candidate.role for candidate in found}
+    # its own chunk once, as "own" though the recall found it; a background never shares its
+    # document; the recall may reach past the sample
+    assert roles["own"] == "own" and [c.role for c in found].count("own") == 1
+    assert roles["same document"] == "recalled" and roles["outside the sample"] == "recalled"
+    backgrounds = {c.text for c in found if c.role == "background"}
+    assert backgrounds == {"b", "c", "d"}  # fewer others than BACKGROUNDS_PER_QUERY: all of them
+    assert {c.text: c.cosine for c in found}["c"] == 0.2
+    # a recalled chunk drawn as a background is counted once, as a background
+    again = candidate_set(0, pool, documents, cosines, [(12, "b", 0.3)], random.Random(0))
+    assert [c.role for c in again if c.text == "b"] == ["background"]
+
+
 def test_the_judge_reads_each_candidates_calibration() -> None:
     strict = JudgeCalibration(
         Discriminant(0.9, 0.6, 0.05), Discriminant(1.0, 0.5, 0.1), 10, 10, "collection narrow v1"
@@ -98,3 +122,28 @@ def test_the_judge_reads_each_candidates_calibration() -> None:
     assert explained[2].score == pytest.approx(PRIOR.probability(0.35, 1.0))
     assert explained[0].signal == pytest.approx(0.8 * 0.35 + 0.2 * 1.0)
     assert asyncio.run(LocalJudge().score("same words", candidates)) == [f.score for f in explained]
+
+
+def test_the_match_notes_name_each_calibration_used_once() -> None:
+    narrow = JudgeCalibration(
+        Discriminant(0.9, 0.6, 0.05), Discriminant(1.0, 0.5, 0.1), 10, 10, "collection narrow v1"
+    )
+    hits = [
+        RecallHit(None, "a", "", "refund policy", collection="narrow", cosine=0.8, bm25=1.0),
+        RecallHit(None, "b", "", "refund window", collection="narrow", cosine=0.7, bm25=0.5),
+        # calibrated "uncalibrated" names the prior itself; "external" is named by no backend
+        RecallHit(None, "c", "", "shipping", collection="uncalibrated", cosine=0.3, bm25=0.1),
+        RecallHit(None, "d", "", "passwords", collection="external", cosine=0.2, bm25=0.0),
+    ]
+    result = asyncio.run(
+        judge_and_keep(
+            "refund",
+            hits,
+            JudgeConfig(deployment="local"),
+            calibrations={"narrow": narrow, "uncalibrated": PRIOR},
+        )
+    )
+    assert [used["from"] for used in result.judge_notes()["judge_calibration"]] == [
+        "collection narrow v1",
+        PRIOR.origin,
+    ]

@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from contextplatform.core.errors import ApiError, invalid_request
 from contextplatform.core.merge_patch import merge_patch
 from contextplatform.core.read_back import without_read_only
-from contextplatform.core.views import ApiView
+from contextplatform.core.views import ApiView, replacement_body
 from contextplatform.routing import selectors, services
 from contextplatform.routing.configuration.documents import (
     EXPORT_FORMATS,
@@ -98,9 +98,7 @@ class RouteDetailView(ApiView):
     @extend_schema(request=RouteSpec, responses={200: dict}, summary="Replace a route")
     def put(self, request: Request, name: str) -> Response:
         route = self.route(name)
-        data = without_read_only(request.data, READ_ONLY)
-        if isinstance(data, dict):
-            data = {"name": name, **data}
+        data = replacement_body(request.data, READ_ONLY, name)
         return Response(route_representation(self.save(route, data)))
 
     @extend_schema(

@@ -60,9 +60,7 @@ async def follow_up_for(
     turn: dict[str, Any],
     calls: list[ToolCall],
     tools: ServedTools,
-    *,
-    serve: Serve,
-    extend: Extend,
+    steps: ToolSteps,
 ) -> dict[str, Any] | None:
     """The next request of the loop, the reserved ``calls`` of ``turn`` served, or None (and the
     reason recorded) when the loop stops: its rounds are used up, or the session budget cannot
@@ -70,9 +68,9 @@ async def follow_up_for(
     if not tools.may_continue():
         tools.records.append({"tool": calls[0].name, "status": "rounds_exhausted"})
         return None
-    served = await serve(calls)
+    served = await steps.serve(calls)
     follow = follow_up_body(protocol, body, turn, served)
-    if not await extend(follow):
+    if not await steps.extend(follow):
         tools.records.append({"tool": calls[0].name, "status": "budget_exceeded"})
         return None
     return follow
@@ -102,9 +100,7 @@ async def answer_with_tools(
     payload = answer.payload
     follow_ups = 0
     while calls := reserved_calls(protocol, payload, tools.names):
-        follow = await follow_up_for(
-            protocol, body, payload, calls, tools, serve=steps.serve, extend=steps.extend
-        )
+        follow = await follow_up_for(protocol, body, payload, calls, tools, steps)
         if follow is None:
             break
         try:

@@ -52,8 +52,7 @@ class ToolStream:
             self.round.turn(),
             calls,
             tools,
-            serve=self.steps.serve,
-            extend=self.steps.extend,
+            self.steps,
         )
         if follow is None:
             return None

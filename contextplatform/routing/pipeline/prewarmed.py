@@ -60,8 +60,8 @@ def with_prewarmed(
     served: list[ContextSource] = []
     names: set[str] = set()
     for source in sources:
-        key = fingerprint(source) if source.prewarmable else None
-        if key is not None and key in states and source.settings.enabled:
+        key = fingerprint(source) if source.prewarmable and source.settings.enabled else None
+        if key is not None and key in states:
             served.append(prewarmed_kind(builtins.type(source))(source, states[key]))
             names.add(source.name)
         else:

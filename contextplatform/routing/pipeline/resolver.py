@@ -350,16 +350,19 @@ def resolve(
     )
     resolution.duration_ms = round((time.perf_counter() - started) * 1000, 3)
     if record:
-        replay = build_replay(
-            resolution,
-            user=user,
-            session=session,
-            capture_content=capture_content,
-        )
         if defer_replay:
+            replay = build_replay(
+                resolution, user=user, session=session, capture_content=capture_content
+            )
             resolution.pending_replay = PendingReplay(tenant_schema, replay)
-        else:
-            REPLAY_WRITER.submit(tenant_schema, replay)
+        else:  # through save_replay: the observability bench switches the replay stage off there
+            save_replay(
+                resolution,
+                tenant_schema=tenant_schema,
+                user=user,
+                session=session,
+                capture_content=capture_content,
+            )
         clock.lap("replay")
     return resolution
 

@@ -1,9 +1,9 @@
 """The ``milvus`` backend against Milvus Lite (the ``milvus-lite`` package: the Milvus engine in
-this process, on a file), through a route's resolve: collections filled with the platform's
-embedder, cosine scores, top_k and min_similarity, the filter passed down as a Milvus expression,
-a collection filled by another process (reopened, so not loaded: the backend loads it), a file
-another process holds, the platform's own Milvus with each tenant's collections apart, and the
-configuration refused where it would name the platform's disk."""
+this process, on a file), through a route's resolve: the filter passed down as a Milvus
+expression, a collection filled by another process (reopened, so not loaded: the backend loads
+it), a file another process holds, a hung server, an idle connection, and the configuration
+refused where it would name the platform's disk. What both engines do alike (scores, top_k, the
+platform's Milvus, the outbound guard) is tested over both in ``test_vector_engines.py``."""
 
 from __future__ import annotations
 
@@ -17,20 +17,17 @@ from typing import Any
 
 import pytest
 
-from sources.embedding import get_embedder
 from tests.conftest import ApiClient, TenantFixture
 from tests.sources.backends.conftest import (
     DOCUMENTS,
-    QUESTION,
     RECALL_ALL,
     backend_route,
-    cosines,
     create,
-    embedded,
     kept,
     resolve_source,
     tenant_path,
 )
+from tests.sources.backends.engines import fill_here, milvus_route, rows
 
 FILL = textwrap.dedent(
     """
@@ -56,30 +53,6 @@ FILL = textwrap.dedent(
     client.close()
     """
 )
-
-
-def rows(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [
-        {"id": doc["id"], "vector": vector, "content": doc["text"], "metadata": doc["metadata"]}
-        for doc, vector in zip(documents, embedded(documents), strict=True)
-    ]
-
-
-def fill_here(path: Path, collection: str, documents: list[dict[str, Any]]) -> None:
-    """Fill a collection from this process (another client of the same file)."""
-    from pymilvus import DataType, MilvusClient
-
-    client = MilvusClient(uri=str(path))
-    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-    schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
-    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=get_embedder().dimensions)
-    schema.add_field("content", DataType.VARCHAR, max_length=4000)
-    schema.add_field("metadata", DataType.JSON)
-    index = client.prepare_index_params()
-    index.add_index(field_name="vector", index_type="HNSW", metric_type="COSINE")
-    client.create_collection(collection, schema=schema, index_params=index)
-    client.insert(collection, rows(documents))
-    client.close()
 
 
 def fill_elsewhere(
@@ -109,49 +82,10 @@ def lite_file(acme: TenantFixture, vector_root: Path) -> Path:
     return path
 
 
-def milvus_route(name: str = "r", **config: Any) -> dict[str, Any]:
-    source = config.pop("source", {})
-    return backend_route(
-        name,
-        "milvus",
-        {"collection": "docs", "uri": "kb.db", "metadata_field": "metadata", **config},
-        **{"match": RECALL_ALL, **source},
-    )
-
-
-def test_a_route_recalls_from_a_milvus_lite_collection_with_cosine_scores(
+def test_a_quoted_filter_value_stays_inside_the_milvus_literal(
     acme_api: ApiClient, lite_file: Path
 ) -> None:
-    create(acme_api, milvus_route())
-    source = resolve_source(acme_api, "r")
-    assert source["status"] == "ok", source
-    expected = cosines(QUESTION, DOCUMENTS)
-    assert kept(source) == sorted(expected, key=expected.get, reverse=True)
-    assert kept(source)[0] == "warranty"
-    for candidate in source["candidates"]:
-        assert candidate["cosine"] == pytest.approx(expected[candidate["document_id"]], abs=1e-4)
-        assert candidate["title"]  # the metadata's title
-    assert source["notes"]["backend"] == "milvus"
-
-
-def test_top_k_and_min_similarity_are_honoured(acme_api: ApiClient, lite_file: Path) -> None:
-    expected = cosines(QUESTION, DOCUMENTS)
-    ranked = sorted(expected, key=expected.get, reverse=True)
-    create(acme_api, milvus_route(source={"match": {"recall": {"top_k": 2, "min_similarity": -1}}}))
-    assert kept(resolve_source(acme_api, "r")) == ranked[:2]
-    threshold = (expected[ranked[0]] + expected[ranked[1]]) / 2
-    recall = {"recall": {"top_k": 10, "min_similarity": threshold}}
-    create(acme_api, milvus_route("strict", source={"match": recall}))
-    assert kept(resolve_source(acme_api, "strict")) == ranked[:1]
-
-
-def test_the_filter_is_applied_by_milvus_before_top_k(acme_api: ApiClient, lite_file: Path) -> None:
-    """Two billing documents, both farther from the question than the warranty one: with top_k 2
-    the engine's filtered search returns both (a filter applied after the top 2 would keep at
-    most one)."""
     recall = {"recall": {"top_k": 2, "min_similarity": -1}}
-    create(acme_api, milvus_route(source={"match": recall, "filter": {"topic": "billing"}}))
-    assert sorted(kept(resolve_source(acme_api, "r"))) == ["invoice", "refund"]
     nothing = {"match": recall, "filter": {"topic": 'nothing " or true or "'}}
     create(acme_api, milvus_route("quoted", source=nothing))  # quotes stay inside the literal
     source = resolve_source(acme_api, "quoted")
@@ -241,33 +175,6 @@ def test_unknown_collection_and_other_embedders_fail_the_source(
     assert "8-dimension vectors" in failed["error"] and "384" in failed["error"]
 
 
-def test_the_platforms_milvus_keeps_each_tenants_collections_apart(
-    acme: TenantFixture,
-    globex: TenantFixture,
-    acme_api: ApiClient,
-    globex_api: ApiClient,
-    vector_root: Path,
-    settings: Any,
-) -> None:
-    """The seed's own example (``{collection: docs, reuse_cache_connection: true}``) on the
-    platform's Milvus: acme's ``docs`` is ``acme__docs`` there, which globex cannot name."""
-    platform = vector_root / "platform.db"
-    platform.parent.mkdir(parents=True, exist_ok=True)
-    settings.VECTOR_MILVUS_URI = str(platform)
-    fill_here(platform, f"{acme.schema}__docs", DOCUMENTS)
-    seed = {"collection": "docs", "reuse_cache_connection": True, "metadata_field": "metadata"}
-    route = backend_route("seed", "milvus", seed, match=RECALL_ALL)
-    create(acme_api, route)
-    assert kept(resolve_source(acme_api, "seed"))[0] == "warranty"
-    create(globex_api, route)
-    other = resolve_source(globex_api, "seed")
-    assert other["status"] == "failed" and f"'{globex.schema}__docs'" in other["error"]
-
-    settings.VECTOR_MILVUS_URI = ""
-    unset = resolve_source(acme_api, "seed")
-    assert unset["status"] == "failed" and "VECTOR_MILVUS_URI" in unset["error"]
-
-
 @pytest.mark.parametrize(
     "uri", ["/etc/kb.db", "../kb.db", "sub/kb.db", "kb", "file:///tmp/kb.db", "unix:/tmp/m.sock"]
 )
@@ -275,16 +182,6 @@ def test_a_uri_naming_the_platforms_disk_is_refused(acme_api: ApiClient, uri: st
     response = acme_api.post("/api/v1/routes", milvus_route(uri=uri))
     assert response.status_code == 400, response.content
     assert "Milvus Lite" in response.json()["error"]["message"]
-
-
-def test_a_server_uri_goes_through_the_outbound_guard(
-    acme_api: ApiClient, vector_root: Path
-) -> None:
-    create(acme_api, milvus_route(uri="http://127.0.0.1:19530", token="root:Milvus"))
-    source = resolve_source(acme_api, "r")
-    assert source["status"] == "failed"
-    assert "refused" in source["error"] and "allow-list" in source["error"]
-    assert "root:Milvus" not in json.dumps(source)
 
 
 def test_an_external_database_recalls_by_embedding(acme_api: ApiClient) -> None:

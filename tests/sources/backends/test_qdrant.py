@@ -1,9 +1,10 @@
 """The ``qdrant`` backend against qdrant-client's embedded **local mode** (``QdrantClient(path=...)``:
 Qdrant's search run inside this process on a directory, not a Qdrant server), through a route's
-resolve: collections filled with the platform's embedder, cosine scores, top_k and
-min_similarity, the filter passed down as Qdrant conditions, a directory another process holds,
-the platform's Qdrant with each tenant's collections apart, and the configuration refused where it
-would name the platform's disk."""
+resolve: the filter passed down as Qdrant conditions on top-level payload keys, other embedders'
+collections refused, a directory another process holds, a slow server timed out at the source's
+deadline, and the configuration refused where it would name the platform's disk. What both
+engines do alike (scores, top_k, the platform's Qdrant, the outbound guard) is tested over both in
+``test_vector_engines.py``."""
 
 from __future__ import annotations
 
@@ -11,31 +12,19 @@ import json
 import subprocess
 import sys
 import textwrap
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from sources.embedding import get_embedder
 from tests.conftest import ApiClient, TenantFixture
 from tests.sources.backends.conftest import (
     DOCUMENTS,
-    QUESTION,
-    RECALL_ALL,
-    backend_route,
-    cosines,
     create,
-    embedded,
-    kept,
     resolve_source,
     tenant_path,
 )
-
-# Point ids are integers or UUIDs in Qdrant: the document's id lives in the payload too.
-IDS = {doc["id"]: str(uuid.uuid5(uuid.NAMESPACE_URL, doc["id"])) for doc in DOCUMENTS}
-NAMES = {point: name for name, point in IDS.items()}
+from tests.sources.backends.engines import fill, names, qdrant_route
 
 HOLD = textwrap.dedent(
     """
@@ -50,97 +39,10 @@ HOLD = textwrap.dedent(
 )
 
 
-def fill(
-    path: Path,
-    collection: str,
-    documents: list[dict[str, Any]],
-    *,
-    size: int | None = None,
-    metadata: bool = True,
-) -> None:
-    """Fill a local-mode collection with another client, closed afterwards (the local mode lets
-    one client at a time hold a directory)."""
-    from qdrant_client import QdrantClient, models
-
-    client = QdrantClient(path=str(path))
-    dimensions = size or get_embedder().dimensions
-    client.create_collection(
-        collection,
-        vectors_config=models.VectorParams(size=dimensions, distance=models.Distance.COSINE),
-    )
-    vectors = embedded(documents) if size is None else [[1.0] * size for _ in documents]
-    client.upsert(
-        collection,
-        points=[
-            models.PointStruct(
-                id=IDS[doc["id"]],
-                vector=vector,
-                payload={
-                    "content": doc["text"],
-                    **({"metadata": doc["metadata"]} if metadata else doc["metadata"]),
-                },
-            )
-            for doc, vector in zip(documents, vectors, strict=True)
-        ],
-    )
-    client.close()
-
-
-def qdrant_route(name: str = "r", **config: Any) -> dict[str, Any]:
-    source = config.pop("source", {})
-    return backend_route(
-        name,
-        "qdrant",
-        {"collection": "docs", "url": "kb", "metadata_field": "metadata", **config},
-        **{"match": RECALL_ALL, **source},
-    )
-
-
-def names(source: dict[str, Any]) -> list[str]:
-    return [NAMES[point] for point in kept(source)]
-
-
-@pytest.fixture
-def local_directory(acme: TenantFixture, vector_root: Path) -> Path:
-    path = tenant_path(vector_root, acme.schema, "kb")
-    fill(path, "docs", DOCUMENTS)
-    return path
-
-
-def test_a_route_recalls_from_a_local_mode_collection_with_cosine_scores(
-    acme_api: ApiClient, local_directory: Path
-) -> None:
-    create(acme_api, qdrant_route())
-    source = resolve_source(acme_api, "r")
-    assert source["status"] == "ok", source
-    expected = cosines(QUESTION, DOCUMENTS)
-    assert names(source) == sorted(expected, key=expected.get, reverse=True)
-    for candidate in source["candidates"]:
-        cosine = expected[NAMES[candidate["document_id"]]]
-        assert candidate["cosine"] == pytest.approx(cosine, abs=1e-4)
-        assert candidate["title"]
-    assert source["notes"]["backend"] == "qdrant"
-    assert resolve_source(acme_api, "r")["status"] == "ok"  # the same client, reused
-
-
-def test_top_k_and_min_similarity_are_honoured(acme_api: ApiClient, local_directory: Path) -> None:
-    expected = cosines(QUESTION, DOCUMENTS)
-    ranked = sorted(expected, key=expected.get, reverse=True)
-    create(acme_api, qdrant_route(source={"match": {"recall": {"top_k": 2, "min_similarity": -1}}}))
-    assert names(resolve_source(acme_api, "r")) == ranked[:2]
-    threshold = (expected[ranked[0]] + expected[ranked[1]]) / 2
-    recall = {"recall": {"top_k": 10, "min_similarity": threshold}}
-    create(acme_api, qdrant_route("strict", source={"match": recall}))
-    assert names(resolve_source(acme_api, "strict")) == ranked[:1]
-
-
-def test_the_filter_is_applied_by_qdrant_before_top_k(
-    acme: TenantFixture, acme_api: ApiClient, local_directory: Path, vector_root: Path
+def test_without_metadata_field_the_filter_names_top_level_payload_keys(
+    acme: TenantFixture, acme_api: ApiClient, vector_root: Path
 ) -> None:
     recall = {"recall": {"top_k": 2, "min_similarity": -1}}
-    create(acme_api, qdrant_route(source={"match": recall, "filter": {"topic": "billing"}}))
-    assert sorted(names(resolve_source(acme_api, "r"))) == ["invoice", "refund"]
-
     flat = tenant_path(vector_root, acme.schema, "flat")
     fill(flat, "docs", DOCUMENTS, metadata=False)  # metadata keys at the payload's top level
     route = qdrant_route(
@@ -195,41 +97,11 @@ def test_a_directory_another_process_holds_is_refused_in_plain_words(
     assert "open in another process" in source["error"]
 
 
-def test_the_platforms_qdrant_keeps_each_tenants_collections_apart(
-    acme: TenantFixture,
-    globex: TenantFixture,
-    acme_api: ApiClient,
-    globex_api: ApiClient,
-    vector_root: Path,
-    settings: Any,
-) -> None:
-    platform = vector_root / "platform-qdrant"
-    settings.VECTOR_QDRANT_URL = str(platform)  # the platform's Qdrant, in local mode here
-    fill(platform, f"{acme.schema}__docs", DOCUMENTS)
-    seed = {"collection": "docs", "reuse_cache_connection": True, "metadata_field": "metadata"}
-    route = backend_route("seed", "qdrant", seed, match=RECALL_ALL)
-    create(acme_api, route)
-    assert names(resolve_source(acme_api, "seed"))[0] == "warranty"
-    create(globex_api, route)
-    other = resolve_source(globex_api, "seed")
-    assert other["status"] == "failed" and f"'{globex.schema}__docs'" in other["error"]
-
-
 @pytest.mark.parametrize("url", ["/var/lib/qdrant", "../kb", "a/b", "ftp://host/x"])
 def test_a_url_naming_the_platforms_disk_is_refused(acme_api: ApiClient, url: str) -> None:
     response = acme_api.post("/api/v1/routes", qdrant_route(url=url))
     assert response.status_code == 400, response.content
     assert "local-mode directory" in response.json()["error"]["message"]
-
-
-def test_a_server_url_goes_through_the_outbound_guard(
-    acme_api: ApiClient, vector_root: Path
-) -> None:
-    create(acme_api, qdrant_route(url="http://127.0.0.1:6333", api_key="qdrant-secret-key"))
-    source = resolve_source(acme_api, "r")
-    assert source["status"] == "failed"
-    assert "refused" in source["error"] and "allow-list" in source["error"]
-    assert "qdrant-secret-key" not in json.dumps(source)
 
 
 @pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
