@@ -3,14 +3,62 @@ behind the tenant authentication middleware (API key, or the admin session on th
 Static files (the admin's, the live dashboard's) are served from the apps under ``STATIC_URL``."""
 
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-from django.core.asgi import get_asgi_application
+from asgiref.sync import ThreadSensitiveContext
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextplatform.settings")
 
-django_application = get_asgi_application()
+import django  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+from django.core.handlers.asgi import ASGIHandler  # noqa: E402
+
+IDLE_REQUEST_THREADS = 64  # kept for the next requests; beyond that a finished one is shut down
+
+
+class RequestThreads:
+    """Each request's synchronous code runs on one thread of its own (its database connection is
+    that thread's), as Django does; the threads are reused instead of started and joined per
+    request, which cost more than a health check itself."""
+
+    def __init__(self, idle_limit: int = IDLE_REQUEST_THREADS):
+        self.idle_limit = idle_limit
+        self._idle: list[ThreadPoolExecutor] = []
+        self._lock = threading.Lock()
+
+    def take(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
+
+    def give_back(self, executor: ThreadPoolExecutor) -> None:
+        with self._lock:
+            if len(self._idle) < self.idle_limit:
+                self._idle.append(executor)
+                return
+        executor.shutdown(wait=False)
+
+
+class ReusedThreadsASGIHandler(ASGIHandler):
+    threads = RequestThreads()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        executor = self.threads.take()
+        try:
+            # The caller owns an executor it hands to the context: it is not shut down on exit.
+            async with ThreadSensitiveContext(executor=executor):
+                await self.handle(scope, receive, send)
+        finally:
+            self.threads.give_back(executor)
+
+
+django.setup(set_prefix=False)
+django_application = ReusedThreadsASGIHandler()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 

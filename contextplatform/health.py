@@ -7,7 +7,8 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
 
-def healthz(request: HttpRequest) -> JsonResponse:
+async def healthz(request: HttpRequest) -> JsonResponse:
+    """Liveness: the process answers. A coroutine, so that a probe never waits for a thread."""
     return JsonResponse({"status": "ok"})
 
 

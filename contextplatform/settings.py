@@ -73,20 +73,28 @@ PUBLIC_SCHEMA_NAME = "public"
 PUBLIC_SCHEMA_URLCONF = "contextplatform.urls_public"
 ROOT_URLCONF = "contextplatform.urls"
 SHOW_PUBLIC_IF_NO_TENANT_FOUND = True
+# django-tenants sets the schema once per connection and tenant instead of before every statement
+# (half of a resolve's statements were SETs). Safe because PostgreSQL reverts a SET issued inside
+# a transaction that is rolled back, and the backend forgets its bookkeeping on rollback, on
+# savepoint rollback and on close (tests/tenants/test_search_path.py holds it to that).
+TENANT_LIMIT_SET_CALLS = True
 
+# Django's and django-prometheus's middleware as they are, their hooks run on the event loop
+# (contextplatform.core.inline_middleware): only the tenant's selection goes to the request's thread.
+INLINE = "contextplatform.core.inline_middleware"
 MIDDLEWARE = [
-    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    f"{INLINE}.PrometheusBeforeMiddleware",
     "contextplatform.core.middleware.BodySizeLimitMiddleware",
     "tenants.middleware.ApiKeyOrHostTenantMiddleware",
-    "django.middleware.security.SecurityMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    f"{INLINE}.SecurityMiddleware",
+    f"{INLINE}.SessionMiddleware",
+    f"{INLINE}.CommonMiddleware",
+    f"{INLINE}.CsrfViewMiddleware",
+    f"{INLINE}.AuthenticationMiddleware",
+    f"{INLINE}.MessageMiddleware",
+    f"{INLINE}.XFrameOptionsMiddleware",
     "contextplatform.core.middleware.ApiErrorMiddleware",
-    "django_prometheus.middleware.PrometheusAfterMiddleware",
+    f"{INLINE}.PrometheusAfterMiddleware",
 ]
 
 TEMPLATES = [
@@ -131,7 +139,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["tenants.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["tenants.permissions.HasScope"],
     "DEFAULT_PARSER_CLASSES": ["contextplatform.core.parsers.AnyJSONParser"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["contextplatform.core.parsers.FastJSONRenderer"],
     "EXCEPTION_HANDLER": "contextplatform.core.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
@@ -272,7 +280,8 @@ LOGGING = {
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            # Django's RedisCache, one connection pool per process (a new one per request otherwise).
+            "BACKEND": "contextplatform.core.redis_cache.SharedPoolRedisCache",
             "LOCATION": REDIS_URL,
             # Several runs sharing one Redis (the test suite's live servers) keep apart by prefix.
             "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "cp"),

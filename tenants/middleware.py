@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from django_tenants.middleware.main import TenantMainMiddleware
 
 from contextplatform.core.errors import envelope
-from tenants.models import ApiKey
-from tenants.selectors import active_api_key
+from tenants.models import ApiKey, Tenant
+from tenants.selectors import active_api_key, tenant_for_host
 
 LAST_USED_RESOLUTION = timedelta(minutes=5)
 # The OpenAI- and Anthropic-compatible gateway: its errors come in the providers' shapes.
 GATEWAY_PATH_PREFIX = "/v1/"
+# Probes answer on every host with or without a key, and read no tenant.
+TENANTLESS_PATHS = frozenset({"/healthz", "/readyz"})
 
 
 def presented_key(request: HttpRequest) -> str | None:
@@ -30,6 +34,20 @@ def presented_key(request: HttpRequest) -> str | None:
 
 
 class ApiKeyOrHostTenantMiddleware(TenantMainMiddleware):
+    async def __acall__(self, request: HttpRequest) -> Any:
+        """On the async stack: the tenant is selected on the request's thread, where its views and
+        their queries run (connections are per thread), and never for the probes."""
+        if request.path in TENANTLESS_PATHS:
+            return await self.get_response(request)
+        response = await sync_to_async(self.process_request, thread_sensitive=True)(request)
+        return response or await self.get_response(request)
+
+    def get_tenant(self, domain_model: type, hostname: str) -> Tenant:
+        tenant = tenant_for_host(hostname)  # kept per process
+        if tenant is None:
+            raise domain_model.DoesNotExist  # type: ignore[attr-defined]
+        return tenant
+
     def process_request(self, request: HttpRequest) -> HttpResponse | None:
         plain_key = presented_key(request)
         if plain_key is None:
@@ -60,3 +78,5 @@ class ApiKeyOrHostTenantMiddleware(TenantMainMiddleware):
         now = timezone.now()
         if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
             ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+            # The instance is this process's kept copy: the next requests know it was touched.
+            api_key.last_used_at = now

@@ -85,6 +85,9 @@ def django_db_setup(django_db_setup: Any, django_db_blocker: Any) -> Iterator[No
                 issued = issue_api_key(tenant=existing, name="tests")
             TENANT_KEYS[name] = issued.plain_key
     yield
+    from contextplatform.core import config_cache
+
+    config_cache.stop_listening()  # its connection would keep the test database from dropping
     if created is not None:
         with django_db_blocker.unblock():
             teardown_databases(created, verbosity=0)

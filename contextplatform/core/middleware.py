@@ -1,10 +1,15 @@
-"""Middleware that keeps API paths inside the JSON envelope: body size limits and last-resort errors."""
+"""Middleware that keeps API paths inside the JSON envelope: body size limits and last-resort errors.
+
+Both run on either stack: on Django's async one they are coroutines (no trip to a thread), on the
+synchronous one (the test client) plain calls."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
@@ -16,13 +21,38 @@ logger = logging.getLogger("contextplatform.api")
 BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
-class BodySizeLimitMiddleware:
-    """Refuse bodies over ``API_MAX_BODY_BYTES`` with 413 before anything parses them."""
+class BothStacks:
+    """A middleware that is a coroutine on an async stack and a plain call on a sync one."""
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]):
         self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: HttpRequest) -> Any:
+        refusal = self.refusal(request)
+        if self.is_async:
+            return self._respond_async(request, refusal)
+        return refusal or self.get_response(request)
+
+    async def _respond_async(self, request: HttpRequest, refusal: HttpResponse | None) -> Any:
+        return refusal or await self.get_response(request)
+
+    def refusal(self, request: HttpRequest) -> HttpResponse | None:
+        """The response that ends the request here, before the view; None lets it through."""
+        return None
+
+
+class BodySizeLimitMiddleware(BothStacks):
+    """Refuse bodies over ``API_MAX_BODY_BYTES`` with 413 before anything parses them (the body is
+    already in memory or a spooled file: reading it does not block the event loop on the
+    network)."""
+
+    def refusal(self, request: HttpRequest) -> HttpResponse | None:
         if request.method in BODY_METHODS and is_api_path(request.path):
             limit = settings.API_MAX_BODY_BYTES
             too_big = error_response(
@@ -47,17 +77,11 @@ class BodySizeLimitMiddleware:
                 return too_big
             if len(body) > limit:
                 return too_big
-        return self.get_response(request)
+        return None
 
 
-class ApiErrorMiddleware:
+class ApiErrorMiddleware(BothStacks):
     """Any exception that escapes a view on an API path becomes a logged 500 envelope."""
-
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not is_api_path(request.path):

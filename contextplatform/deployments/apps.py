@@ -20,3 +20,15 @@ class DeploymentsConfig(AppConfig):
         pre_save.connect(
             usage.refuse_named_rename, sender=Deployment, dispatch_uid="deployment_in_use_rename"
         )
+
+        # The deployments kept per process for calls (selectors.deployment_to_call).
+        from django.db.models.signals import post_delete, post_save
+
+        from contextplatform.core.config_cache import changed
+        from contextplatform.deployments.selectors import DEPLOYMENTS
+
+        def deployments_changed(sender: type, using: str = "default", **kwargs: object) -> None:
+            changed(DEPLOYMENTS, using)
+
+        for signal in (post_save, post_delete):
+            signal.connect(deployments_changed, sender=Deployment, dispatch_uid="deployments-kept")

@@ -5,15 +5,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.db import connection
 from django.db.models import QuerySet
 
 from contextplatform.core import secrets
+from contextplatform.core.config_cache import ProcessCache
 from contextplatform.core.errors import ApiError
 from contextplatform.deployments.models import Deployment
 
 
 def deployment_named(name: str) -> Deployment | None:
     return Deployment.objects.filter(name=name).first()
+
+
+DEPLOYMENTS = "deployments"
+# The deployment a resolve or a gateway call forwards to, kept per process and tenant schema and
+# dropped everywhere when a deployment is saved or deleted. Its token calibration moves after
+# every answer: the process that moved it forgets its own copy (its next call counts with the new
+# ratio); other processes' copies are at most CALIBRATION_STALENESS_S old, which moves an
+# estimate by a fraction of a percent (notifying them would empty their caches at every call).
+CALIBRATION_STALENESS_S = 5.0
+_called_deployments: ProcessCache[tuple[str, str], Deployment | None] = ProcessCache(
+    DEPLOYMENTS, max_age_s=CALIBRATION_STALENESS_S
+)
+
+
+def forget_called_deployment(name: str) -> None:
+    _called_deployments.forget((connection.schema_name, name))
+
+
+def deployment_to_call(name: str) -> Deployment | None:
+    """``deployment_named`` for the call path, kept per process: shared by this process's
+    requests, so read it and never change or save it (writes read ``deployment_named``)."""
+    return _called_deployments.get((connection.schema_name, name), lambda: deployment_named(name))
 
 
 def deployments() -> QuerySet[Deployment]:

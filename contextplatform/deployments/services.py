@@ -14,11 +14,13 @@ from django.db.models import F, FloatField, Value
 from django.db.models.functions import Coalesce, Greatest, Least
 
 from contextplatform.core import secrets
+from contextplatform.core.config_cache import changed
 from contextplatform.core.errors import ApiError, invalid_request
 from contextplatform.core.validation import parse
 from contextplatform.deployments import calibration
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.schema import READ_ONLY_FIELDS, DeploymentSpec
+from contextplatform.deployments.selectors import DEPLOYMENTS, forget_called_deployment
 
 
 class _Keep(Enum):
@@ -121,6 +123,8 @@ def rotate_keys() -> int:
                 ) from None
             Deployment.objects.filter(pk=deployment.pk).update(api_key_encrypted=token)
             rotated += 1
+        if rotated:
+            changed(DEPLOYMENTS)  # an update() sends no signal; kept copies hold the old tokens
     return rotated
 
 
@@ -143,4 +147,5 @@ def calibrate_deployment(name: str, *, provider_input: int, estimated_input: flo
     updated = Deployment.objects.filter(name=name).update(
         calibration=clamped, calibration_samples=F("calibration_samples") + 1
     )
+    forget_called_deployment(name)
     return updated > 0

@@ -14,6 +14,10 @@ class RoutingConfig(AppConfig):
 
         naming.connect(places_naming, dispatch_uid="routing_places_naming_a_deployment")
 
+        from contextplatform.routing import signals
+
+        signals.connect()
+
         # The gateway's callers read errors in their provider's shape, also those the kernel's
         # middleware answers before a view runs (an oversized body) or after it failed.
         from contextplatform.core.errors import register_error_renderer

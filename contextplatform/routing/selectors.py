@@ -9,7 +9,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from django.db import connection
 from django.db.models import Q, QuerySet, Subquery
+
+from contextplatform.core.config_cache import ProcessCache
 
 from contextplatform.core.errors import invalid_request, not_found
 from contextplatform.routing.models import Recipe, ReplayRecord, Route, TenantDefaults
@@ -52,9 +55,24 @@ class LoadedRoute:
     deployment: Deployment | None = None
 
 
+ROUTES = "routes"
+# Every resolve and gateway call reads its route: kept per process and tenant schema, dropped
+# when a route, a recipe or the tenant defaults change (routing.signals).
+_loaded_routes: ProcessCache[tuple[str, str], LoadedRoute | None] = ProcessCache(ROUTES)
+
+
 def loaded_route(name: str, param: str | None = "route") -> LoadedRoute:
-    route = existing_route(name, param)
-    return LoadedRoute(route, route.spec())
+    """The route with its validated spec. The result is shared by this process's requests: read
+    it, never change it."""
+    loaded = _loaded_routes.get((connection.schema_name, name), lambda: _load_route(name))
+    if loaded is None:
+        raise not_found(f"route {name!r} does not exist", param)
+    return loaded
+
+
+def _load_route(name: str) -> LoadedRoute | None:
+    route = route_by_name(name)
+    return LoadedRoute(route, route.spec()) if route is not None else None
 
 
 def all_routes() -> QuerySet[Route]:

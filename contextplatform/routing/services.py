@@ -9,6 +9,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from contextplatform.core import secrets
+from contextplatform.core.config_cache import changed
 from contextplatform.core.errors import ApiError, invalid_request
 from contextplatform.core.validation import parse
 from contextplatform.deployments.schema import DEPLOYMENT_NAME_PATTERN, DeploymentSpec
@@ -430,4 +431,8 @@ def rotate_source_secrets() -> int:
             if count:
                 type(row).objects.filter(pk=row.pk).update(context=context)
                 rotated += count
+        if rotated:
+            changed(
+                selectors.ROUTES
+            )  # an update() sends no signal; the kept specs hold the old tokens
     return rotated

@@ -3,11 +3,11 @@ from the headers and the provider's own body fields as the contract says."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from django.utils.datastructures import CaseInsensitiveMapping
 
 from contextplatform.routing.gateway.protocol import GatewayError, Protocol, invalid_request
@@ -33,7 +33,8 @@ class GatewayCall:
 
 def parse_body(raw: bytes) -> dict[str, Any]:
     try:
-        body = json.loads(raw) if raw.strip() else None
+        # orjson: several times faster, nesting bounded (no RecursionError), lone surrogates refused.
+        body = orjson.loads(raw) if raw.strip() else None
     except (ValueError, UnicodeDecodeError) as error:
         raise invalid_request(f"malformed request body: {error}") from error
     if not isinstance(body, dict):

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from contextplatform.deployments.models import Deployment
-from contextplatform.deployments.selectors import Upstream, deployment_named, upstream_of
+from contextplatform.deployments.selectors import Upstream, deployment_to_call, upstream_of
 from contextplatform.routing.configuration.schema import RouteSpec
 from contextplatform.routing.gateway.protocol import GatewayError, Protocol
 from contextplatform.routing.selectors import LoadedRoute, loaded_route
@@ -27,7 +27,7 @@ def route_deployment(spec: RouteSpec) -> Deployment:
             "name of a deployment",
             param="model",
         )
-    deployment = deployment_named(name)
+    deployment = deployment_to_call(name)
     if deployment is None:
         raise GatewayError(
             503,

@@ -19,7 +19,7 @@ from contextplatform.core import metrics
 from contextplatform.core.errors import ApiError
 from contextplatform.core.estimation import TokenEstimator, count_json
 from contextplatform.deployments.models import Deployment
-from contextplatform.deployments.selectors import deployment_named
+from contextplatform.deployments.selectors import deployment_to_call
 from contextplatform.routing.configuration.schema import RouteSpec
 from contextplatform.routing.models import ReplayRecord
 from contextplatform.routing.pipeline import live_events
@@ -84,7 +84,7 @@ def route_deployment(spec: RouteSpec, known: Deployment | None) -> Deployment | 
         return None
     if known is not None and known.name == name:
         return known
-    return deployment_named(name)
+    return deployment_to_call(name)
 
 
 def build_sources(spec: RouteSpec) -> list[ContextSource]:

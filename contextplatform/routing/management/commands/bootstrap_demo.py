@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django_tenants.utils import schema_context
 
+from contextplatform.core.config_cache import changed
 from contextplatform.core.errors import ApiError
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.services import parse_deployment, upsert_deployment
@@ -34,6 +35,7 @@ from sources.tasks import enqueue_ingestion
 from tenants.admin_users import create_admin_user
 from tenants.models import ApiKey, Tenant
 from tenants.roles import ROLES
+from tenants.selectors import API_KEYS, DOMAINS
 from tenants.services import create_tenant, issue_api_key, revoke_api_key
 
 DEMO_TENANT = "demo"
@@ -63,6 +65,9 @@ def allow_outbound(tenant: Tenant, entries: list[str]) -> None:
     if missing:
         tenant.outbound_allowlist = current + missing
         Tenant.objects.filter(pk=tenant.pk).update(outbound_allowlist=tenant.outbound_allowlist)
+        # An update() sends no signal: the keys and hosts kept per process carry the tenant.
+        changed(API_KEYS)
+        changed(DOMAINS)
 
 
 def save_demo_deployment(data: dict[str, Any]) -> Deployment:

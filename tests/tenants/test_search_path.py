@@ -1,0 +1,95 @@
+"""The schema is set once per connection and tenant (``TENANT_LIMIT_SET_CALLS``), and never
+trusted after PostgreSQL has discarded it: a ``SET search_path`` issued inside a transaction or
+savepoint that is rolled back is undone by the database, so the next statement must set it again
+or it would run in the schema that was current before (another tenant's, or public)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.test.utils import CaptureQueriesContext
+
+from contextplatform.routing.demo import DEMO_RESOLVE_BODY
+from tests.conftest import ApiClient, TenantFixture
+
+
+@pytest.fixture
+def own_connection(db: Any) -> Iterator[BaseDatabaseWrapper]:
+    """A connection outside the test's transaction, so that it can commit and roll back."""
+    wrapper = connections.create_connection("default")
+    try:
+        yield wrapper
+    finally:
+        wrapper.close()
+
+
+def current_search_path(wrapper: BaseDatabaseWrapper) -> str:
+    with wrapper.cursor() as cursor:
+        cursor.execute("SELECT current_setting('search_path')")
+        (value,) = cursor.fetchone()
+    return str(value)
+
+
+def test_the_schema_is_set_once_per_tenant_not_per_statement(
+    own_connection: BaseDatabaseWrapper, acme: TenantFixture
+) -> None:
+    own_connection.set_tenant(acme.tenant)
+    with CaptureQueriesContext(own_connection) as captured:
+        for _ in range(3):
+            current_search_path(own_connection)
+    sets = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SET search_path")]
+    assert len(sets) == 1, captured.captured_queries
+    assert current_search_path(own_connection) == "acme, public"
+
+
+def test_a_set_undone_by_a_rollback_is_issued_again(
+    own_connection: BaseDatabaseWrapper, acme: TenantFixture, globex: TenantFixture
+) -> None:
+    own_connection.set_tenant(globex.tenant)
+    assert current_search_path(own_connection) == "globex, public"  # set outside a transaction
+    own_connection.set_tenant(acme.tenant)
+    own_connection.set_autocommit(False)
+    assert current_search_path(own_connection) == "acme, public"  # set inside the transaction
+    own_connection.rollback()  # PostgreSQL reverts the SET: the session is back on globex
+    own_connection.set_autocommit(True)
+    assert current_search_path(own_connection) == "acme, public"
+
+
+def test_a_set_undone_by_a_savepoint_rollback_is_issued_again(
+    own_connection: BaseDatabaseWrapper, acme: TenantFixture, globex: TenantFixture
+) -> None:
+    own_connection.set_tenant(globex.tenant)
+    own_connection.set_autocommit(False)
+    assert current_search_path(own_connection) == "globex, public"
+    savepoint = own_connection.savepoint()
+    own_connection.set_tenant(acme.tenant)
+    assert current_search_path(own_connection) == "acme, public"  # set after the savepoint
+    own_connection.savepoint_rollback(savepoint)  # reverts it: the session is back on globex
+    assert current_search_path(own_connection) == "acme, public"
+    own_connection.rollback()
+    own_connection.set_autocommit(True)
+
+
+def test_a_resolve_sets_the_schema_per_switch_not_per_statement(
+    acme_api: ApiClient, acme: TenantFixture
+) -> None:
+    created = acme_api.post(
+        "/api/v1/routes",
+        {"name": "support", "context": {"sources": [{"name": "profile", "type": "user_profile"}]}},
+    )
+    assert created.status_code == 201, created.json()
+    connection = connections["default"]
+    with CaptureQueriesContext(connection) as captured:
+        response = acme_api.post("/api/v1/resolve", json.loads(json.dumps(DEMO_RESOLVE_BODY)))
+    assert response.status_code == 200, response.json()
+    statements = [q["sql"] for q in captured.captured_queries]
+    sets = [sql for sql in statements if sql.startswith("SET search_path")]
+    assert len(statements) - len(sets) >= 3, statements  # key, route, profile at least
+    # Before: a SET ahead of every statement. Now: one per schema switch (the key's lookup in
+    # public, the tenant's schema, and again after code that switched schemas and back).
+    assert len(sets) * 2 < len(statements) - len(sets), statements
