@@ -20,6 +20,14 @@ target, and an input that cannot be shrunk comes back as it was (``applied=False
 Every count goes through the estimator passed in. For ``HeuristicEstimator`` the counts of joined
 chunks are computed from per-chunk sums instead of re-counting each candidate text; they are exactly
 the estimator's counts (the tests compare both paths), just linear instead of quadratic.
+
+The extractive path runs at the speed of its algorithm (issue 15): what it does per line or per
+chunk over a long tool output is done in bulk with numpy, with the same results to the bit (each
+bulk step is pinned to the one-at-a-time code it replaced in ``tests/compression``). A text's lines
+are measured once over their bytes (its own count is their sum); the ASCII chunks' terms are
+counted, not collected, over their joined bytes (``chunk_term_counts``) and scored from the counts
+(``bm25.scores_from_counts``); the selection skips the chunks that cannot fit, a window of the
+ranking at a time.
 """
 
 from __future__ import annotations
@@ -30,10 +38,14 @@ import re
 import sys
 import unicodedata
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
 
 from contextplatform.core import bm25
 from contextplatform.core.estimation import (
@@ -275,11 +287,131 @@ def _term_tokenizer() -> _TermTokenizer:
     return _TermTokenizer()
 
 
+# --- term counts ----------------------------------------------------------------------------------
+#
+# BM25 needs, of each chunk, how many terms it holds and how often each query term occurs in it, not
+# the terms themselves. Tool outputs are nearly all ASCII, and an ASCII chunk's terms are simple:
+# maximal runs of two or more ``[a-z0-9_]`` bytes once lower-cased, and each ASCII symbol byte. So
+# the ASCII chunks are counted together, joined by newlines (which are neither), in a few numpy
+# passes over their bytes; the others go through ``tokenize_terms``.
+
+Counts = npt.NDArray[np.int64]
+
+_NEWLINE = ord("\n")
+
+
+def _byte_flags(members: bytes) -> bytes:
+    """A ``bytes.translate`` table: 1 for ``members``, 0 for every other byte. Translating is one C
+    pass over the bytes, several times faster than a numpy lookup."""
+    return bytes(1 if byte in members else 0 for byte in range(256))
+
+
+_WORD_FLAGS = _byte_flags(b"abcdefghijklmnopqrstuvwxyz0123456789_")
+_SYMBOL_FLAGS = _byte_flags(b"$+<=>^`|~")  # the ASCII symbols: Sc, Sk, Sm (ASCII_TERMS)
+# What ``str.split()`` splits an ASCII text at.
+_FIELD_FLAGS = bytes(1 - flag for flag in _byte_flags(b" \t\n\x0b\x0c\r\x1c\x1d\x1e\x1f"))
+
+
+def _runs(data: bytes, flags: bytes) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """Where each run of ``flags`` bytes of ``data`` starts, and where it stops (exclusive)."""
+    padded = np.frombuffer(b"\0" + data.translate(flags) + b"\0", dtype=np.uint8)
+    edges = np.flatnonzero(padded[1:] != padded[:-1])
+    return edges[0::2], edges[1::2]
+
+
+def _per_text(positions: npt.NDArray[np.intp], breaks: npt.NDArray[np.intp]) -> Counts:
+    """How many of the (sorted) ``positions`` fall in each newline-separated text: those before
+    each newline, less those before the newline before it."""
+    return np.diff(np.searchsorted(positions, breaks), prepend=0, append=len(positions))
+
+
+def chunk_term_counts(query_terms: Sequence[str], texts: Sequence[str]) -> tuple[Counts, Counts]:
+    """``tokenize_terms`` of each text, counted as ``bm25.scores_from_counts`` takes them: the
+    frequency of each distinct query term (in the query's order) in each text, and each text's
+    number of terms."""
+    query = list(dict.fromkeys(query_terms))
+    simple = list(map(str.isascii, texts))
+    if all(simple):  # the common case: no other text, nothing to place
+        counted = _ascii_term_counts(query, list(texts))
+        if counted is not None:
+            return counted
+    frequencies = np.zeros((len(query), len(texts)), dtype=np.int64)
+    lengths = np.zeros(len(texts), dtype=np.int64)
+    ascii_texts = [index for index, flag in enumerate(simple) if flag]
+    counted = _ascii_term_counts(query, [texts[index] for index in ascii_texts])
+    if counted is None:  # a text holding newlines (never a chunk): those go to the tokenizer
+        simple = [flag and "\n" not in text for flag, text in zip(simple, texts, strict=True)]
+        ascii_texts = [index for index, flag in enumerate(simple) if flag]
+        counted = _ascii_term_counts(query, [texts[index] for index in ascii_texts])
+    if counted is not None and ascii_texts:
+        columns = np.array(ascii_texts, dtype=np.intp)
+        frequencies[:, columns], lengths[columns] = counted
+    tokenize = _term_tokenizer().terms
+    for index in (index for index, flag in enumerate(simple) if not flag):
+        terms = tokenize(texts[index])
+        lengths[index] = len(terms)
+        held = Counter(terms)
+        frequencies[:, index] = [held[term] for term in query]
+    return frequencies, lengths
+
+
+def _ascii_term_counts(query: list[str], texts: list[str]) -> tuple[Counts, Counts] | None:
+    """``chunk_term_counts`` of ASCII texts, all at once over their bytes joined by newlines;
+    None when a text holds a newline itself (the texts could not be told apart)."""
+    if not texts:
+        return np.zeros((len(query), 0), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    lowered = "\n".join(texts).encode("ascii").lower()
+    data = np.frombuffer(lowered, dtype=np.uint8)
+    breaks = np.flatnonzero(data == _NEWLINE)
+    if len(breaks) != max(0, len(texts) - 1):
+        return None
+    starts, stops = _runs(lowered, _WORD_FLAGS)
+    sizes = stops - starts
+    words = sizes >= 2
+    word_starts, word_sizes = starts[words], sizes[words]
+    symbols = np.flatnonzero(np.frombuffer(lowered.translate(_SYMBOL_FLAGS), dtype=np.uint8))
+    lengths = _per_text(word_starts, breaks) + _per_text(symbols, breaks)
+    frequencies = np.zeros((len(query), len(texts)), dtype=np.int64)
+    spelled = _AsciiWords(data, word_starts, word_sizes * 256 + data[word_starts])
+    for row, term in enumerate(query):
+        frequencies[row] = _per_text(_ascii_term_starts(term, spelled, symbols), breaks)
+    return frequencies, lengths
+
+
+@dataclass(frozen=True)
+class _AsciiWords:
+    """The word terms of lower-cased ASCII bytes: where each starts, and its size and first byte
+    as one key (``size * 256 + byte``), so the candidates for a query term take one comparison."""
+
+    data: npt.NDArray[np.uint8]
+    starts: npt.NDArray[np.intp]
+    keys: npt.NDArray[np.intp]
+
+
+def _ascii_term_starts(
+    term: str, words: _AsciiWords, symbols: npt.NDArray[np.intp]
+) -> npt.NDArray[np.intp]:
+    """Where ``term`` occurs as a term of the lower-cased ASCII bytes: a symbol at its byte, a
+    word at the runs of its size that spell it; nowhere when it cannot be an ASCII term."""
+    spelled = term.encode("ascii") if term.isascii() else b""
+    if len(spelled) == 1 and _SYMBOL_FLAGS[spelled[0]]:
+        at_symbols: npt.NDArray[np.intp] = symbols[words.data[symbols] == spelled[0]]
+        return at_symbols
+    if len(spelled) < 2 or not all(_WORD_FLAGS[byte] for byte in spelled):
+        return symbols[:0]
+    # The runs of its size and first byte, narrowed byte by byte: few are left after two or three.
+    candidates: npt.NDArray[np.intp] = words.starts[words.keys == len(spelled) * 256 + spelled[0]]
+    for offset in range(1, len(spelled)):
+        candidates = candidates[words.data[candidates + offset] == spelled[offset]]
+    return candidates
+
+
 # --- token metering -------------------------------------------------------------------------------
 #
 # Chunking and selection count many texts built from the same pieces. ``_Meter`` answers with the
 # estimator itself; ``_HeuristicMeter`` knows that the heuristic of texts joined by whitespace is a
-# function of the pieces' CJK characters, words and bytes, and adds those up instead.
+# function of the pieces' CJK characters, words and bytes, and adds those up instead: a text's own
+# count from its lines' (measured once, then chunked from), a selection's from its chunks'.
 
 Stats = tuple[int, int, int]  # (CJK characters, words, UTF-8 bytes)
 
@@ -299,11 +431,58 @@ def _stats(text: str) -> Stats:
 GAP_STATS = _stats(GAP)
 
 
+Numbers = npt.NDArray[np.int64]
+
+
+def _heuristic_tokens_of_each(cjk: Numbers, words: Numbers, sizes: Numbers) -> Numbers:
+    """``_heuristic_tokens`` of many texts at once: the same float and integer arithmetic, element
+    by element."""
+    script = (1.5 * cjk + 1.3 * words).astype(np.int64)  # int() truncates, as astype does
+    script[(script == 0) & ((cjk > 0) | (words > 0))] = 1  # script_tokens' floor
+    tokens = np.maximum(script, (sizes + 3) // 4)
+    tokens[sizes == 0] = 0
+    return tokens
+
+
+def _trimmed_lines(text: str) -> list[str]:
+    """The chunks a text starts from: its non-empty lines, trimmed."""
+    return [line for line in map(str.strip, text.split("\n")) if line]
+
+
+@dataclass(frozen=True)
+class _Lines:
+    """A text's trimmed non-empty lines, each with its tokens and (heuristic meter) its stats, and
+    the sums of their CJK characters and words (the whole text's: no field spans a newline)."""
+
+    texts: list[str]
+    tokens: list[int]
+    stats: Numbers  # a row of (CJK characters, words, bytes) per line; no rows without stats
+    cjk: int = 0
+    words: int = 0
+
+
+_NO_STATS: Numbers = np.zeros((0, 3), dtype=np.int64)
+
+
+def _measured_lines(texts: list[str]) -> _Lines:
+    """Each line's stats as ``_stats`` has them: the ASCII ones (nearly all) in bulk over the lines'
+    bytes joined by newlines (a line's words are its runs of bytes ``str.split()`` does not split
+    at, its size the distance between newlines), the others one by one."""
+    data = "\n".join(texts).encode("utf-8")
+    breaks = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == _NEWLINE)
+    array = np.zeros((3, len(texts)), dtype=np.int64)  # CJK characters, words, bytes
+    array[1] = _per_text(_runs(data, _FIELD_FLAGS)[0], breaks)
+    array[2] = np.diff(breaks, prepend=-1, append=len(data)) - 1
+    for index in [index for index, plain in enumerate(map(str.isascii, texts)) if not plain]:
+        array[:, index] = _stats(texts[index])
+    tokens: list[int] = _heuristic_tokens_of_each(*array).tolist()
+    return _Lines(texts, tokens, array.T, int(array[0].sum()), int(array[1].sum()))
+
+
 @dataclass
 class _Chunks:
     texts: list[str]
     tokens: list[int]
-    stats: list[Stats]  # filled by the heuristic meter only
     split: bool = False  # whether a line was too long to be one chunk
     max_tokens: int = 0  # the most a chunk could hold
     # The lines that were split, in order: the first chunk of each, its chunks, and whether it
@@ -313,6 +492,19 @@ class _Chunks:
     split_starts: list[int] = field(default_factory=list)
     split_lines: list[range] = field(default_factory=list)
     split_by_words: list[bool] = field(default_factory=list)
+    # Each chunk's stats (heuristic meter only), as blocks of rows: the lines' own arrays, sliced,
+    # and a row per piece of a split line.
+    stat_blocks: list[Numbers] = field(default_factory=list)
+
+    def extend(self, lines: _Lines, start: int, stop: int) -> None:
+        """Lines ``start`` to ``stop`` of ``lines``, each a chunk."""
+        self.texts += lines.texts[start:stop]
+        self.tokens += lines.tokens[start:stop]
+        self.stat_blocks.append(lines.stats[start:stop])
+
+    def stat_array(self) -> Numbers:
+        """A row of (CJK characters, words, bytes) per chunk (heuristic meter only)."""
+        return np.concatenate([_NO_STATS, *self.stat_blocks])
 
     def line_around(self, index: int) -> range:
         """The chunks of the line chunk ``index`` is (a piece of)."""
@@ -341,6 +533,10 @@ class _Meter:
     def count(self, text: str) -> int:
         return self.estimator.count(text)
 
+    def lines(self, text: str) -> _Lines:
+        texts = _trimmed_lines(text)
+        return _Lines(texts, [self.count(line) for line in texts], _NO_STATS)
+
     def add(self, chunks: _Chunks, text: str) -> int:
         tokens = self.count(text)
         chunks.texts.append(text)
@@ -358,12 +554,31 @@ class _Meter:
 
 
 class _HeuristicMeter(_Meter):
+    def __init__(self, estimator: TokenEstimator):
+        super().__init__(estimator)
+        # Each multi-line text's lines, measured once: the text's own count adds them up, and
+        # chunking it (again at each JSON attempt's target) starts from them.
+        self.measured: dict[str, _Lines] = {}
+
+    def count(self, text: str) -> int:
+        if "\n" not in text:
+            return _heuristic_tokens(*_stats(text))
+        lines = self.lines(text)
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
+        return _heuristic_tokens(lines.cjk, lines.words, size)
+
+    def lines(self, text: str) -> _Lines:
+        lines = self.measured.get(text)
+        if lines is None:
+            lines = self.measured[text] = _measured_lines(_trimmed_lines(text))
+        return lines
+
     def add(self, chunks: _Chunks, text: str) -> int:
         stats = _stats(text)
         tokens = _heuristic_tokens(*stats)
         chunks.texts.append(text)
         chunks.tokens.append(tokens)
-        chunks.stats.append(stats)
+        chunks.stat_blocks.append(np.array([stats], dtype=np.int64))
         return tokens
 
     def split_words(self, words: list[str], max_tokens: int) -> list[str]:
@@ -435,26 +650,28 @@ def _chunk_text(text: str, target_tokens: int, meter: _Meter) -> _Chunks:
     """Non-empty trimmed lines; a line over ``max(8, target / 4)`` tokens is split greedily by
     words, or by code points when it is a single word."""
     max_tokens = max(8, target_tokens // 4)
-    chunks = _Chunks([], [], [], max_tokens=max_tokens)
-    for raw in text.split("\n"):
-        line = raw.strip()
-        if not line or meter.add(chunks, line) <= max_tokens:
-            continue
-        # Too long: replace it by its pieces.
-        chunks.split = True
-        chunks.texts.pop()
-        chunks.tokens.pop()
-        if chunks.stats:
-            chunks.stats.pop()
-        first = len(chunks.texts)
-        pieces, by_words = _split_line(line, max_tokens, meter)
-        for piece in pieces:
-            meter.add(chunks, piece)
-        if len(pieces) > 1:
-            chunks.split_starts.append(first)
-            chunks.split_lines.append(range(first, len(chunks.texts)))
-            chunks.split_by_words.append(by_words)
+    lines = meter.lines(text)
+    chunks = _Chunks([], [], max_tokens=max_tokens)
+    whole_from = 0
+    for index in [index for index, tokens in enumerate(lines.tokens) if tokens > max_tokens]:
+        chunks.extend(lines, whole_from, index)
+        _add_pieces(chunks, lines.texts[index], max_tokens, meter)
+        whole_from = index + 1
+    chunks.extend(lines, whole_from, len(lines.texts))
     return chunks
+
+
+def _add_pieces(chunks: _Chunks, line: str, max_tokens: int, meter: _Meter) -> None:
+    """A line too long to be one chunk, as its pieces."""
+    chunks.split = True
+    first = len(chunks.texts)
+    pieces, by_words = _split_line(line, max_tokens, meter)
+    for piece in pieces:
+        meter.add(chunks, piece)
+    if len(pieces) > 1:
+        chunks.split_starts.append(first)
+        chunks.split_lines.append(range(first, len(chunks.texts)))
+        chunks.split_by_words.append(by_words)
 
 
 def _split_line(line: str, max_tokens: int, meter: _Meter) -> tuple[list[str], bool]:
@@ -494,6 +711,12 @@ class _Selection:
     def tokens(self) -> int:
         """The tokens of the kept chunks joined."""
         raise NotImplementedError
+
+    def worth_trying(self, ranked: list[int], target_tokens: int) -> Iterator[int]:
+        """The chunks of ``ranked``, in order, that adding may change the selection with: each
+        is tried as it comes, after the ones before it."""
+        del target_tokens  # every chunk with tokens is tried
+        return (index for index in ranked if self.chunks.tokens[index] > 0)
 
     def holds(self, index: int) -> bool:
         position = bisect_left(self.indexes, index)
@@ -546,20 +769,35 @@ class _JoinedSelection(_Selection):
         return self.count(_join(self.chunks, self.indexes))
 
 
+# The first stretch of the ranking ``_SummedSelection.worth_trying`` checks at once, after each
+# chunk it lets through: the best chunks usually fit one after the other.
+_FIRST_WINDOW = 32
+
+
 class _SummedSelection(_Selection):
     """Running sums of the kept chunks' stats and of the gaps between them, with a quick reject:
-    a chunk whose bytes or words alone exceed what is left cannot fit, whatever gap it closes."""
+    a chunk whose bytes or words alone exceed what is left cannot fit, whatever gap it closes; and
+    ``worth_trying``, which skips the chunks that cannot fit in bulk."""
 
     def __init__(self, chunks: _Chunks):
         super().__init__(chunks)
         self.sums: Stats = (0, 0, 0)
         self.gaps = 0
         self.room: tuple[int, float] | None = None
+        # The chunks kept or next to a kept one, ever (a restore leaves them marked: the mark
+        # only sends a chunk to the scalar checks).
+        self.beside = np.zeros(len(chunks.texts) + 1, dtype=bool)
+        self.changes = 0  # adds and restores: when bulk checks made before are out of date
+        self.stats = chunks.stat_array()
+
+    def _stats_of(self, index: int) -> Stats:
+        cjk, words, size = self.stats[index].tolist()  # Python ints: the sums stay exact
+        return cjk, words, size
 
     def add_if_fits(self, index: int, target_tokens: int) -> None:
         if self.room is None:
             self.room = self._room(target_tokens)
-        cjk, words, size = self.chunks.stats[index]
+        cjk, words, size = self._stats_of(index)
         if size > self.room[0] or 1.5 * cjk + 1.3 * words > self.room[1]:
             return
         super().add_if_fits(index, target_tokens)
@@ -572,6 +810,50 @@ class _SummedSelection(_Selection):
         # bytes: (size + 3) // 4 <= target  <=>  size <= 4 * target; script: int(x) <= target
         # <=> x < target + 1, with a margin far above float rounding.
         return 4 * target_tokens - size, target_tokens + 1 - script + 1e-6
+
+    def worth_trying(self, ranked: list[int], target_tokens: int) -> Iterator[int]:
+        """Skips, in bulk, the chunks that cannot fit with the selection as it is, a window of
+        ``ranked`` at a time, so the scalar checks run on few more chunks than get added.
+
+        A chunk next to no kept one adds exactly one gap (none to an empty selection), so its
+        ``tokens_with`` is the same function of its own stats for all of them and is computed
+        for the whole window at once. The chunks beside kept ones (``beside``: what the gaps do
+        depends on which side), and the pieces of split lines (adding one may try its whole
+        line), always come."""
+        order = np.array(ranked, dtype=np.int64)
+        stats = self.stats[order]
+        always = np.zeros(len(self.chunks.texts), dtype=bool)
+        for line in self.chunks.split_lines:
+            always[line.start : line.stop] = True
+        start, window = 0, _FIRST_WINDOW
+        while start < len(order):
+            stop = min(len(order), start + window)
+            indexes = order[start:stop]
+            chances = always[indexes] | self.beside[indexes]
+            chances |= self._fits_apart(stats[start:stop], target_tokens)
+            changes = self.changes
+            for position in (start + hit for hit in np.flatnonzero(chances).tolist()):
+                if self.chunks.tokens[ranked[position]] > 0:
+                    yield ranked[position]
+                if self.changes != changes:  # the window's checks are out of date
+                    start, window = position + 1, _FIRST_WINDOW
+                    break
+            else:
+                # Nothing here was added; further down the ranking, nothing fits for longer
+                # stretches.
+                start, window = stop, window * 2
+
+    def _fits_apart(self, stats: Numbers, target_tokens: int) -> npt.NDArray[np.bool_]:
+        """``tokens_with(index) <= target_tokens`` for chunks (their stats) next to no kept one."""
+        gaps = self.gaps + (1 if self.indexes else 0)
+        newlines = len(self.indexes) + gaps
+        tokens = _heuristic_tokens_of_each(
+            stats[:, 0] + (self.sums[0] + gaps * GAP_STATS[0]),
+            stats[:, 1] + (self.sums[1] + gaps * GAP_STATS[1]),
+            stats[:, 2] + (self.sums[2] + gaps * GAP_STATS[2] + newlines),
+        )
+        fits: npt.NDArray[np.bool_] = tokens <= target_tokens
+        return fits
 
     def _gaps_with(self, index: int) -> int:
         position = bisect_left(self.indexes, index)
@@ -587,7 +869,7 @@ class _SummedSelection(_Selection):
         return gaps
 
     def _sums_with(self, index: int) -> Stats:
-        cjk, words, size = self.chunks.stats[index]
+        cjk, words, size = self._stats_of(index)
         return self.sums[0] + cjk, self.sums[1] + words, self.sums[2] + size
 
     def tokens_with(self, index: int) -> int:
@@ -615,6 +897,8 @@ class _SummedSelection(_Selection):
         self.gaps = self._gaps_with(index)
         self.sums = self._sums_with(index)
         self.room = None
+        self.beside[max(0, index - 1) : index + 2] = True
+        self.changes += 1
         super()._add(index)
 
     def _cannot_fit(self, missing: list[int], target_tokens: int) -> bool:
@@ -622,7 +906,7 @@ class _SummedSelection(_Selection):
         # newline.
         cjk = words = size = 0
         for index in missing:
-            chunk_cjk, chunk_words, chunk_size = self.chunks.stats[index]
+            chunk_cjk, chunk_words, chunk_size = self._stats_of(index)
             cjk, words, size = cjk + chunk_cjk, words + chunk_words, size + chunk_size
         gaps = max(0, self.gaps - len(missing))
         newlines = len(self.indexes) + len(missing) - 1 + gaps
@@ -636,6 +920,7 @@ class _SummedSelection(_Selection):
     def _restore(self, saved: Any) -> None:
         self.indexes, self.sums, self.gaps = saved
         self.room = None
+        self.changes += 1
 
 
 def _select(chunks: _Chunks, scores: list[float], target_tokens: int, meter: _Meter) -> list[int]:
@@ -647,7 +932,7 @@ def _select(chunks: _Chunks, scores: list[float], target_tokens: int, meter: _Me
     whole line fits: the line was cut for its size, not for its sense, and the query's terms and
     the answer are often in different pieces of it ("refund for order 4471 approved" | "on March
     3"). Each line is tried whole once; when it does not fit, the piece comes alone."""
-    ranked = sorted(range(len(scores)), key=lambda index: -scores[index])  # stable
+    ranked: list[int] = np.argsort(-np.array(scores), kind="stable").tolist()
     selection = meter.selection(chunks)
     # The split line each chunk belongs to (its position in ``split_lines``), -1 for a whole line;
     # a line is tried whole once, so its entry goes back to -1 then.
@@ -667,9 +952,8 @@ def _select(chunks: _Chunks, scores: list[float], target_tokens: int, meter: _Me
     add(ranked[0])
     selection.add_if_fits(0, target_tokens)
     selection.add_if_fits(len(scores) - 1, target_tokens)
-    for index in ranked:
-        if chunks.tokens[index] > 0:
-            add(index)
+    for index in selection.worth_trying(ranked, target_tokens):
+        add(index)
     return selection.indexes
 
 
@@ -690,8 +974,10 @@ def _ranked_chunks(
     ):
         return cached
     chunks = _chunk_text(text, target_tokens, meter)
-    tokenize = _term_tokenizer().terms
-    scores = chunk_scores(tokenize(query), [tokenize(chunk) for chunk in chunks.texts])
+    frequencies, lengths = chunk_term_counts(tokenize_terms(query), chunks.texts)
+    scores = bm25.scores_from_counts(
+        frequencies, lengths, average_length_floor=AVERAGE_LENGTH_FLOOR
+    )
     if scores:
         scores[0] += BOUNDARY_BONUS
         scores[-1] += BOUNDARY_BONUS

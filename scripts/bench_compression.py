@@ -2,9 +2,13 @@
 
 No database and no Django: ``compression.text`` and ``compression.engine`` are pure.
 
-Speed: ``compress_extractive`` on a 100,000-token tool output (essay text) to 1,000 tokens; and the
-whole compress stage, ``compress_request``, on a 50-turn OpenAI agent conversation with 20 tool
-outputs (read_file, run_shell, search_web, read_document) far over a 32k window.
+Speed: ``compress_extractive`` on a 100,000-token tool output (essay text) to 1,000 tokens, beside
+the same call on the implementation before issue 15 (``compression/text.py`` and
+``contextplatform/core/bm25.py`` as commit ``PREVIOUS`` had them, read from the repository's
+history and loaded as modules of their own, so no copy of them lives in the tree; the calls
+alternate, so both see the same load, and their outputs must be the same); and the whole compress
+stage, ``compress_request``, on a 50-turn OpenAI agent conversation with 20 tool outputs
+(read_file, run_shell, search_web, read_document) far over a 32k window.
 
 Quality: 200 trials, each a ~10,000-token essay slice with one planted fact sentence ("The access
 code for the {city} vault is {number}.") at a random sentence boundary, sent as the output of a
@@ -43,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -57,7 +62,7 @@ from compression.engine import (
     compress_request,
 )
 from compression.segments import parse_segments
-from compression.text import compress_extractive, truncate_middle
+from compression.text import TextResult, compress_extractive, truncate_middle
 from contextplatform.core.estimation import TokenEstimator, count_json, default_estimator
 from contextplatform.routing.pipeline.budget import plan_budget
 from scripts.bench_env import cpu_model, load_average, utc_now
@@ -77,6 +82,9 @@ SPEED_TOKENS = 100_000
 SPEED_TARGET = 1_000
 TARGET_P50_MS = 30.0
 SPEED_QUERY = 'read_document {"path": "essays/collected.txt", "topic": "startup funding"}'
+# The last commit with the extractive path as it was before issue 15 (the speed baseline).
+PREVIOUS = "7668f06"
+PREVIOUS_FILES = ("contextplatform/core/bm25.py", "compression/text.py")
 # The 50-turn conversation.
 TURNS = 50
 TOOL_OUTPUTS = 20
@@ -150,6 +158,10 @@ class ExtractiveSpeed:
     lines: int
     omitted_chunks: int
     timing: Timing
+    # The implementation at PREVIOUS on the same input, its calls alternating with these; None
+    # without the repository's history (a shallow clone, an exported tree).
+    previous: Timing | None = None
+    previous_same_output: bool | None = None  # its result equal to this one, field for field
 
 
 @dataclass(frozen=True)
@@ -375,20 +387,71 @@ def text_from(lines: list[str], start: int, tokens: int, estimator: TokenEstimat
 
 def timed(call: Callable[[], Any], runs: int, warmup: int) -> tuple[Timing, Any]:
     """``runs`` timed calls after ``warmup`` untimed ones, garbage collected before each."""
-    result = None
+    return timed_alternately([call], runs, warmup)[0]
+
+
+def timed_alternately(
+    calls: list[Callable[[], Any]], runs: int, warmup: int
+) -> list[tuple[Timing, Any]]:
+    """``timed`` for several calls at once, one run of each in turn, so a change in the machine's
+    load during the runs falls on all of them alike; each call's timing and last result."""
+    results: list[Any] = [None] * len(calls)
     for _ in range(warmup):
-        result = call()
-    timing = Timing()
+        results = [call() for call in calls]
+    timings = [Timing() for _ in calls]
     for _ in range(runs):
-        gc.collect()
-        wall, cpu = time.perf_counter(), time.thread_time()
-        result = call()
-        timing.cpu_ms.append((time.thread_time() - cpu) * 1000)
-        timing.wall_ms.append((time.perf_counter() - wall) * 1000)
-    return timing, result
+        for position, (call, timing) in enumerate(zip(calls, timings, strict=True)):
+            gc.collect()
+            wall, cpu = time.perf_counter(), time.thread_time()
+            results[position] = call()
+            timing.cpu_ms.append((time.thread_time() - cpu) * 1000)
+            timing.wall_ms.append((time.perf_counter() - wall) * 1000)
+    return list(zip(timings, results, strict=True))
 
 
 # Speed: one 100k-token tool output ---------------------------------------------------------------
+
+Extractive = Callable[[str, str, int, TokenEstimator], TextResult]
+
+
+def git_show(commit: str, path: str) -> str:
+    return subprocess.run(
+        ["git", "show", f"{commit}:{path}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout
+
+
+def previous_extractive() -> Extractive | None:
+    """``compress_extractive`` as commit ``PREVIOUS`` had it, on that commit's BM25 too; None
+    without git or that commit."""
+    try:
+        bm25_source, text_source = (git_show(PREVIOUS, path) for path in PREVIOUS_FILES)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    bm25_module = load_source(
+        f"contextplatform_core_bm25_{PREVIOUS}", bm25_source, PREVIOUS_FILES[0]
+    )
+    text_module = load_source(f"compression_text_{PREVIOUS}", text_source, PREVIOUS_FILES[1])
+    # Its ``from contextplatform.core import bm25`` found today's kernel; it runs on its own.
+    text_module.bm25 = bm25_module
+    extract: Extractive = text_module.compress_extractive
+    return extract
+
+
+def load_source(name: str, source: str, path: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    sys.modules[name] = module  # its dataclasses look their module up there
+    exec(compile(source, f"{PREVIOUS}:{path}", "exec"), module.__dict__)
+    return module
+
+
+def same_result(result: TextResult, previous: Any) -> bool:
+    fields = ("text", "applied", "format", "omitted_chunks", "tokens_before", "tokens_after")
+    return all(getattr(result, name) == getattr(previous, name) for name in fields)
 
 
 def measure_extractive(
@@ -397,13 +460,26 @@ def measure_extractive(
     # A fixed slice, away from the first essays.
     text = text_from(haystack.lines, len(haystack.lines) // 7, SPEED_TOKENS, estimator)
     tokens = estimator.count(text)
-    timing, result = timed(
-        lambda: compress_extractive(text, SPEED_QUERY, SPEED_TARGET, estimator), runs, warmup
-    )
+    calls: list[Callable[[], Any]] = [
+        lambda: compress_extractive(text, SPEED_QUERY, SPEED_TARGET, estimator)
+    ]
+    previous = previous_extractive()
+    if previous is not None:
+        calls.append(lambda: previous(text, SPEED_QUERY, SPEED_TARGET, estimator))
+    else:
+        log(f"compression: no commit {PREVIOUS} in the history; no baseline beside the speed")
+    measured = timed_alternately(calls, runs, warmup)
+    timing, result = measured[0]
     if not result.applied:
         raise RuntimeError("compress_extractive left the 100k-token text unchanged")
     return ExtractiveSpeed(
-        tokens, result.tokens_after, text.count("\n") + 1, result.omitted_chunks, timing
+        tokens,
+        result.tokens_after,
+        text.count("\n") + 1,
+        result.omitted_chunks,
+        timing,
+        previous=measured[1][0] if previous else None,
+        previous_same_output=same_result(result, measured[1][1]) if previous else None,
     )
 
 

@@ -29,6 +29,7 @@ from scripts.bench_compression import (
     CONTEXT_WINDOW,
     FACT,
     HAYSTACK_TOKENS,
+    PREVIOUS,
     QUESTION,
     RATIO,
     REQUEST_MAX_TOKENS,
@@ -42,6 +43,7 @@ from scripts.bench_compression import (
     TOOL_TOKENS_RANGE,
     AnswerTrial,
     CompressionResults,
+    ExtractiveSpeed,
     StageSpeed,
     Trial,
     stage_config,
@@ -108,6 +110,18 @@ def answer_check_text(results: CompressionResults) -> str:
     return "; ".join(parts)
 
 
+def previous_note(extractive: ExtractiveSpeed) -> str:
+    """ "; before (commit …) 61.0 ms p50 in the same run, 3.1x": the baseline beside the figure."""
+    if extractive.previous is None:
+        return f"; no baseline (commit {PREVIOUS} not in the history)"
+    now, before = summarize(extractive.timing.wall_ms), summarize(extractive.previous.wall_ms)
+    same = "" if extractive.previous_same_output else ", OUTPUT DIFFERS"
+    return (
+        f"; before (commit {PREVIOUS}) {before.p50:.1f} ms p50 in the same run, "
+        f"{before.p50 / now.p50:.1f}x{same}"
+    )
+
+
 # Checks ------------------------------------------------------------------------------------------
 
 
@@ -121,7 +135,8 @@ def compression_checks(results: CompressionResults) -> list[Check]:
         Check(
             f"compress_extractive, {extractive.tokens_before:,} -> {SPEED_TARGET:,} tokens, p50",
             f"≤ {TARGET_P50_MS:g} ms",
-            f"{wall.p50:.1f} ms (p99 {wall.p99:.1f} ms; CPU time p50 {cpu.p50:.1f} ms)",
+            f"{wall.p50:.1f} ms (p99 {wall.p99:.1f} ms; CPU time p50 {cpu.p50:.1f} ms)"
+            + previous_note(extractive),
             wall.p50 <= TARGET_P50_MS,
         ),
         Check(
@@ -214,6 +229,10 @@ def plot_latency(ax: plt.Axes, results: CompressionResults) -> None:
             results.extractive.timing.wall_ms,
         ),
     ]
+    if results.extractive.previous is not None:
+        rows.append(
+            (f"extractive before\n(commit {PREVIOUS})", results.extractive.previous.wall_ms)
+        )
     ax.boxplot([samples for _, samples in rows], vert=False, widths=0.5)
     ax.set_yticks(range(1, len(rows) + 1), [label for label, _ in rows])
     ax.axvline(TARGET_P50_MS, color="tab:red", linestyle="--", label="extractive p50 target")
@@ -262,6 +281,29 @@ def speed_text(results: CompressionResults) -> str:
         f"chunks omitted. {len(extractive.timing.wall_ms)} timed calls after a warm-up, garbage "
         "collected before each. *CPU* is the thread's CPU time of the same calls: the wall time "
         "minus the waiting for a core, which other processes on the machine cause."
+        + previous_text(extractive)
+    )
+
+
+def previous_text(extractive: ExtractiveSpeed) -> str:
+    if extractive.previous is None:
+        return (
+            f" No baseline: commit {PREVIOUS} (the implementation before issue 15) is not in the "
+            "repository's history here."
+        )
+    now, before = summarize(extractive.timing.wall_ms), summarize(extractive.previous.wall_ms)
+    now_cpu, before_cpu = summarize(extractive.timing.cpu_ms), summarize(extractive.previous.cpu_ms)
+    same = (
+        "the same result, field for field"
+        if extractive.previous_same_output
+        else "a DIFFERENT result (the change was meant to keep it byte for byte)"
+    )
+    return (
+        f" *Before* is the implementation before issue 15 (`compression/text.py` and "
+        f"`contextplatform/core/bm25.py` at commit {PREVIOUS}, read from git), on the same input "
+        f"in the same run, its calls alternating with these: now {now.p50:.1f} ms p50 vs before "
+        f"{before.p50:.1f} ms p50 ({before.p50 / now.p50:.1f}x; CPU {now_cpu.p50:.1f} vs "
+        f"{before_cpu.p50:.1f} ms), {same}."
     )
 
 
@@ -501,12 +543,7 @@ def section(results: CompressionResults, commit: str) -> str:
         haystack_text(results),
         "### Speed",
         speed_text(results),
-        summary_table(
-            [
-                ("compress_extractive, wall", summarize(extractive.timing.wall_ms)),
-                ("compress_extractive, CPU", summarize(extractive.timing.cpu_ms)),
-            ]
-        ),
+        summary_table(extractive_rows(extractive)),
         stage_text(stage),
         summary_table(
             [
@@ -557,6 +594,19 @@ def section(results: CompressionResults, commit: str) -> str:
     return "\n\n".join(parts)
 
 
+def extractive_rows(extractive: ExtractiveSpeed) -> list[tuple[str, Summary]]:
+    rows = [
+        ("compress_extractive, wall", summarize(extractive.timing.wall_ms)),
+        ("compress_extractive, CPU", summarize(extractive.timing.cpu_ms)),
+    ]
+    if extractive.previous is not None:
+        rows += [
+            (f"before (commit {PREVIOUS}), wall", summarize(extractive.previous.wall_ms)),
+            (f"before (commit {PREVIOUS}), CPU", summarize(extractive.previous.cpu_ms)),
+        ]
+    return rows
+
+
 def trial_ms(results: CompressionResults) -> list[float]:
     return [trial.wall_ms for trial in results.trials]
 
@@ -575,15 +625,20 @@ def print_compression(results: CompressionResults) -> None:
         print(f"  HAYSTACK IS SYNTHETIC: {results.haystack.note}")
     else:
         print(f"  haystack: {results.haystack.tokens:,} tokens of essays ({results.haystack.note})")
-    for label, summary in (
+    timings = [
         (f"extractive {extractive.tokens_before:,} -> {SPEED_TARGET:,}, wall", extractive.timing),
         (f"compress stage, {stage.turns} turns, wall", stage.timing),
-    ):
+    ]
+    if extractive.previous is not None:
+        timings.insert(1, (f"extractive before (commit {PREVIOUS}), wall", extractive.previous))
+    for label, summary in timings:
         wall, cpu = summarize(summary.wall_ms), summarize(summary.cpu_ms)
         print(
             f"  {label:<44} p50 {wall.p50:7.1f}  p99 {wall.p99:7.1f} ms  "
             f"(CPU p50 {cpu.p50:6.1f}  p99 {cpu.p99:6.1f} ms)"
         )
+    if extractive.previous is not None:
+        print(f"  extractive: same output as before: {extractive.previous_same_output}")
     shortened = (
         "refused, no block reports"
         if stage.outcome == "context_length_exceeded"
