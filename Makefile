@@ -37,14 +37,17 @@ browser:
 
 # Without OPENAI_API_KEY or ANTHROPIC_API_KEY the demo deployment is the local stand-in model
 # (STANDIN_PORT, default 8001): started here in the background, it exits when its parent, this
-# shell that then becomes uvicorn (exec keeps the pid), is gone, so Ctrl-C leaves no process.
+# shell that then becomes the server (exec keeps the pid), is gone, so Ctrl-C leaves no process.
+# The server: gunicorn's arbiter over WEB_CONCURRENCY workers running uvicorn's protocol code
+# (httptools, uvloop): picked on `BENCH_ONLY=http_path make bench`'s numbers (docs/benchmarks.md);
+# its listening socket has TCP_NODELAY, so several workers do not wait out delayed ACKs.
 run: install
 	$(PY) manage.py migrate_schemas --noinput -v 0
 	$(PY) manage.py bootstrap_demo
 	if [ "$(WEB_CONCURRENCY)" -gt 1 ]; then rm -rf var/prometheus && mkdir -p var/prometheus && \
 		export PROMETHEUS_MULTIPROC_DIR="$(CURDIR)/var/prometheus"; fi; \
 	$(PY) -m contextplatform.routing.standin --parent $$$$ & \
-	exec $(BIN)/uvicorn contextplatform.asgi:application --host $(HOST) --port $(PORT) --workers $(WEB_CONCURRENCY) --no-access-log
+	exec $(BIN)/gunicorn contextplatform.asgi:application --worker-class uvicorn_worker.UvicornWorker --workers $(WEB_CONCURRENCY) --bind $(HOST):$(PORT) --keep-alive 5 --no-control-socket
 
 test: install browser
 	$(PY) -m pytest

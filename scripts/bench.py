@@ -39,11 +39,13 @@ from scripts.bench_compression import run_compression
 from scripts.bench_connectors import run_connectors
 from scripts.bench_env import environment, git_revision
 from scripts.bench_gateway import run_gateway
+from scripts.bench_hanging import run_hanging
 from scripts.bench_http import measure_http, server_config
 from scripts.bench_lazy import print_lazy, run_lazy, write_lazy
 from scripts.bench_memory import run_memory
 from scripts.bench_observability import run_observability
 from scripts.bench_prewarm import run_prewarm
+from scripts.bench_profile import run_profile
 from scripts.bench_resolver import (
     PARALLEL_FACTOR,
     PARALLEL_SLEEP_MS,
@@ -69,6 +71,7 @@ from scripts.bench_setup import (
     setup_django,
 )
 from scripts.bench_stats import Summary, summarize
+from scripts.bench_wrk import run_http_path
 from scripts.report import (
     BenchResults,
     Check,
@@ -81,10 +84,13 @@ from scripts.report_backends import print_backends, write_backends
 from scripts.report_compression import print_compression, write_compression
 from scripts.report_connectors import print_connectors, write_connectors
 from scripts.report_gateway import print_gateway, write_gateway
+from scripts.report_hanging import print_hanging, write_hanging
 from scripts.report_memory import print_memory, write_memory
 from scripts.report_observability import print_observability, write_observability
 from scripts.report_prewarm import print_prewarm, write_prewarm
+from scripts.report_profile import print_profile, write_profile
 from scripts.report_retrieval import print_retrieval, write_retrieval
+from scripts.report_wrk import print_http_path, write_http_path
 
 DEMO_TENANT = "demo"
 
@@ -261,6 +267,9 @@ SECTIONS = {
     "connectors": Section(run_connectors, write_connectors, print_connectors),
     "prewarm": Section(run_prewarm, write_prewarm, print_prewarm),
     "lazy": Section(run_lazy, write_lazy, print_lazy),
+    "http_path": Section(run_http_path, write_http_path, print_http_path),
+    "request_profile": Section(run_profile, write_profile, print_profile),
+    "hanging": Section(run_hanging, write_hanging, print_hanging),
 }
 
 

@@ -4,6 +4,11 @@ A source's ``timeout_ms`` is a deadline on its whole fetch: the clock starts her
 (``sources.fetch_deadline``), everything the source does inside takes its own bounds from what is
 left of it, and a fetch cut by a bound of its own (a backend's ``timeout_ms``, a connector's)
 raises a ``TimeoutError`` and is reported ``timeout`` like one cut here, not ``failed``.
+
+A fetch cut here is cancelled and its outcome given at once: the resolve does not wait for it to
+finish unwinding (a client closing, a cancelled operation's clean-up), which goes on in the
+background, the task referenced until it ends and anything it raises then logged
+(``context_source_unwind_failed``).
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from asgiref.sync import AsyncToSync
+
 from contextplatform.core import metrics
 from contextplatform.core.estimation import TokenEstimator, default_estimator
 from sources import fetch_deadline
@@ -23,6 +30,7 @@ from sources.base import (
     ContextSource,
     OnFailure,
     SourceFailed,
+    SourceResult,
     SourceStatus,
 )
 
@@ -80,14 +88,14 @@ async def fetch_one(
         # The fetch's task copies the context: everything it starts sees the deadline.
         fetching = asyncio.ensure_future(source.fetch(request))
     try:
-        result = await asyncio.wait_for(fetching, timeout=seconds)
-    except TimeoutError as error:
+        result = await within_deadline(fetching, seconds, source, request)
+    except DeadlinePassed:  # cut here, at the deadline
         outcome.status = "timeout"
-        if fetching.cancelled():  # cut here, at the deadline
-            outcome.error = f"timed out after {seconds * 1000:.0f} ms"
-            outcome.notes = source.notes_on_timeout()
-        else:  # a shorter bound of the source's own fired first
-            outcome.error = timeout_text(error)
+        outcome.error = f"timed out after {seconds * 1000:.0f} ms"
+        outcome.notes = source.notes_on_timeout()
+    except TimeoutError as error:  # a shorter bound of the source's own fired first
+        outcome.status = "timeout"
+        outcome.error = timeout_text(error)
     except asyncio.CancelledError:
         raise
     except SourceFailed as failure:
@@ -110,6 +118,69 @@ async def fetch_one(
             item.estimator = estimator.name
     log_outcome(outcome, request)
     return outcome
+
+
+class DeadlinePassed(Exception):
+    """The source's deadline came before its fetch ended (the fetch is cancelled meanwhile)."""
+
+
+# Cancelled fetches still unwinding: referenced until done (the loop keeps only weak references).
+_UNWINDING: set[asyncio.Task[Any]] = set()
+
+
+async def within_deadline(
+    fetching: asyncio.Task[SourceResult],
+    seconds: float,
+    source: ContextSource,
+    request: ContextRequest,
+) -> SourceResult:
+    """The fetch's result, or ``DeadlinePassed`` once ``seconds`` have passed.
+
+    Unlike ``asyncio.wait_for``, the resolve does not wait for a cut fetch to finish unwinding
+    (closing its connections, a thread's statement being cancelled, a client's own clean-up): the
+    fetch is cancelled and left to end in the background, referenced until it does, whatever it
+    raises then logged, never raised. The same when the resolve itself is cancelled.
+    """
+    try:
+        await asyncio.wait((fetching,), timeout=seconds)
+    except asyncio.CancelledError:
+        unwind_in_background(fetching, source, request)
+        raise
+    if not fetching.done():
+        unwind_in_background(fetching, source, request)
+        raise DeadlinePassed
+    return fetching.result()
+
+
+def unwind_in_background(
+    fetching: asyncio.Task[SourceResult], source: ContextSource, request: ContextRequest
+) -> None:
+    fetching.cancel()
+    _UNWINDING.add(fetching)
+
+    def unwound(task: asyncio.Task[SourceResult]) -> None:
+        _UNWINDING.discard(task)
+        if task.cancelled():
+            return
+        error = task.exception()  # retrieved: no "exception was never retrieved" at exit
+        if error is not None:
+            logger.warning(
+                "context_source_unwind_failed",
+                extra={
+                    "request_id": request.request_id,
+                    "tenant": request.tenant,
+                    "route": request.route,
+                    "source": source.name,
+                    "err": failure_text(error),
+                },
+            )
+
+    fetching.add_done_callback(unwound)
+
+
+def unwinding() -> int:
+    """How many cut fetches are still unwinding (in this process, on any loop)."""
+    return len(_UNWINDING)
 
 
 def failure_text(error: BaseException) -> str:
@@ -155,6 +226,31 @@ async def fetch_all(
     request: ContextRequest,
     estimator: TokenEstimator | None = None,
 ) -> list[SourceOutcome]:
-    """All sources at once; the result keeps the sources' order."""
+    """All sources at once; the result keeps the sources' order.
+
+    A fetch cut at its deadline unwinds in the background: on a loop that outlives the call (a
+    server's), the outcomes are returned at once. A loop that ends with the call (asgiref's own,
+    made for a sync caller outside a server: tests, commands, benches) would cancel every task
+    still running as it shuts down, a client's own clean-up tasks included, so there the cut
+    fetches are waited for first.
+    """
     chosen = estimator or default_estimator()
-    return list(await asyncio.gather(*(fetch_source(s, request, chosen) for s in sources)))
+    outcomes = list(await asyncio.gather(*(fetch_source(s, request, chosen) for s in sources)))
+    if loop_ends_with_the_call():
+        await settle_unwinding()
+    return outcomes
+
+
+def loop_ends_with_the_call() -> bool:
+    """True on the loop asgiref's ``async_to_sync`` made for this one call (no server loop to run
+    it on): asgiref registers that loop in ``loop_thread_executors`` while the call runs."""
+    return asyncio.get_running_loop() in AsyncToSync.loop_thread_executors
+
+
+async def settle_unwinding() -> None:
+    """Until this loop's cut fetches have finished unwinding."""
+    loop = asyncio.get_running_loop()
+    # a copy first: other threads' loops add and discard theirs meanwhile
+    pending = [task for task in tuple(_UNWINDING) if task.get_loop() is loop]
+    if pending:
+        await asyncio.wait(pending)

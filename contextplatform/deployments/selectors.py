@@ -21,8 +21,8 @@ def deployment_named(name: str) -> Deployment | None:
 DEPLOYMENTS = "deployments"
 # The deployment a resolve or a gateway call forwards to, kept per process and tenant schema and
 # dropped everywhere when a deployment is saved or deleted. Its token calibration moves after
-# every answer: the process that moved it forgets its own copy (its next call counts with the new
-# ratio); other processes' copies are at most CALIBRATION_STALENESS_S old, which moves an
+# every answer: the process that moved it reads its own copy again (its next call counts with the
+# new ratio); other processes' copies are at most CALIBRATION_STALENESS_S old, which moves an
 # estimate by a fraction of a percent (notifying them would empty their caches at every call).
 CALIBRATION_STALENESS_S = 5.0
 _called_deployments: ProcessCache[tuple[str, str], Deployment | None] = ProcessCache(
@@ -30,8 +30,12 @@ _called_deployments: ProcessCache[tuple[str, str], Deployment | None] = ProcessC
 )
 
 
-def forget_called_deployment(name: str) -> None:
-    _called_deployments.forget((connection.schema_name, name))
+def refresh_called_deployment(name: str) -> None:
+    """Read this process's copy again (after its calibration moved): calibrations move off the
+    call path, so the read is not the next call's."""
+    key = (connection.schema_name, name)
+    _called_deployments.forget(key)
+    _called_deployments.get(key, lambda: deployment_named(name))
 
 
 def deployment_to_call(name: str) -> Deployment | None:

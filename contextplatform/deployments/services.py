@@ -20,7 +20,7 @@ from contextplatform.core.validation import parse
 from contextplatform.deployments import calibration
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.schema import READ_ONLY_FIELDS, DeploymentSpec
-from contextplatform.deployments.selectors import DEPLOYMENTS, forget_called_deployment
+from contextplatform.deployments.selectors import DEPLOYMENTS, refresh_called_deployment
 
 
 class _Keep(Enum):
@@ -147,5 +147,5 @@ def calibrate_deployment(name: str, *, provider_input: int, estimated_input: flo
     updated = Deployment.objects.filter(name=name).update(
         calibration=clamped, calibration_samples=F("calibration_samples") + 1
     )
-    forget_called_deployment(name)
+    refresh_called_deployment(name)
     return updated > 0

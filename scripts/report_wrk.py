@@ -1,0 +1,466 @@
+"""Section "http_path" of docs/benchmarks.md (the HTTP path under wrk, the servers side by side)
+and its plot.
+
+The section sits between two HTML comments, so that ``BENCH_ONLY=http_path`` can replace it in
+the page of an earlier run and leave the other sections as they were.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+from scripts.bench_wrk import (
+    BARE,
+    CONNECTIONS,
+    FLAT_DELAY_MS,
+    GATEWAY,
+    GATEWAY_RPS,
+    HEALTHZ,
+    HEALTHZ_OF_BARE,
+    HEALTHZ_PER_WORKER,
+    PERCENTILES,
+    REDIS_NO_SLOWER,
+    RESOLVE,
+    RESOLVE_2_WORKERS,
+    RESOLVE_P99_MS,
+    SERVERS,
+    TARGET_LABELS,
+    UVICORN_H11,
+    HttpPathResults,
+    WrkRun,
+)
+from scripts.report import (
+    Check,
+    check_rows,
+    print_checks,
+    quick_note,
+    save_figure,
+    table,
+    with_figure,
+    write_plotted_section,
+)
+
+START = "<!-- http_path:start -->"
+END = "<!-- http_path:end -->"
+PLOT = "http_path.png"
+TARGETS = (BARE, HEALTHZ, RESOLVE, GATEWAY)
+COLOURS = {BARE: "tab:grey", HEALTHZ: "tab:blue", RESOLVE: "tab:green", GATEWAY: "tab:orange"}
+
+
+def rate(value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "n/a"
+    return f"{value:,.1f}" if value < 10 else f"{value:,.0f}"
+
+
+def ms(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.1f}"
+
+
+def bare_of(results: HttpPathResults, run: WrkRun) -> WrkRun | None:
+    """The bare app's run on the same server with the same workers: the limit beside ``run``."""
+    return results.find(run.server, run.workers, BARE)
+
+
+def share_of_bare(results: HttpPathResults, run: WrkRun) -> float | None:
+    bare = bare_of(results, run)
+    if bare is None or not bare.requests_per_s:
+        return None
+    return run.requests_per_s / bare.requests_per_s
+
+
+def cpu_split(run: WrkRun) -> str:
+    total = sum(run.worker_cpu_s)
+    if len(run.worker_cpu_s) < 2 or total <= 0:
+        return "-"
+    return " / ".join(f"{seconds / total * 100:.0f} %" for seconds in run.worker_cpu_s)
+
+
+def errors_text(run: WrkRun) -> str:
+    return ", ".join(f"{kind} {count}" for kind, count in run.errors.items()) or "0"
+
+
+# Checks ------------------------------------------------------------------------------------------
+
+
+def http_path_checks(results: HttpPathResults) -> list[Check]:
+    prod = results.production
+    checks: list[Check] = []
+
+    def missing(name: str, target: str) -> None:
+        checks.append(Check(name, target, "not measured in this run", False))
+
+    for workers in (1, 2):
+        healthz = results.find(prod, workers, HEALTHZ)
+        bare = results.find(prod, workers, BARE)
+        if healthz is None or bare is None:
+            missing(f"/healthz, {workers} worker(s)", f"≥ {HEALTHZ_PER_WORKER:,.0f}/s per worker")
+            continue
+        per_worker = healthz.requests_per_s / workers
+        share = healthz.requests_per_s / bare.requests_per_s if bare.requests_per_s else 0.0
+        checks.append(
+            Check(
+                f"/healthz per worker, {workers} worker(s)",
+                f"≥ {HEALTHZ_PER_WORKER:,.0f} requests/s per worker",
+                f"{rate(per_worker)}/s ({rate(healthz.requests_per_s)}/s in all)",
+                per_worker >= HEALTHZ_PER_WORKER,
+            )
+        )
+        checks.append(
+            Check(
+                f"/healthz beside the bare ASGI app, {workers} worker(s)",
+                f"≥ {HEALTHZ_OF_BARE:g} x bare ({rate(bare.requests_per_s)}/s, same run)",
+                f"{share:.3f} x",
+                share >= HEALTHZ_OF_BARE,
+            )
+        )
+    resolve = results.find(prod, 2, RESOLVE)
+    if resolve is None:
+        missing("resolve, 2 workers", f"≥ {RESOLVE_2_WORKERS:g}/s")
+    else:
+        checks += [
+            Check(
+                f"resolve (demo route), 2 workers, {CONNECTIONS} connections",
+                f"≥ {RESOLVE_2_WORKERS:g} requests/s",
+                f"{rate(resolve.requests_per_s)}/s",
+                resolve.requests_per_s >= RESOLVE_2_WORKERS,
+            ),
+            Check(
+                "resolve p99, 2 workers",
+                f"≤ {RESOLVE_P99_MS:g} ms",
+                f"{ms(resolve.p99)} ms (p50 {ms(resolve.p50)} ms)",
+                resolve.p99 <= RESOLVE_P99_MS,
+            ),
+        ]
+    resolves = [run for run in results.runs if run.server == prod and run.target == RESOLVE]
+    if resolves:
+        failed = sum(run.failed for run in resolves)
+        checks.append(
+            Check(
+                "resolve errors (non-2xx, socket), every run of the production server",
+                "0",
+                str(failed),
+                failed == 0,
+            )
+        )
+    with_redis = results.find(prod, 2, RESOLVE, redis=True)
+    if resolve is None or with_redis is None:
+        missing("resolve with REDIS_URL, 2 workers", "no slower than without")
+    else:
+        ratio = with_redis.requests_per_s / resolve.requests_per_s if resolve.requests_per_s else 0
+        checks.append(
+            Check(
+                "resolve with REDIS_URL, 2 workers",
+                f"no slower than without (≥ {REDIS_NO_SLOWER:g} x {rate(resolve.requests_per_s)}"
+                "/s, same run)",
+                f"{rate(with_redis.requests_per_s)}/s ({ratio:.2f} x), p99 "
+                f"{ms(with_redis.p99)} ms, errors {with_redis.failed}",
+                ratio >= REDIS_NO_SLOWER and with_redis.failed == 0,
+            )
+        )
+    gateway = results.find(prod, 2, GATEWAY)
+    if gateway is None:
+        missing("gateway, route without sources, 2 workers", f"≥ {GATEWAY_RPS:g}/s")
+    else:
+        checks.append(
+            Check(
+                "gateway, route without sources, loopback upstream, 2 workers",
+                f"≥ {GATEWAY_RPS:g} requests/s",
+                f"{rate(gateway.requests_per_s)}/s, p99 {ms(gateway.p99)} ms, errors "
+                f"{gateway.failed}",
+                gateway.requests_per_s >= GATEWAY_RPS,
+            )
+        )
+    several = [run for run in results.runs if run.server == prod and run.workers > 1]
+    bare_2 = results.find(prod, 2, BARE)
+    if bare_2 is not None:
+        checks.append(
+            Check(
+                "several processes without the flat 44 ms (bare app, 2 workers, p50)",
+                f"< {FLAT_DELAY_MS:g} ms",
+                f"{ms(bare_2.p50)} ms ({rate(bare_2.requests_per_s)}/s)",
+                bare_2.p50 < FLAT_DELAY_MS,
+            )
+        )
+    elif several:
+        missing("several processes without the flat 44 ms", f"< {FLAT_DELAY_MS:g} ms")
+    return checks
+
+
+# Plot --------------------------------------------------------------------------------------------
+
+
+def groups(results: HttpPathResults) -> list[tuple[str, int, bool]]:
+    """(server, workers, redis) in the order the tables show them."""
+    seen: dict[tuple[str, int, bool], None] = {}
+    order = [results.production, *[name for name in SERVERS if name != results.production]]
+    for server in order:
+        for workers in (1, 2):
+            for redis in (False, True):
+                if any(
+                    (r.server, r.workers, r.redis) == (server, workers, redis) for r in results.runs
+                ):
+                    seen[(server, workers, redis)] = None
+    return list(seen)
+
+
+def group_label(server: str, workers: int, redis: bool) -> str:
+    return f"{server}\n{workers}w{' +Redis' if redis else ''}"
+
+
+def plot(results: HttpPathResults, path: Path) -> None:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5.8), gridspec_kw={"width_ratios": [3, 2]})
+    keys = groups(results)
+    width = 0.8 / len(TARGETS)
+    for index, target in enumerate(TARGETS):
+        xs, heights = [], []
+        for position, (server, workers, redis) in enumerate(keys):
+            run = results.find(server, workers, target, redis)
+            if run is not None:
+                xs.append(position + (index - (len(TARGETS) - 1) / 2) * width)
+                heights.append(max(run.requests_per_s, 0.1))
+        if xs:
+            left.bar(xs, heights, width, label=TARGET_LABELS[target], color=COLOURS[target])
+    left.set_yscale("log")
+    left.set_xticks(range(len(keys)), [group_label(*key) for key in keys], fontsize=7)
+    left.set_ylabel("requests/s (log)")
+    left.set_title(f"wrk, {CONNECTIONS} connections: each server beside its bare-ASGI limit")
+    left.axhline(
+        RESOLVE_2_WORKERS,
+        color="tab:green",
+        linestyle=":",
+        linewidth=1,
+        label=f"target: resolve {RESOLVE_2_WORKERS:g}/s (2 workers)",
+    )
+    left.axhline(
+        HEALTHZ_PER_WORKER,
+        color="tab:blue",
+        linestyle=":",
+        linewidth=1,
+        label=f"target: /healthz {HEALTHZ_PER_WORKER:,.0f}/s per worker",
+    )
+    left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, fontsize=7)
+    left.grid(alpha=0.3, axis="y")
+    quantiles = np.asarray(PERCENTILES, dtype=float) / 100
+    for target in TARGETS:
+        run = results.find(results.production, 2, target)
+        if run is not None:
+            latencies = [run.percentile(q) for q in PERCENTILES]
+            right.step(
+                latencies,
+                quantiles,
+                where="post",
+                color=COLOURS[target],
+                label=f"{results.production} 2w, {target}",
+            )
+    flat = results.find(UVICORN_H11.name, 2, BARE)
+    if flat is not None:
+        right.step(
+            [flat.percentile(q) for q in PERCENTILES],
+            quantiles,
+            where="post",
+            color="tab:red",
+            linestyle="--",
+            label=f"{UVICORN_H11.name} 2w, bare",
+        )
+    right.set_xscale("log")
+    right.set_xlabel("latency (ms, log)")
+    right.set_ylabel("fraction of requests")
+    right.set_title("latency, 2 workers")
+    right.legend(loc="lower right", fontsize=7)
+    right.grid(alpha=0.3)
+    save_figure(fig, path)
+
+
+# Markdown ----------------------------------------------------------------------------------------
+
+
+def target_rows(results: HttpPathResults, target: str) -> list[list[str]]:
+    rows = []
+    for server, workers, redis in groups(results):
+        run = results.find(server, workers, target, redis)
+        if run is None:
+            continue
+        bare = bare_of(results, run)
+        share = share_of_bare(results, run)
+        rows.append(
+            [
+                ("**" + server + "**") if server == results.production else server,
+                str(workers),
+                "yes" if redis else "no",
+                rate(run.requests_per_s),
+                "limit"
+                if target == BARE
+                else (
+                    f"{rate(bare.requests_per_s)} ({share:.3f} x)"
+                    if bare is not None and share is not None
+                    else "n/a"
+                ),
+                ms(run.p50),
+                ms(run.percentile(90)),
+                ms(run.p99),
+                errors_text(run),
+                f"{run.server_cpu_s / run.seconds:.2f}" if run.seconds else "n/a",
+                cpu_split(run),
+                " / ".join(str(n) for n in run.connections) or "-",
+                f"{run.load_average[0]:.2f}",
+            ]
+        )
+    return rows
+
+
+ROW_HEADER = [
+    "server",
+    "workers",
+    "Redis",
+    "requests/s",
+    "bare app, same server (ratio)",
+    "p50 ms",
+    "p90 ms",
+    "p99 ms",
+    "errors",
+    "server cores",
+    "CPU per worker",
+    "connections per worker",
+    "load avg (1 min)",
+]
+
+
+def server_rows(results: HttpPathResults) -> list[list[str]]:
+    return [
+        [
+            ("**" + name + "**") if name == results.production else name,
+            info["label"],
+            f"`{info['command']}`",
+            info["versions"],
+        ]
+        for name, info in results.servers.items()
+    ]
+
+
+def flat_delay_text(results: HttpPathResults) -> str:
+    one = results.find(UVICORN_H11.name, 1, BARE)
+    two = results.find(UVICORN_H11.name, 2, BARE)
+    measured = ""
+    if one is not None and two is not None:
+        measured = (
+            f" In this run: uvicorn on h11/asyncio served the bare app at {rate(one.requests_per_s)}"
+            f"/s (p50 {ms(one.p50)} ms) with one process and {rate(two.requests_per_s)}/s "
+            f"(p50 {ms(two.p50)} ms, p99 {ms(two.p99)} ms) with `--workers 2`."
+        )
+    return (
+        "**The flat 44 ms of `uvicorn --workers N`.**"
+        + measured
+        + " With several workers uvicorn binds the listening socket itself (`Config.bind_socket`:"
+        " `socket.socket(family=AF_INET)`, protocol number 0) and hands it to the spawned workers;"
+        " asyncio sets `TCP_NODELAY` on an accepted socket only when its `proto` is"
+        " `IPPROTO_TCP` (`asyncio.base_events._set_nodelay`), and an accepted socket inherits"
+        " the listener's 0, so none is set (strace of a worker: no `setsockopt(TCP_NODELAY)`"
+        " after `accept4`, where the one-process server, whose socket asyncio made from"
+        " `getaddrinfo`, sets it on every connection). Each response goes out in two writes"
+        " (the head, then the body, as Django's ASGI handler and the bare app send two"
+        " messages): Nagle's algorithm holds the small body until the head is acknowledged, and"
+        " the client delays that ACK (Linux's delayed-ACK minimum, 40 ms): one request per"
+        " connection every ~44 ms, whatever the app (32 connections: ~720/s). uvloop sets"
+        " `TCP_NODELAY` on every TCP transport itself and gunicorn on its listening socket"
+        " (which accepted sockets inherit on Linux), so neither pays it; h11/asyncio under"
+        " uvicorn's multi-process supervisor does."
+    )
+
+
+def choice_text(results: HttpPathResults) -> str:
+    prod = results.production
+    parts = []
+    for name in SERVERS:
+        cells = []
+        for workers in (1, 2):
+            for target in (BARE, HEALTHZ, RESOLVE):
+                run = results.find(name, workers, target)
+                if run is not None:
+                    cells.append(f"{target} {workers}w {rate(run.requests_per_s)}/s")
+        if cells:
+            parts.append(f"{name}: " + ", ".join(cells))
+    listing = "; ".join(parts)
+    return (
+        f"**The server `make run` starts: {prod}** ({SERVERS[prod].label}; `WEB_CONCURRENCY`"
+        " workers, default 1). Side by side in this run: "
+        + listing
+        + ". gunicorn's workers run uvicorn's own protocol code (httptools, uvloop), so each"
+        " does what uvicorn does, within the machine's noise on every target; its listening"
+        " socket carries `TCP_NODELAY`, which accepted sockets inherit, so several workers never"
+        " pay the flat 44 ms below, whatever loop and parser a worker uses (gunicorn with"
+        " `uvicorn_worker.UvicornH11Worker`, h11 on asyncio, 2 workers: 0.46 ms p50 on one"
+        " connection, by hand), and its arbiter restarts a worker that dies and drains the"
+        " others on SIGTERM. granian serves the bare app and /healthz faster (its HTTP is"
+        " Rust's, leaving the interpreter more of the CPU), not the resolve, the figure the"
+        " targets turn on; and a granian worker with resolves in flight ignored SIGTERM for over"
+        " 30 s (twice, by hand: its loop stops while a request's thread still waits on it; the"
+        " bench kills it after 20 s), so a deploy would hang on it or lose the replay records"
+        " its writer still held."
+    )
+
+
+def section(results: HttpPathResults, commit: str) -> str:
+    checks = http_path_checks(results)
+    intro = (
+        f"Measured {results.date} on `{commit}` in {results.runtime_s:.0f} s: "
+        f"{results.load_tool}, after {results.warmup_s:g} s of the same load per target "
+        f"(discarded); {results.machine}. Load average (1 / 5 / 15 min) "
+        f"{results.load_average_start} before the section, {results.load_average_end} after it "
+        "(each run's 1-minute value is in its row): the machine is shared, so compare figures "
+        "within this run. Every figure stands beside the bare ASGI app (`scripts/bare_asgi.py`) "
+        "served by the same server with the same flags and workers. Several workers run with an "
+        "emptied `PROMETHEUS_MULTIPROC_DIR` (as `make run`); Redis runs: "
+        f"`REDIS_URL={results.redis or 'n/a'}` (the cache, the channel layer and the rate-limit "
+        "counters in Redis)." + quick_note(results.quick)
+    )
+    parts = [
+        START,
+        "## HTTP path under wrk: servers, /healthz, resolve, gateway",
+        "`scripts/bench_wrk.py`, `BENCH_ONLY=http_path make bench`.",
+        intro,
+        table(["check (production server)", "target", "measured", "result"], check_rows(checks)),
+    ]
+    if results.problems:
+        parts.append("Left out of this run: " + "; ".join(f"{p}" for p in results.problems) + ".")
+    for target in TARGETS:
+        rows = target_rows(results, target)
+        if rows:
+            parts += [f"### {TARGET_LABELS[target]}", table(ROW_HEADER, rows)]
+    parts += [
+        "### The servers",
+        table(["server", "", "command", "versions"], server_rows(results)),
+        choice_text(results),
+        flat_delay_text(results),
+    ]
+    return with_figure(parts, "requests/s per server and target; latency at 2 workers", PLOT, END)
+
+
+def write_http_path(results: HttpPathResults, docs_dir: Path, commit: str) -> list[Path]:
+    return write_plotted_section(
+        docs_dir, PLOT, lambda path: plot(results, path), section(results, commit), START, END
+    )
+
+
+def print_http_path(results: HttpPathResults) -> None:
+    print()
+    print("HTTP path (wrk) summary")
+    for problem in results.problems:
+        print(f"  left out: {problem}")
+    for run in results.runs:
+        share = share_of_bare(results, run)
+        print(
+            f"  {run.server:<12} {run.workers}w {'redis' if run.redis else '     '} "
+            f"{run.target:<8} {rate(run.requests_per_s):>7}/s  p50 {ms(run.p50):>7}  "
+            f"p99 {ms(run.p99):>7} ms  errors {run.failed:<4} "
+            f"{'' if share is None or run.target == BARE else f'{share:.3f} x bare'}"
+        )
+    print_checks(http_path_checks(results))
+    print(f"  load average {results.load_average_start} → {results.load_average_end}")
