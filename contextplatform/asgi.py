@@ -11,9 +11,9 @@ from asgiref.sync import ThreadSensitiveContext
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextplatform.settings")
 
-import django  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
-from django.core.handlers.asgi import ASGIHandler  # noqa: E402
+import django
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+from django.core.handlers.asgi import ASGIHandler
 
 IDLE_REQUEST_THREADS = 64  # kept for the next requests; beyond that a finished one is shut down
 
@@ -78,9 +78,37 @@ async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
             return
 
 
+LIVENESS_PATH = "/healthz"
+LIVENESS_BODY = b'{"status": "ok"}'
+LIVENESS_HEADERS = [
+    (b"content-type", b"application/json"),
+    (b"content-length", str(len(LIVENESS_BODY)).encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"cache-control", b"no-store"),
+]
+
+
+class Liveness:
+    """``GET /healthz`` answered here, in front of Django: liveness is that this process and its
+    event loop answer, which is all a probe may wait on (a probe that queued behind Django's
+    request handling would fail a busy process that is alive). Readiness, which asks the
+    database, is Django's ``/readyz``."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["path"] != LIVENESS_PATH or scope["method"] not in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": LIVENESS_HEADERS})
+        body = b"" if scope["method"] == "HEAD" else LIVENESS_BODY
+        await send({"type": "http.response.body", "body": body})
+
+
 application = ProtocolTypeRouter(
     {
-        "http": ASGIStaticFilesHandler(django_application),
+        "http": Liveness(ASGIStaticFilesHandler(django_application)),
         "websocket": TenantAuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
         "lifespan": lifespan,
     }

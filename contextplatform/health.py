@@ -8,7 +8,8 @@ from django.http import HttpRequest, JsonResponse
 
 
 async def healthz(request: HttpRequest) -> JsonResponse:
-    """Liveness: the process answers. A coroutine, so that a probe never waits for a thread."""
+    """Liveness: the process answers. Served by ``contextplatform.asgi.Liveness`` in front of
+    Django; this view answers the same where Django is called without it (the test client)."""
     return JsonResponse({"status": "ok"})
 
 

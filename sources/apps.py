@@ -10,3 +10,7 @@ class SourcesConfig(AppConfig):
         from sources.prewarm import connect_model_signals
 
         connect_model_signals()  # profile and session writes invalidate pre-warmed sessions
+
+        from sources import signals
+
+        signals.connect()  # collection writes drop the collections each process keeps

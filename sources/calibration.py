@@ -26,6 +26,7 @@ from sources.judge_calibration import (
 )
 from sources.models import Chunk, Collection
 from sources.recall import nearest_chunks
+from sources.signals import collections_changed
 
 logger = logging.getLogger("contextplatform.sources")
 
@@ -100,6 +101,7 @@ def refresh(collection_id: int, embedder: Embedder) -> None:
         judge_calibration=None if measured is None else measured.as_dict(),
         judge_calibrated_at=timezone.now(),
     )
+    collections_changed()  # an update() sends no signal: the kept calibrations are stale
 
 
 def calibration_of(collection: Collection) -> JudgeCalibration:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from django.http import HttpResponse, HttpResponseBase
+from django.template.response import SimpleTemplateResponse
 from pydantic import BaseModel
 from rest_framework.request import Request
 from rest_framework.views import APIView
@@ -19,6 +21,21 @@ class ApiView(APIView):
     """An API view: key-authenticated, scope-checked, JSON in and out, errors in the envelope."""
 
     required_scopes: dict[str, str] | str = {}
+
+    def finalize_response(
+        self, request: Request, response: HttpResponseBase, *args: Any, **kwargs: Any
+    ) -> HttpResponseBase:
+        """Rendered here, on the request's thread, and handed on as a plain response: Django's
+        async handler would otherwise send a DRF response back to a thread only to render it."""
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if not isinstance(response, SimpleTemplateResponse):
+            return response
+        response.render()
+        rendered = HttpResponse(response.content, status=response.status_code)
+        for header, value in response.items():
+            rendered[header] = value
+        rendered.cookies = response.cookies
+        return rendered
 
     def body(
         self, request: Request, model: type[ModelT], read_only: frozenset[str] = frozenset()

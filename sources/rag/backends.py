@@ -8,7 +8,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.db import connection
 
+from contextplatform.core.config_cache import ProcessCache
 from sources.calibration import calibration_of
 from sources.deadline import within_deadline
 from sources.embedding import get_embedder
@@ -18,6 +20,35 @@ from sources.matching import AppliedRecall, RecallConfig, rag_recall
 from sources.models import Collection
 from sources.rag.config import VectorstoreConfig
 from sources.recall import RecallHit, newest_chunks, recall
+from sources.signals import COLLECTIONS_CACHE
+
+# Every RAG fetch reads its collections (their versions make the result cache's token): kept per
+# process and tenant schema; dropped when a collection is saved, deleted, re-indexed or
+# recalibrated (sources.signals, and the writes that use update()).
+COLLECTIONS: ProcessCache[tuple[str, tuple[str, ...]], list[Collection]] = ProcessCache(
+    COLLECTIONS_CACHE
+)
+
+
+def collections_key(schema: str, names: list[str]) -> tuple[str, tuple[str, ...]]:
+    """By the request's schema, never the connection's: this is read on the event loop too,
+    whose connection is not the request's."""
+    return schema, tuple(sorted(set(names)))
+
+
+def kept_collections(schema: str, names: list[str], timeout_seconds: float) -> list[Collection]:
+    """The collections, read under the fetch's deadline when this process does not keep them.
+    (The cache is asked outside the deadline's transaction: what is read inside one is never
+    kept.)"""
+
+    def read() -> list[Collection]:
+        return within_deadline(
+            timeout_seconds, lambda: list(Collection.objects.filter(name__in=names))
+        )
+
+    if connection.schema_name != schema:  # kept under a schema only when read in that schema
+        return read()
+    return COLLECTIONS.get(collections_key(schema, names), read)
 
 
 class BackendError(Exception):
@@ -84,11 +115,11 @@ class VectorstoreBackend(RagBackend):
         self.config = config
         self._collections: list[Collection] | None = None
 
-    def collections(self) -> list[Collection]:
+    def collections(self, schema: str, timeout_seconds: float) -> list[Collection]:
         """Read once per backend (one fetch): the cache token and the recall see the same versions."""
         if self._collections is None:
             names = self.config.names
-            found = list(Collection.objects.filter(name__in=names))
+            found = kept_collections(schema, names, timeout_seconds)
             missing = sorted(set(names) - {c.name for c in found})
             if missing:
                 raise BackendError(f"unknown collection(s): {', '.join(missing)}")
@@ -96,7 +127,17 @@ class VectorstoreBackend(RagBackend):
         return self._collections
 
     async def read_collections(self, request: RetrievalRequest) -> list[Collection]:
-        return await sync_to_async(within_deadline)(request.timeout_seconds, self.collections)
+        if self._collections is None:
+            found, kept = COLLECTIONS.peek(collections_key(request.schema, self.config.names))
+            if found and kept is not None:  # kept by this process: no trip to a thread
+                self._collections = kept
+        if self._collections is not None and not self._missing():
+            return self._collections
+        self._collections = None  # one is missing: read again, and refused there
+        return await sync_to_async(self.collections)(request.schema, request.timeout_seconds)
+
+    def _missing(self) -> bool:
+        return len({c.name for c in self._collections or []}) < len(set(self.config.names))
 
     async def cache_token(self, request: RetrievalRequest) -> str | None:
         collections = await self.read_collections(request)

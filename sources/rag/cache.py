@@ -7,7 +7,9 @@ import hashlib
 import json
 from typing import Any
 
-from django.core.cache import cache
+from django.core.cache import caches
+from django.core.cache.backends.base import BaseCache
+from django.core.cache.backends.locmem import LocMemCache
 
 
 def cache_key(
@@ -37,9 +39,22 @@ def cache_key(
     return "rag:" + hashlib.sha256(payload.encode()).hexdigest()
 
 
+def _backend() -> tuple[BaseCache, bool]:
+    """The cache, and whether it is this process's memory: read and written in place then (no
+    I/O), instead of on a trip to the request's thread that a network cache needs."""
+    backend = caches["default"]
+    return backend, isinstance(backend, LocMemCache)
+
+
 async def get(key: str) -> list[dict[str, Any]] | None:
-    return await cache.aget(key)
+    backend, in_memory = _backend()
+    found: list[dict[str, Any]] | None = backend.get(key) if in_memory else await backend.aget(key)
+    return found
 
 
 async def put(key: str, value: list[dict[str, Any]], ttl_seconds: int) -> None:
-    await cache.aset(key, value, ttl_seconds)
+    backend, in_memory = _backend()
+    if in_memory:
+        backend.set(key, value, ttl_seconds)
+    else:
+        await backend.aset(key, value, ttl_seconds)

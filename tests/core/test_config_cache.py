@@ -8,6 +8,7 @@ writes commit, so each test removes what it wrote."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -186,3 +187,40 @@ def test_a_route_changed_through_one_server_is_seen_by_another(
             assert "SECOND" in seen and "FIRST" not in seen
         finally:
             client.delete(f"{writer}/api/v1/routes/kept")
+
+
+def test_a_collection_indexed_again_is_read_again(acme: TenantFixture, listening: None) -> None:
+    """A new version (an update(), no signal) drops the collections kept for RAG fetches."""
+    from sources.ingestion import bump_version, create_collection
+    from sources.rag.backends import kept_collections
+
+    name = f"kept-{uuid.uuid4().hex[:8]}"
+    clears = config_cache._listener.clears
+
+    def create() -> int:
+        connection.set_tenant(acme.tenant)
+        return create_collection(name=name).pk
+
+    pk = outside_the_test_transaction(create)
+    heard_since(clears)  # the creation's own notification, before anything is kept
+
+    def read_bump_read() -> tuple[int, int, int]:
+        connection.set_tenant(acme.tenant)
+        (first,) = kept_collections(acme.schema, [name], 5.0)
+        _, kept_reads = statements(lambda: kept_collections(acme.schema, [name], 5.0))
+        bump_version(pk)
+        (again,) = kept_collections(acme.schema, [name], 5.0)
+        return first.version, kept_reads, again.version
+
+    def remove() -> None:
+        connection.set_tenant(acme.tenant)
+        from sources.models import Collection
+
+        Collection.objects.filter(pk=pk).delete()
+
+    try:
+        before, kept_reads, after = outside_the_test_transaction(read_bump_read)
+    finally:
+        outside_the_test_transaction(remove)
+    assert kept_reads == 0  # the second read came from what this process kept
+    assert after == before + 1

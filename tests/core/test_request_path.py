@@ -25,8 +25,8 @@ async def get(path: str, **headers: str) -> httpx.Response:
         return await client.get(path, headers=headers)
 
 
-def test_a_probe_and_the_middleware_hooks_stay_on_the_event_loop(
-    monkeypatch: pytest.MonkeyPatch,
+def test_the_middleware_hooks_stay_on_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch, db: Any
 ) -> None:
     ran_on: list[str] = []
     original = DjangoSecurity.process_response
@@ -38,15 +38,26 @@ def test_a_probe_and_the_middleware_hooks_stay_on_the_event_loop(
     monkeypatch.setattr(DjangoSecurity, "process_response", recording)
     loop_thread: list[str] = []
 
-    async def probe() -> httpx.Response:
+    async def page() -> httpx.Response:
         loop_thread.append(threading.current_thread().name)
-        return await get("/healthz")
+        return await get("/api/v1/no-such-endpoint")  # Django's 404, the whole stack
 
-    response = async_to_sync(probe)()
-    assert response.status_code == 200
-    assert response.json() == {"status": "ok"}
+    response = async_to_sync(page)()
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
     assert response.headers["X-Content-Type-Options"] == "nosniff"  # the hook did run
     assert ran_on == loop_thread  # on the loop itself, not on a request thread
+
+
+def test_liveness_is_answered_in_front_of_django(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_django(*args: Any) -> None:
+        raise AssertionError("Django was called for the liveness probe")
+
+    monkeypatch.setattr(asgi.ReusedThreadsASGIHandler, "__call__", no_django)
+    response = async_to_sync(get)("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
 
 
 def test_each_requests_sync_code_runs_on_a_reused_thread(monkeypatch: pytest.MonkeyPatch) -> None:

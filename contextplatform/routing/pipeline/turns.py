@@ -31,12 +31,10 @@ def begin_turn(
     if not messages or messages[-1].get("role") != "user":
         return
     latest = messages[-1]
-    last_stored = session_messages(session_key=session, user_id=user).last()
-    if (
-        last_stored is not None
-        and last_stored.role == "user"
-        and last_stored.text == content_text(latest.get("content"))
-    ):
+    # Role and text only: the row's content (a message's whole JSON) is not what is compared.
+    last_stored = session_messages(session_key=session, user_id=user).values_list("role", "text")
+    last = last_stored.last()
+    if last is not None and last == ("user", content_text(latest.get("content"))):
         return
     append_session_messages(
         session_key=session,
