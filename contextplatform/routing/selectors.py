@@ -13,7 +13,6 @@ from django.db import connection
 from django.db.models import Q, QuerySet, Subquery
 
 from contextplatform.core.config_cache import ProcessCache
-
 from contextplatform.core.errors import invalid_request, not_found
 from contextplatform.routing.models import Recipe, ReplayRecord, Route, TenantDefaults
 from contextplatform.routing.pipeline.replay_writer import flush_current_tenant
