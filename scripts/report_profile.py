@@ -26,6 +26,7 @@ PLOT = "request_profile.png"
 NAMES = [name for name, _ in COMPONENTS] + [OTHER]
 LABELS = {
     "healthz": "GET /healthz",
+    "stack": "GET /api/v1/no-such-endpoint with a key (middleware, key, Django's 404)",
     "resolve": "POST /api/v1/resolve (demo route)",
     "gateway": "POST /v1/chat/completions (route without sources)",
 }

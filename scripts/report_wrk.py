@@ -419,7 +419,10 @@ def section(results: HttpPathResults, commit: str) -> str:
         "served by the same server with the same flags and workers. Several workers run with an "
         "emptied `PROMETHEUS_MULTIPROC_DIR` (as `make run`); Redis runs: "
         f"`REDIS_URL={results.redis or 'n/a'}` (the cache, the channel layer and the rate-limit "
-        "counters in Redis)." + quick_note(results.quick)
+        "counters in Redis). `GET /healthz` is answered in front of Django "
+        "(`contextplatform.asgi.Liveness`); the stack in front of the views, which the probe "
+        "measured before, has its own row in the request path profile section."
+        + quick_note(results.quick)
     )
     parts = [
         START,
