@@ -48,7 +48,9 @@ from scripts.bench_wrk import (
     FOLDER,
     GATEWAY,
     HEALTHZ,
+    PLATFORM_APP,
     RESOLVE,
+    UVICORN,
     Request,
     requests_for,
     run_wrk,
@@ -192,21 +194,8 @@ def database_url() -> str:
 
 
 def server_command(port: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "contextplatform.asgi:application",
-        "--host",
-        HOST,
-        "--port",
-        str(port),
-        "--loop",
-        "uvloop",
-        "--http",
-        "httptools",
-        "--no-access-log",
-    ]
+    """One uvicorn process on httptools and uvloop, as the http_path section serves it."""
+    return UVICORN.command(PLATFORM_APP, port, 1)
 
 
 def py_spy() -> str | None:
