@@ -123,6 +123,21 @@ def changed(name: str, using: str = DEFAULT_DB_ALIAS) -> None:
         logger.warning("config_cache_notify_failed", extra={"cache": name}, exc_info=True)
 
 
+def drop_on_change(name: str, *models: type) -> None:
+    """Cache ``name`` is dropped (here and in every process) whenever one of ``models`` is saved
+    or deleted. Writes through ``update()`` send no signal: they call ``changed`` themselves."""
+    from django.db.models.signals import post_delete, post_save
+
+    def dropped(sender: type, using: str = DEFAULT_DB_ALIAS, **kwargs: object) -> None:
+        changed(name, using)
+
+    for signal in (post_save, post_delete):
+        for model in models:
+            signal.connect(
+                dropped, sender=model, weak=False, dispatch_uid=f"{name}-{model.__name__}"
+            )
+
+
 def clear_all() -> None:
     for cache in list(_caches.values()):
         cache.clear()

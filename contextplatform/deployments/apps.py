@@ -22,13 +22,7 @@ class DeploymentsConfig(AppConfig):
         )
 
         # The deployments kept per process for calls (selectors.deployment_to_call).
-        from django.db.models.signals import post_delete, post_save
-
-        from contextplatform.core.config_cache import changed
+        from contextplatform.core.config_cache import drop_on_change
         from contextplatform.deployments.selectors import DEPLOYMENTS
 
-        def deployments_changed(sender: type, using: str = "default", **kwargs: object) -> None:
-            changed(DEPLOYMENTS, using)
-
-        for signal in (post_save, post_delete):
-            signal.connect(deployments_changed, sender=Deployment, dispatch_uid="deployments-kept")
+        drop_on_change(DEPLOYMENTS, Deployment)
