@@ -1,7 +1,8 @@
 """A collection's judge calibration, measured on its own chunks and stored with it.
 
-Run after every ingestion job that finishes (``sources.ingestion.run_ingestion_job``), so the
-calibration follows the collection as documents arrive, change or go. Sentences sampled from the
+Run after an ingestion job finishes (``sources.ingestion.run_ingestion_job``), so the
+calibration follows the collection as documents arrive, change or go; of a burst of jobs of one
+collection, the last calibrates for all (``sources.ingestion.calibrate_unless_another_will``). Sentences sampled from the
 chunks stand for questions (``sources/judge_calibration.py`` says why and what the score then
 means); each is embedded, recalled through the same HNSW search a request uses, and held against
 its own chunk and random other chunks. A failure here is logged and leaves the previous

@@ -18,7 +18,7 @@ import hashlib
 import logging
 import secrets
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -318,6 +318,7 @@ def run_ingestion_job(job_id: str, embedder: Embedder) -> IngestionJob:
         return job
     IngestionJob.objects.filter(pk=job_id).update(status="running", started_at=timezone.now())
     collection = job.collection
+    version_at_start = collection.version
     try:
         ensure_embedder_matches(collection, embedder)
         if not collection.embedder:
@@ -339,7 +340,57 @@ def run_ingestion_job(job_id: str, embedder: Embedder) -> IngestionJob:
         IngestionJob.objects.filter(pk=job_id).update(
             status="failed", error=reason[:2000], finished_at=timezone.now()
         )
+        collection.refresh_from_db(fields=["version"])
+        if collection.version != version_at_start:  # the pages before the failure were stored
+            calibrate_unless_another_will(collection.pk, job_id, embedder, finish=None)
     else:
-        calibration.refresh(collection.pk, embedder)
-        IngestionJob.objects.filter(pk=job_id).update(status="done", finished_at=timezone.now())
+        calibrate_unless_another_will(collection.pk, job_id, embedder, finish=mark_done)
     return IngestionJob.objects.get(pk=job_id)
+
+
+# A calibration that keeps being overtaken by new documents gives up after this many rounds: the
+# job is done, and the next job of the collection calibrates what it then holds.
+CALIBRATION_ROUNDS = 3
+
+
+def calibrate_unless_another_will(
+    collection_id: int,
+    job_id: str,
+    embedder: Embedder,
+    finish: Callable[[str], None] | None,
+) -> None:
+    """Measure the collection's judge calibration after a job, then ``finish`` it (mark it done;
+    a failed job is marked already).
+
+    A calibration embeds and recalls a few hundred sentences of the collection: seconds of a
+    worker. Documents posted one at a time would pay that for every one, and the queue behind
+    them (memory writes too) would grow without end. So a job leaves it to another job of the
+    same collection that is queued or running: that one ends after this one's documents are
+    stored and calibrates them with its own. The check and this job's end are one transaction
+    under the collection's row lock, so of two jobs ending together the later sees the other
+    done and calibrates. A calibration overtaken by a newer version (a job that ended while it
+    ran, and left it to this one) measures again."""
+    for _ in range(CALIBRATION_ROUNDS):
+        with transaction.atomic():
+            version = Collection.objects.select_for_update().values_list("version", flat=True)
+            measured_version = version.get(pk=collection_id)
+            others = IngestionJob.objects.filter(
+                collection_id=collection_id, status__in=("queued", "running")
+            ).exclude(pk=job_id)
+            if others.exists():
+                if finish is not None:
+                    finish(job_id)
+                return
+        calibration.refresh(collection_id, embedder)
+        with transaction.atomic():
+            version = Collection.objects.select_for_update().values_list("version", flat=True)
+            if version.get(pk=collection_id) == measured_version:
+                if finish is not None:
+                    finish(job_id)
+                return
+    if finish is not None:
+        finish(job_id)
+
+
+def mark_done(job_id: str) -> None:
+    IngestionJob.objects.filter(pk=job_id).update(status="done", finished_at=timezone.now())

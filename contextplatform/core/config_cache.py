@@ -68,13 +68,19 @@ class ProcessCache(Generic[K, V]):
 
     def peek(self, key: K) -> tuple[bool, V | None]:
         """(True, value) when ``key`` is kept; never loads. For a caller on the event loop that
-        would otherwise go to a thread to load it."""
-        if not self._usable():
+        would otherwise go to a thread to load it.
+
+        No transaction can be open on the event loop (Django's ORM refuses to run there), so the
+        transaction check is left out: asking ``connections`` for the connection from a task on
+        the loop builds a new, never used database wrapper every time, which cost more than the
+        rest of the lookup."""
+        if not _listener.listening():
             return False, None
         found, value, _ = self._lookup(key)
         return found, value
 
     def _usable(self) -> bool:
+        """Only for callers on a thread, where the ORM runs: never inside a transaction."""
         return _listener.listening() and not connections[DEFAULT_DB_ALIAS].in_atomic_block
 
     def _lookup(self, key: K) -> tuple[bool, V | None, int]:

@@ -322,6 +322,7 @@ def test_one_log_line_per_fetched_source(source_logs: list[logging.LogRecord]) -
         "support",
         1,
     )
+    assert good.levelno == logging.DEBUG
     assert quiet.getMessage() == "context_source_failed"
     assert quiet.levelno == logging.INFO
     assert loud.levelno == logging.WARNING

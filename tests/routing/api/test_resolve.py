@@ -208,7 +208,7 @@ def test_warn_logs_a_warning_with_request_tenant_and_source(
         "warned",
         [RULES, {"type": "test_sleep", "name": "wobbly", "fail": True, "on_failure": "warn"}],
     )
-    caplog.set_level(logging.INFO, logger="contextplatform.sources")
+    caplog.set_level(logging.DEBUG, logger="contextplatform.sources")
     report = resolved(acme_api, "warned")
     assert source(report, "wobbly")["status"] == "failed"
 
@@ -225,6 +225,7 @@ def test_warn_logs_a_warning_with_request_tenant_and_source(
 
     ok = [r for r in caplog.records if r.getMessage() == "context_source_ok"]
     assert [(r.source, r.items, r.request_id) for r in ok] == [("rules", 1, report["id"])]  # type: ignore[attr-defined]
+    assert ok[0].levelno == logging.DEBUG  # a success is in the replay record and the metrics
 
 
 def test_skip_failure_is_not_a_warning(

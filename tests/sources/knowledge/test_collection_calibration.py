@@ -76,3 +76,81 @@ def test_a_document_change_recalibrates_and_one_document_falls_back_to_the_prior
     assert report["sources"][0]["notes"]["judge_calibration"][0]["from"].startswith(
         "collection one v"
     )
+
+
+# --- one calibration for a burst of jobs ----------------------------------------------------------
+
+
+def submitted(collection: Collection, *documents: dict[str, str]) -> str:
+    from sources.ingestion import DocumentInput, submit_documents
+
+    inputs = [
+        DocumentInput(id=d["id"], title=d.get("title", ""), text=d["text"]) for d in documents
+    ]
+    return submit_documents(collection=collection, documents=inputs).pk
+
+
+def test_a_job_leaves_the_calibration_to_the_job_queued_after_it(acme: TenantFixture) -> None:
+    from sources import calibration
+    from sources.embedding import get_embedder
+    from sources.ingestion import create_collection, run_ingestion_job
+
+    embedder = get_embedder()
+    measured: list[int] = []
+    real_refresh = calibration.refresh
+
+    def counted(collection_id: int, used: Any) -> None:
+        measured.append(collection_id)
+        real_refresh(collection_id, used)
+
+    with schema_context(acme.schema):
+        collection = create_collection(name="burst")
+        first = submitted(collection, *[dict(d) for d in DEMO_DOCUMENTS[:3]])
+        second = submitted(collection, *[dict(d) for d in DEMO_DOCUMENTS[3:]])
+        calibration.refresh = counted  # type: ignore[assignment]
+        try:
+            assert run_ingestion_job(first, embedder).status == "done"
+            collection.refresh_from_db()
+            assert measured == [] and collection.judge_calibration is None  # the second will
+            assert run_ingestion_job(second, embedder).status == "done"
+        finally:
+            calibration.refresh = real_refresh  # type: ignore[assignment]
+        collection.refresh_from_db()
+    assert measured == [collection.pk]
+    stored = collection.judge_calibration
+    assert stored["origin"] == f"collection burst v{collection.version}"
+    assert stored["documents"] == len(DEMO_DOCUMENTS)  # both jobs' documents
+
+
+def test_a_calibration_overtaken_by_a_newer_version_measures_again(acme: TenantFixture) -> None:
+    """Another job ended (and left the calibration to this one) while this one measured."""
+    from sources import calibration
+    from sources.embedding import get_embedder
+    from sources.ingestion import create_collection, run_ingestion_job
+
+    embedder = get_embedder()
+    real_refresh = calibration.refresh
+    rounds: list[int] = []
+
+    with schema_context(acme.schema):
+        collection = create_collection(name="overtaken")
+        first = submitted(collection, *[dict(d) for d in DEMO_DOCUMENTS[:3]])
+
+        def overtaken(collection_id: int, used: Any) -> None:
+            real_refresh(collection_id, used)
+            rounds.append(Collection.objects.get(pk=collection_id).version)
+            if len(rounds) == 1:  # meanwhile another worker's job stores its documents
+                other = submitted(collection, *[dict(d) for d in DEMO_DOCUMENTS[3:]])
+                calibration.refresh = real_refresh  # type: ignore[assignment]
+                assert run_ingestion_job(other, embedder).status == "done"
+                calibration.refresh = overtaken  # type: ignore[assignment]
+
+        calibration.refresh = overtaken  # type: ignore[assignment]
+        try:
+            assert run_ingestion_job(first, embedder).status == "done"
+        finally:
+            calibration.refresh = real_refresh  # type: ignore[assignment]
+        collection.refresh_from_db()
+    assert len(rounds) == 2 and rounds[1] > rounds[0]
+    assert collection.judge_calibration["origin"] == f"collection overtaken v{collection.version}"
+    assert collection.judge_calibration["documents"] == len(DEMO_DOCUMENTS)
