@@ -19,6 +19,7 @@ few milliseconds on one machine); ``MAX_AGE_S`` bounds an entry's life whatever 
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
@@ -178,6 +179,9 @@ class _Listener:
                 target=self._run, name="config-cache-listener", daemon=True
             )
             self._thread.start()
+            # Hooks run last registered first: this one before the embedded database's stops
+            # the server, so the connection it drops is an expected end, not a warning.
+            atexit.register(self._stopping.set)
 
     def stop(self) -> None:
         """Close the listener's connection (a database about to be dropped); nothing is kept until
@@ -199,7 +203,8 @@ class _Listener:
                     self._count_clear()
                     self._listen(conn, stopping)
             except Exception:
-                logger.warning("config_cache_listener_disconnected", exc_info=True)
+                if not stopping.is_set():
+                    logger.warning("config_cache_listener_disconnected", exc_info=True)
             connected.clear()
             clear_all()
             stopping.wait(RECONNECT_DELAY_S)
