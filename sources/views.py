@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -30,6 +30,15 @@ class SessionMessage(BaseModel):
 
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[dict[str, Any]] | None
+
+    @field_validator("content")
+    @classmethod
+    def null_only_for_the_assistant(cls, content: Any, info: ValidationInfo) -> Any:
+        # As in OpenAI's shape: an assistant turn that only called tools has no content (stored
+        # as ""); any other turn without content is a mistake of the caller's.
+        if content is None and info.data.get("role") != "assistant":
+            raise ValueError("null is allowed only in assistant messages")
+        return content
 
 
 class SessionMessagesBody(BaseModel):

@@ -1,9 +1,10 @@
 """Request bodies and response bodies of the REST API, through orjson.
 
 Parsing: several times faster than the standard library on the request bodies a resolve carries,
-nesting bounded by orjson's own limit (a clear 400, never a RecursionError), and a lone surrogate
-(``"\\ud800"``) refused as not UTF-8 rather than handed to the estimator. Rendering: the same
-compact UTF-8 JSON DRF writes, with DRF's own forms of the values JSON has no type for (times with
+nesting bounded by orjson's own limit (a clear 400, never a RecursionError), and a string with a
+NUL character or an unpaired surrogate refused with a 400 naming its field, never handed to the
+estimator or the database (``core/text_limits.py``). Rendering: the same compact UTF-8 JSON DRF
+writes, with DRF's own forms of the values JSON has no type for (times with
 ``Z`` and milliseconds, decimals, UUIDs, lazy strings)."""
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.utils.encoders import JSONEncoder
 
+from contextplatform.core import text_limits
+
 
 class AnyJSONParser(JSONParser):
     """Every API body is JSON, whatever Content-Type the client sent (curl -d sends a form type)."""
@@ -24,8 +27,8 @@ class AnyJSONParser(JSONParser):
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         try:
-            return orjson.loads(stream.read())
-        except orjson.JSONDecodeError as error:
+            return text_limits.loads(stream.read())
+        except text_limits.MalformedJson as error:
             raise ParseError(f"JSON parse error - {error}") from None
 
 

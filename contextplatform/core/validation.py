@@ -21,9 +21,12 @@ _BRANCH_TYPES = {"str", "int", "float", "bool", "bytes", "list", "dict", "none"}
 
 
 def _is_branch_tag(part: Any) -> bool:
-    """A union member's name in a location, e.g. ``str`` or ``list[dict[str,any]]``."""
+    """A union member's name in a location, e.g. ``str`` or ``list[dict[str,any]]``, or a
+    discriminated member's tag, written ``<text>`` for this (routing/pipeline/provider_shapes.py)."""
     text = str(part)
-    internal = text.startswith(("function-", "tagged-union", "literal["))
+    internal = text.startswith(("function-", "tagged-union", "literal[")) or (
+        text.startswith("<") and text.endswith(">")
+    )
     return internal or text in _BRANCH_TYPES or "[" in text
 
 

@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from contextplatform.core.errors import invalid_request
 from contextplatform.core.read_back import without_read_only
+from contextplatform.core.text_limits import refuse_bad_params
 from contextplatform.core.validation import parse
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -21,6 +22,14 @@ class ApiView(APIView):
     """An API view: key-authenticated, scope-checked, JSON in and out, errors in the envelope."""
 
     required_scopes: dict[str, str] | str = {}
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        """After the key and its scope, before the handler: path and query parameters with a NUL
+        character (or an unpaired surrogate), and path parameters longer than any id column,
+        refused here, so that no view can forget it (bodies: ``core/parsers.py``)."""
+        super().initial(request, *args, **kwargs)
+        query = request.query_params
+        refuse_bad_params(kwargs, ((name, v) for name, values in query.lists() for v in values))
 
     def finalize_response(
         self, request: Request, response: HttpResponseBase, *args: Any, **kwargs: Any

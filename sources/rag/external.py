@@ -149,7 +149,9 @@ class ExternalApiBackend(RagBackend):
         async with guarded_async_client(allowlist=request.allowlist, timeout_s=seconds) as client:
             if config.method == "GET":
                 params = {k: as_text(v) for k, v in body.items()} if isinstance(body, dict) else {}
-                url = str(httpx.URL(config.endpoint, params=params))
+                # Merged into the endpoint's own query (an API key, an index name), never in
+                # its place; a template parameter of the same name wins.
+                url = str(httpx.URL(config.endpoint).copy_merge_params(params))
                 return await fetch_json_limited(
                     client, "GET", url, headers=config.headers, max_bytes=config.response_limit
                 )

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from contextplatform.core.errors import ApiError, invalid_request
+from contextplatform.core.text_limits import BadText, text_problem
 from contextplatform.routing.configuration.layering import effective_context
 from contextplatform.routing.configuration.schema import (
     ConfigDocument,
@@ -97,6 +98,8 @@ def _plain(value: Any, path: str, budget: list[int], depth: int = 0) -> Any:
                 raise invalid_request(
                     f"{path or 'body'}: key {key!r} is not text; quote it", path or None
                 )
+            if problem := text_problem(key):  # YAML escapes both: "\0", "\ud800"
+                raise BadText(path or None, problem, key=key).error()
             member_path = f"{path}.{key}" if path else key
             plain[key] = _plain(member, member_path, budget, depth + 1)
         return plain
@@ -104,6 +107,8 @@ def _plain(value: Any, path: str, budget: list[int], depth: int = 0) -> Any:
         return [_plain(item, f"{path}[{i}]", budget, depth + 1) for i, item in enumerate(value)]
     if isinstance(value, float) and not math.isfinite(value):
         raise invalid_request(f"{path}: not a finite number", path)
+    if isinstance(value, str) and (problem := text_problem(value)):
+        raise BadText(path or None, problem).error()
     if value is None or isinstance(value, bool | int | float | str):
         return value
     kind = type(value).__name__

@@ -7,10 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from django.utils.datastructures import CaseInsensitiveMapping
 
+from contextplatform.core import text_limits
+from contextplatform.core.errors import ApiError
 from contextplatform.routing.gateway.protocol import GatewayError, Protocol, invalid_request
+from contextplatform.routing.pipeline.chat import parse_chat_request
 
 MAX_NAME_LENGTH = 200
 # Credentials stay out of what the resolve sees (and could record).
@@ -32,11 +34,14 @@ class GatewayCall:
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
+    """The body as JSON: orjson (several times faster, nesting bounded), a string with a NUL or
+    an unpaired surrogate refused naming its field, as on the REST API (core/text_limits.py)."""
     try:
-        # orjson: several times faster, nesting bounded (no RecursionError), lone surrogates refused.
-        body = orjson.loads(raw) if raw.strip() else None
-    except (ValueError, UnicodeDecodeError) as error:
-        raise invalid_request(f"malformed request body: {error}") from error
+        body = text_limits.loads(raw) if raw.strip() else None
+    except text_limits.MalformedJson as error:
+        raise invalid_request(f"malformed request body: {error}") from None
+    except ApiError as error:
+        raise GatewayError.from_api_error(error) from None
     if not isinstance(body, dict):
         raise invalid_request("request body: expected a JSON object")
     return body
@@ -46,8 +51,21 @@ def _named(value: Any, where: str) -> str | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str) or len(value) > MAX_NAME_LENGTH:
-        raise invalid_request(f"{where}: expected a string of at most {MAX_NAME_LENGTH} characters")
+        raise invalid_request(
+            f"{where}: expected a string of at most {MAX_NAME_LENGTH} characters", where
+        )
+    if problem := text_limits.text_problem(value):
+        raise invalid_request(f"{where}: {problem}", where)
     return value
+
+
+def check_shape(protocol: Protocol, body: dict[str, Any]) -> None:
+    """The body against its provider's whole request shape (routing/pipeline/provider_shapes.py),
+    before anything is resolved, held or sent: a 400 naming the field as the body spells it."""
+    try:
+        parse_chat_request(body, protocol, prefix="")
+    except ApiError as error:
+        raise GatewayError.from_api_error(error) from None
 
 
 def _store_memory(value: str | None) -> bool | None:
@@ -75,7 +93,9 @@ def gateway_call(protocol: Protocol, headers: Mapping[str, str], raw: bytes) -> 
             "no route: send the header x-route or name a route as the body's model", "model"
         )
     header_user = _named(headers.get("x-user-id"), "x-user-id")
-    user = header_user or _named(_body_user(protocol, body), "user")
+    body_user = "user" if protocol == "openai" else "metadata.user_id"
+    user = header_user or _named(_body_user(protocol, body), body_user)
+    check_shape(protocol, body)
     return GatewayCall(
         route=route,
         body=body,

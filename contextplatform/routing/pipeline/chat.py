@@ -1,54 +1,21 @@
-"""The two chat request shapes we accept (OpenAI Chat Completions, Anthropic Messages)."""
+"""The two chat request shapes we accept (OpenAI Chat Completions, Anthropic Messages, each checked
+in full: ``provider_shapes.py``): which one a body is, and what the resolve reads from it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from contextplatform.core.validation import parse
+from contextplatform.routing.pipeline.provider_shapes import (
+    AnthropicChatRequest,
+    OpenAIChatRequest,
+)
 from sources.base import ChatTurn
 from sources.messages import content_text
 
 ChatFormat = Literal["openai", "anthropic"]
 ANTHROPIC_ONLY_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking", "document"}
-
-
-class Passthrough(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class OpenAIMessage(Passthrough):
-    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
-    content: str | list[dict[str, Any]] | None = None
-    tool_call_id: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
-
-
-class OpenAIChatRequest(Passthrough):
-    model: str | None = None
-    messages: list[OpenAIMessage] = Field(min_length=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
-    tools: list[dict[str, Any]] | None = None
-
-
-class AnthropicBlock(Passthrough):
-    type: str
-
-
-class AnthropicMessage(Passthrough):
-    role: Literal["user", "assistant"]
-    content: str | list[AnthropicBlock]
-
-
-class AnthropicChatRequest(Passthrough):
-    model: str | None = None
-    system: str | list[dict[str, Any]] | None = None
-    messages: list[AnthropicMessage] = Field(min_length=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    tools: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
