@@ -6,8 +6,10 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -57,6 +59,29 @@ def running(args: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[s
             process.wait(timeout=10)
 
 
+def drained(process: subprocess.Popen[str]) -> Callable[[], str]:
+    """Read the process's stderr as it is written, keeping its last lines: a pipe nobody reads
+    fills up (64 KiB of log lines, a few hundred refused requests), and the server then blocks on
+    its next log line, every request after that left hanging. The returned function gives the
+    kept tail (after the process exits, once the pipe is read to its end)."""
+    lines: deque[str] = deque(maxlen=200)
+
+    def drain() -> None:
+        if process.stderr is not None:
+            for line in process.stderr:
+                lines.append(line)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+
+    def tail() -> str:
+        if process.poll() is not None:
+            reader.join(timeout=5)
+        return "".join(lines)[-2000:]
+
+    return tail
+
+
 @contextmanager
 def live_server(env: dict[str, str] | None = None) -> Iterator[str]:
     port = free_port()
@@ -73,12 +98,11 @@ def live_server(env: dict[str, str] | None = None) -> Iterator[str]:
     ]
     environment = {"DATABASE_URL": test_database_url(), "DB_POOL_MAX_SIZE": "4", **(env or {})}
     with running(args, environment) as server:
+        log_tail = drained(server)
         base = f"http://127.0.0.1:{port}"
         for _ in range(300):
             if server.poll() is not None:
-                pytest.fail(
-                    f"uvicorn exited: {server.stderr.read()[-2000:] if server.stderr else ''}"
-                )
+                pytest.fail(f"uvicorn exited: {log_tail()}")
             try:
                 if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
                     break

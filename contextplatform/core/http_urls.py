@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+import httpx
+
 
 def checked_http_url(value: str, *, scheme_hint: str = "", credentials_hint: str) -> str:
     """``value`` when it is an http(s) URL with a host and nothing that belongs elsewhere
@@ -23,4 +25,10 @@ def checked_http_url(value: str, *, scheme_hint: str = "", credentials_hint: str
         raise ValueError("must not have a fragment")
     if any(c.isspace() for c in value):
         raise ValueError("must not contain spaces")
+    try:
+        # What the outbound client will parse: a host urlsplit takes but httpx refuses (an IPv4
+        # address in octal or zero-padded parts, 0177.0.0.1) would fail every call instead.
+        httpx.URL(value)
+    except httpx.InvalidURL as error:
+        raise ValueError(f"not a valid URL: {error}") from None
     return value

@@ -33,13 +33,17 @@ CHECKS = [
 ]
 
 
-def served_schema() -> Any:
-    """The schema ``/api/schema/`` serves (generated from the URL conf, no database), run against
-    Django's WSGI handler in this process."""
+def schema_document() -> dict[str, Any]:
+    """The schema ``/api/schema/`` serves, generated from the URL conf (no database), as JSON."""
     from drf_spectacular.generators import SchemaGenerator
 
     document = SchemaGenerator().get_schema(request=None, public=True)
-    loaded = schemathesis.openapi.from_dict(json.loads(json.dumps(document, default=str)))
+    return json.loads(json.dumps(document, default=str))
+
+
+def served_schema() -> Any:
+    """The schema ``/api/schema/`` serves, run against Django's WSGI handler in this process."""
+    loaded = schemathesis.openapi.from_dict(schema_document())
     loaded.app = get_wsgi_application()
     return loaded
 

@@ -17,6 +17,7 @@ from contextplatform.core import outbound
 from contextplatform.core.outbound import (
     InvalidResponse,
     OutboundBlocked,
+    OutboundError,
     ResponseTooLarge,
     check_url,
     fetch_json_limited,
@@ -26,6 +27,7 @@ from contextplatform.core.outbound import (
 )
 from tenants.models import Tenant
 from tests.loopback import Reply, Seen, Service, running_service
+from tests.ssrf_targets import INTERNAL, Target
 
 # --- refusals by address -----------------------------------------------------------------------
 
@@ -54,7 +56,19 @@ REFUSED = [
     "http://240.0.0.1/",
     "http://255.255.255.255/",
     "https://user:secret@10.0.0.1/path?token=abc",
+    # and the shared SSRF table (tests/ssrf_targets.py), which every outbound path is tried with
+    *(target.url(8080, "/x") for target in INTERNAL if not target.unresolved),
 ]
+
+
+@pytest.mark.parametrize("target", [t for t in INTERNAL if t.unresolved], ids=lambda t: t.host)
+def test_names_that_do_not_resolve_here_are_refused_as_unresolvable(target: Target) -> None:
+    try:
+        check_url(target.url(8080, "/x"), [])
+    except OutboundError as refused:  # refused as the internal address it resolves to, or none
+        assert "refused" in str(refused) or "cannot resolve" in str(refused)
+    else:
+        pytest.fail(f"{target.host} passed the guard")
 
 
 @pytest.mark.parametrize("url", REFUSED)

@@ -185,13 +185,19 @@ async def _send(
 ) -> httpx.Response:
     timeout_s = upstream.timeout_ms / 1000
     client = await _client(allowlist)
-    request = client.build_request(
-        "POST",
-        upstream_url(upstream),
-        json=upstream_body(upstream, body),
-        headers=upstream_headers(upstream, client_headers),
-        timeout=timeout_s,
-    )
+    try:
+        request = client.build_request(
+            "POST",
+            upstream_url(upstream),
+            json=upstream_body(upstream, body),
+            headers=upstream_headers(upstream, client_headers),
+            timeout=timeout_s,
+        )
+    except httpx.InvalidURL as error:  # stored before such URLs were refused at the write
+        raise upstream_error(
+            f"the upstream deployment {upstream.name!r} has a base_url that is not a valid URL "
+            f"({error}); correct it with PUT /api/v1/deployments/{upstream.name}"
+        ) from error
     where = display_url(request.url)
     try:
         response = await _send_retrying(client, request, upstream, where)

@@ -150,3 +150,13 @@ def test_an_upstream_that_answered_is_never_retried() -> None:
         assert failed.value.status == 502
         assert upstream.hits == 1
     assert retries == []
+
+
+@pytest.mark.parametrize("host", ["0177.0.0.1", "127.000.000.001"])
+def test_a_stored_base_url_httpx_cannot_use_is_a_502_not_a_500(host: str) -> None:
+    """Deployments written before such URLs were refused at the write still answer clearly."""
+    with pytest.raises(GatewayError) as refused:
+        call(upstream_at(f"http://{host}:9/v1"))
+    assert refused.value.status == 502
+    assert refused.value.code == "upstream_error"
+    assert "not a valid URL" in refused.value.message
