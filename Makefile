@@ -1,4 +1,5 @@
-# Context Platform: `make run` serves the demo, `make test` runs the whole suite.
+# Context Platform: `make run` serves the demo, `make test` runs the whole suite; `make cluster`
+# runs the distributed shape on this machine, `make reliability` plays faults against it.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -18,7 +19,7 @@ CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends
 
-.PHONY: install browser run test lint format bench clean
+.PHONY: install browser run cluster test reliability lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,8 +50,21 @@ run: install
 	$(PY) -m contextplatform.routing.standin --parent $$$$ & \
 	exec $(BIN)/gunicorn contextplatform.asgi:application --worker-class uvicorn_worker.UvicornWorker --workers $(WEB_CONCURRENCY) --bind $(HOST):$(PORT) --keep-alive 5 --no-control-socket
 
+# The distributed shape on this machine (scripts/cluster.py): PostgreSQL over TCP (the embedded
+# distribution's binaries, or DATABASE_URL), Redis (or REDIS_URL), the migrations as their own
+# step, gunicorn with two uvicorn workers on PORT, two Celery workers and beat. Data and logs in
+# var/cluster; Ctrl-C stops every part. deploy/ holds the same processes for a real deployment.
+cluster: install
+	exec $(PY) -m scripts.cluster --port $(PORT)
+
 test: install browser
 	$(PY) -m pytest
+
+# Faults played against the cluster shape (tests/reliability/test_faults.py: a Celery worker, Redis,
+# PostgreSQL, an ASGI worker, SIGTERM) and the other reliability tests; `make test` leaves out
+# the tests that need a cluster (tests/reliability/conftest.py).
+reliability: install
+	$(PY) -m pytest -m reliability tests/reliability
 
 # ruff, the import contracts of pyproject.toml ([tool.importlinter]) and mypy strict on the pure
 # core ([tool.mypy]): each fails the target.

@@ -29,9 +29,19 @@ def database_config(base_dir: Path) -> dict[str, Any]:
         # A psycopg pool per process: a new PostgreSQL session per request costs more than the
         # rest of a resolve. django-tenants resets its search_path bookkeeping when a connection
         # goes back to the pool, so each request sets its tenant's schema again.
-        config["OPTIONS"]["pool"] = {"min_size": 1, "max_size": pool_size, "timeout": 10}
-    else:
-        config.setdefault("CONN_HEALTH_CHECKS", True)
+        # A connection the pool cannot open is retried with a doubling delay for reconnect_timeout
+        # seconds, then left to the next request: psycopg's 300 s would let the retries of a long
+        # outage wait a minute or two after the server is back; 10 s bounds that to a few seconds.
+        config["OPTIONS"]["pool"] = {
+            "min_size": 1,
+            "max_size": pool_size,
+            "timeout": 10,
+            "reconnect_timeout": 10,
+        }
+    # With a pool, Django has it check a connection (one empty statement) as it leaves the pool:
+    # after PostgreSQL restarts or fails over, the broken ones are replaced there, and only the
+    # requests that were in flight fail (503 database_unavailable), not one per kept connection.
+    config.setdefault("CONN_HEALTH_CHECKS", True)
     return config
 
 

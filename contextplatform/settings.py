@@ -33,9 +33,40 @@ def env_optional_int(name: str) -> int | None:
     return int(value) if value else None
 
 
-SECRET_KEY = os.environ.get("SECRET_KEY", "dev-insecure-change-me-in-production")
+DEVELOPMENT_SECRET_KEY = "dev-insecure-change-me-in-production"
+SECRET_KEY = os.environ.get("SECRET_KEY", DEVELOPMENT_SECRET_KEY)
 DEBUG = env_bool("DEBUG", False)
-ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "*").split(",") if h]
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "*").split(",") if h.strip()]
+
+# DJANGO_ENV=production marks a deployment: it refuses to start on a development default, each
+# problem named, before anything (the embedded database) is started.
+DJANGO_ENV = os.environ.get("DJANGO_ENV", "development").strip() or "development"
+if DJANGO_ENV not in ("development", "production"):
+    raise ImproperlyConfigured("DJANGO_ENV must be 'development' or 'production'")
+
+
+def production_problems() -> list[str]:
+    problems = []
+    if DEBUG:
+        problems.append("DEBUG is on (unset DEBUG or set it to 0)")
+    if SECRET_KEY in ("", DEVELOPMENT_SECRET_KEY):
+        problems.append("SECRET_KEY is the development key (set SECRET_KEY to a long random value)")
+    if not os.environ.get("METRICS_TOKEN", "").strip():
+        problems.append(
+            "METRICS_TOKEN is not set (/metrics names every tenant's routes: give it a token "
+            "and give the token to your Prometheus)"
+        )
+    if "ALLOWED_HOSTS" not in os.environ or not ALLOWED_HOSTS:
+        problems.append(
+            "ALLOWED_HOSTS is not set (name the hosts served, e.g. api.example.com,.example.com)"
+        )
+    return problems
+
+
+if DJANGO_ENV == "production" and (problems := production_problems()):
+    raise ImproperlyConfigured(
+        "DJANGO_ENV=production refuses development defaults: " + "; ".join(problems)
+    )
 
 SHARED_APPS = [
     "tenants",  # before django_tenants, so our create_tenant command takes precedence over its own
@@ -133,6 +164,9 @@ STATIC_ROOT = BASE_DIR / "var" / "static"
 
 # Request bodies: one limit for every API body, enforced before parsing (413 payload_too_large).
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 4 * 1024 * 1024)
+# GET /metrics only to `Authorization: Bearer <METRICS_TOKEN>` when set: its labels name every
+# tenant's routes and sources, and it is served on every host (required with DJANGO_ENV=production).
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "").strip()
 DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 
 REST_FRAMEWORK = {
@@ -177,8 +211,29 @@ if REDIS_URL:
     CELERY_RESULT_BACKEND = CELERY_BROKER_URL
     CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
     CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery")
+    # A task is acknowledged once it has run, and one whose worker died under it (SIGKILL, the
+    # machine gone) goes back to the queue rather than being marked failed: its writes are
+    # idempotent (memory.writing: a turn is written once), so running it again is safe.
     CELERY_TASK_ACKS_LATE = True
+    CELERY_TASK_REJECT_ON_WORKER_LOST = True
+    # One task reserved per worker process: a killed worker strands one task, not a prefetched batch.
     CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+    # A task taken but never acknowledged (its worker killed) is handed out again once it is
+    # older than visibility_timeout: kombu's default, an hour, left killed workers' turns waiting
+    # that long. It must be longer than the longest task, or a running task is handed out a
+    # second time: a memory write takes well under a second; an ingestion job past it may run
+    # twice, which is safe (it replaces the same chunks) but costs the work again, so raise it for
+    # collections that take longer. Every worker looks for such tasks every
+    # unacked_restore_interval seconds (kombu scans on every 10th look unless throttle is 1), so a
+    # killed worker's task runs again within visibility_timeout + 5 s.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 30),
+        "unacked_restore_interval": 5,
+        "unacked_restore_throttle": 1,
+    }
+    # A worker waits out a Redis restart (reconnecting with backoff) instead of exiting.
+    CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+    CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 else:
     CELERY_BROKER_URL = "memory://"
     CELERY_RESULT_BACKEND = "cache+memory://"

@@ -18,8 +18,9 @@ from tenants.selectors import active_api_key, tenant_for_host
 LAST_USED_RESOLUTION = timedelta(minutes=5)
 # The OpenAI- and Anthropic-compatible gateway: its errors come in the providers' shapes.
 GATEWAY_PATH_PREFIX = "/v1/"
-# Probes answer on every host with or without a key, and read no tenant.
-TENANTLESS_PATHS = frozenset({"/healthz", "/readyz"})
+# Probes and the metrics answer on every host and read no tenant; a key sent is not looked at
+# (/metrics takes its own token, METRICS_TOKEN).
+TENANTLESS_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 def presented_key(request: HttpRequest) -> str | None:
@@ -49,6 +50,8 @@ class ApiKeyOrHostTenantMiddleware(TenantMainMiddleware):
         return tenant
 
     def process_request(self, request: HttpRequest) -> HttpResponse | None:
+        if request.path in TENANTLESS_PATHS:  # the sync stack (the test client) as the async one
+            return None
         plain_key = presented_key(request)
         if plain_key is None:
             request.api_key = None

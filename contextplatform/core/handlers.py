@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
 from contextplatform.core.errors import envelope, is_api_path
+from contextplatform.core.middleware import DATABASE_ERRORS, database_unavailable
 
 
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
@@ -16,6 +19,11 @@ def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 def server_error(request: HttpRequest) -> HttpResponse:
     if is_api_path(request.path):
+        # Django calls this inside the except clause of what was raised (asgiref re-raises it on
+        # the thread it runs this on): the database unreachable before any view ran is a 503 too.
+        error = sys.exc_info()[1]
+        if isinstance(error, DATABASE_ERRORS):
+            return database_unavailable(request.path, error)
         return JsonResponse(envelope("internal_error", "internal server error"), status=500)
     return defaults.server_error(request)
 

@@ -196,8 +196,28 @@ def exposition(path: str | None = None) -> bytes:
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
+    """The exposition; with ``METRICS_TOKEN`` set, only to ``Authorization: Bearer <token>``.
+
+    The labels name every tenant's routes and sources, and /metrics is served on every host, a
+    tenant's included: a deployment sets the token (DJANGO_ENV=production requires it), so one
+    tenant cannot read another's configuration names, and gives it to its Prometheus."""
+    import hmac
+
+    from django.conf import settings
     from django.http import HttpResponse
 
+    from contextplatform.core.errors import ApiError, error_response
+
+    token = settings.METRICS_TOKEN
+    if token:
+        given = request.headers.get("Authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            refused = ApiError(
+                "unauthorized",
+                "GET /metrics needs Authorization: Bearer <METRICS_TOKEN>",
+                status=401,
+            )
+            return error_response(refused, request.path)
     return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 
 from contextplatform.core.errors import ApiError, error_response, is_api_path
@@ -80,14 +81,38 @@ class BodySizeLimitMiddleware(BothStacks):
         return None
 
 
+DATABASE_RETRY_AFTER_S = "1"
+DATABASE_ERRORS = (OperationalError, InterfaceError)
+
+
+def database_unavailable(path: str, error: BaseException) -> HttpResponse:
+    """The database unreachable (restarting, failing over, the pool out of connections): a 503
+    the caller may retry, since the pool replaces broken connections by itself."""
+    logger.warning("database unavailable on %s: %s", path, error)
+    response = error_response(
+        ApiError(
+            "database_unavailable",
+            "the database is unavailable; retry the request shortly",
+            status=503,
+        ),
+        path,
+    )
+    response["Retry-After"] = DATABASE_RETRY_AFTER_S
+    return response
+
+
 class ApiErrorMiddleware(BothStacks):
-    """Any exception that escapes a view on an API path becomes a logged 500 envelope."""
+    """Any exception that escapes a view on an API path becomes a logged 500 envelope; the
+    database unreachable a 503 (``database_unavailable``; raised in a middleware before the view,
+    such as the API key's lookup, it is answered by ``handlers.server_error``)."""
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not is_api_path(request.path):
             return None
         if isinstance(exception, ApiError):
             return error_response(exception, request.path)
+        if isinstance(exception, DATABASE_ERRORS):
+            return database_unavailable(request.path, exception)
         logger.exception("unhandled error on %s", request.path)
         return error_response(
             ApiError("internal_error", "internal server error", status=500), request.path

@@ -22,7 +22,7 @@ from contextplatform.routing.pipeline.resolver import resolve as run_resolve
 from memory.source import BACKEND
 from sources.matching import JudgeConfig, judge_and_keep
 from sources.recall import RecallHit
-from tests.conftest import ApiClient
+from tests.conftest import ApiClient, TenantFixture
 from tests.routing import source_kinds_for_tests  # noqa: F401  (registers test_hang)
 from tests.sources.knowledge.conftest import SUPPORT_DOCS, make_collection, rag_route
 
@@ -329,3 +329,26 @@ def test_several_worker_processes_are_merged_at_metrics(
     # and a clean exit forgets its own live gauge too
     assert not list(multiprocess_dir.glob(f"gauge_live*_{alive.pid}.db"))
     assert list(multiprocess_dir.glob("counter_*.db"))  # totals stay after the workers left
+
+
+# --- who may read them ---------------------------------------------------------------------------
+
+
+def test_with_a_metrics_token_only_its_bearer_reads_the_metrics(
+    acme: TenantFixture, settings: Any
+) -> None:
+    """The labels name every tenant's routes: a tenant's key, another token or none are refused."""
+    settings.METRICS_TOKEN = "metrics-s3cret"
+    for headers in (
+        {},
+        {"HTTP_AUTHORIZATION": "Bearer wrong"},
+        {"HTTP_AUTHORIZATION": f"Bearer {acme.key}"},
+        {"HTTP_AUTHORIZATION": "metrics-s3cret"},
+    ):
+        refused = Client().get("/metrics", **headers)
+        assert refused.status_code == 401, headers
+        assert refused.json()["error"]["code"] == "unauthorized"
+        assert b"context_source_total" not in refused.content
+    allowed = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer metrics-s3cret")
+    assert allowed.status_code == 200
+    assert b"llm_routing_stage_duration_seconds" in allowed.content

@@ -1,0 +1,90 @@
+"""What an operator takes to production (``deploy/``) runs the processes ``make cluster`` runs
+(``scripts/cluster.py``): the Compose file parses, names the same commands as the Procfile, and
+every environment variable the settings read is described in docs/deploy.md. Docker cannot run
+here, so the files are checked as files."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import yaml
+
+from scripts import cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+# Options whose values are the deployment's own (ports, counts, paths, names): compared by name.
+VALUED = {"--workers", "--bind", "--concurrency", "--hostname", "--schedule"}
+# Procfile process → Compose service.
+SERVICES = {"release": "migrate", "web": "web", "worker": "worker", "beat": "beat"}
+
+
+def normalised(args: list[str]) -> list[str]:
+    """A command with its program named plainly (``celery``, ``gunicorn``, ``python``) and the
+    deployment's own option values left out."""
+    words = [Path(word).name if word.startswith("/") else word for word in args]
+    if words[:3] == [Path(sys.executable).name, "-m", "celery"]:
+        words = ["celery", *words[3:]]
+    if words[0].startswith("python"):
+        words[0] = "python"
+    return [
+        "*" if index and words[index - 1] in VALUED else word for index, word in enumerate(words)
+    ]
+
+
+def procfile() -> dict[str, list[str]]:
+    lines = (DEPLOY / "Procfile").read_text(encoding="utf-8").splitlines()
+    entries = (line.split(":", 1) for line in lines if line.strip())
+    return {name.strip(): shlex.split(command) for name, command in entries}
+
+
+def compose() -> dict[str, dict[str, object]]:
+    document = yaml.safe_load((DEPLOY / "compose.yaml").read_text(encoding="utf-8"))
+    return dict(document["services"])
+
+
+def test_compose_and_procfile_name_the_same_commands_as_the_cluster() -> None:
+    processes, services = procfile(), compose()
+    assert set(processes) == set(SERVICES)
+    for process, service in SERVICES.items():
+        command = services[service]["command"]
+        assert isinstance(command, list), service
+        assert normalised(command) == normalised(processes[process]), process
+    schedule = Path("/var/lib/context-platform/celerybeat-schedule")
+    launched = {
+        "release": cluster.migrate_command(),
+        "web": cluster.web_command("127.0.0.1", 8000, 2),
+        "worker": cluster.worker_command("worker0", 1),
+        "beat": cluster.beat_command(schedule),
+    }
+    for process, command in launched.items():
+        assert normalised(command) == normalised(processes[process]), process
+
+
+def test_compose_runs_migrations_once_before_the_application_and_probes_it() -> None:
+    services = compose()
+    assert services["postgres"]["image"] == "pgvector/pgvector:pg16"
+    assert services["migrate"]["restart"] == "no"
+    for name in ("web", "worker", "beat"):
+        needs = services[name]["depends_on"]
+        assert needs["migrate"] == {"condition": "service_completed_successfully"}, name
+    probe = " ".join(services["web"]["healthcheck"]["test"])
+    assert "/healthz" in probe and "/readyz" in probe
+    redis = services["redis"]["command"]
+    assert redis[redis.index("--appendonly") + 1] == "yes"  # queued tasks outlive a restart
+    environment = services["web"]["environment"]
+    assert environment["DJANGO_ENV"] == "production"
+
+
+def test_every_variable_the_settings_read_is_described() -> None:
+    sources = [ROOT / "contextplatform" / name for name in ("settings.py", "database.py")]
+    pattern = re.compile(r"""(?:environ\.get|environ\[|env_\w+)\(?\s*["']([A-Z][A-Z0-9_]+)["']""")
+    read = {name for source in sources for name in pattern.findall(source.read_text())}
+    assert {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DJANGO_ENV"} <= read
+    described = set(
+        re.findall(r"^\| `([A-Z][A-Z0-9_]+)`", (ROOT / "docs" / "deploy.md").read_text(), re.M)
+    )
+    assert read - described == set()
