@@ -14,7 +14,11 @@ first token, and requests/s at 32 clients, beside LiteLLM's proxy (``scripts/ben
 (``scripts/bench_connectors.py``; ``BENCH_ONLY=connectors`` runs it alone); (10) pre-warm: the
 demo route's resolve with and without a pre-warmed session, in process (``scripts/bench_prewarm.py``;
 ``BENCH_ONLY=prewarm`` runs it alone); (11) lazy retrieval: the context a lazy RAG source saves
-on the demo route (``scripts/bench_lazy.py``; ``BENCH_ONLY=lazy``).
+on the demo route (``scripts/bench_lazy.py``; ``BENCH_ONLY=lazy``); the HTTP path under wrk
+(``BENCH_ONLY=http_path``), the request path's profile (``BENCH_ONLY=request_profile``); (12) a
+hanging source's work after its deadline (``BENCH_ONLY=hanging``); (13) the soak: the cluster
+shape of ``make cluster`` under a fixed rate of mixed work for ten minutes
+(``scripts/bench_soak.py``; ``BENCH_ONLY=soak``).
 The vector backends (``milvus`` on Milvus Lite, ``qdrant`` in local mode) beside ``vectorstore``
 over the retrieval section's 100,000 chunks run right after it (``scripts/bench_backends.py``;
 ``BENCH_ONLY=backends`` runs it alone).
@@ -70,6 +74,7 @@ from scripts.bench_setup import (
     prepare_database,
     setup_django,
 )
+from scripts.bench_soak import run_soak
 from scripts.bench_stats import Summary, summarize
 from scripts.bench_wrk import run_http_path
 from scripts.report import (
@@ -90,6 +95,7 @@ from scripts.report_observability import print_observability, write_observabilit
 from scripts.report_prewarm import print_prewarm, write_prewarm
 from scripts.report_profile import print_profile, write_profile
 from scripts.report_retrieval import print_retrieval, write_retrieval
+from scripts.report_soak import print_soak, write_soak
 from scripts.report_wrk import print_http_path, write_http_path
 
 DEMO_TENANT = "demo"
@@ -270,6 +276,8 @@ SECTIONS = {
     "http_path": Section(run_http_path, write_http_path, print_http_path),
     "request_profile": Section(run_profile, write_profile, print_profile),
     "hanging": Section(run_hanging, write_hanging, print_hanging),
+    # The cluster shape brings its own PostgreSQL and Redis: not the bench's database.
+    "soak": Section(run_soak, write_soak, print_soak, database=False),
 }
 
 

@@ -1,0 +1,221 @@
+"""The soak's section of docs/benchmarks.md and its plot, between two HTML comments so that
+``BENCH_ONLY=soak`` can replace it in the page of an earlier run."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from scripts.bench_soak import (
+    KINDS,
+    MIX,
+    USERS,
+    WARMUP_S,
+    WINDOW_S,
+    SoakResults,
+    latency_summary,
+    ok,
+    percentile,
+)
+from scripts.report import (
+    Check,
+    check_rows,
+    print_checks,
+    quick_note,
+    save_figure,
+    table,
+    with_figure,
+    write_plotted_section,
+)
+
+START = "<!-- soak:start -->"
+END = "<!-- soak:end -->"
+PLOT = "soak.png"
+FLAT = 0.05  # resident memory at the end within 5 % of the start (after the warm-up)
+
+
+def growth(results: SoakResults) -> dict[str, float]:
+    """Each part's resident memory at the end over the start, less one."""
+    return {
+        name: results.end_memory_mb.get(name, math.nan) / start - 1
+        for name, start in results.start_memory_mb.items()
+        if start > 0
+    }
+
+
+def soak_checks(results: SoakResults) -> list[Check]:
+    answers = results.answers
+    failed = [answer for answer in answers if not ok(answer)]
+    grown = growth(results)
+    worst = max(grown.items(), key=lambda item: item[1]) if grown else ("-", 0.0)
+    pending = results.turns.get("pending", 0)
+    lost_turns = pending + results.turns.get("failed", 0)
+    unfinished = sum(count for status, count in results.jobs.items() if status != "done")
+    connections = [window.connections for window in results.windows]
+    return [
+        Check(
+            f"errors over {results.seconds:g} s at {results.rate:g} requests/s",
+            "0",
+            f"{len(failed)} of {len(answers)}",
+            not failed,
+        ),
+        Check(
+            "memory (PSS) of every process, end vs start (after the warm-up)",
+            f"within {FLAT:.0%}",
+            f"largest change {worst[1]:+.1%} ({worst[0]})",
+            all(abs(change) <= FLAT for change in grown.values()),
+        ),
+        Check(
+            "memory turns written after the load (none pending or failed)",
+            "0 left",
+            f"{lost_turns} left; {dict(sorted(results.turns.items()))}, drained in "
+            f"{results.drain_s:.0f} s",
+            lost_turns == 0,
+        ),
+        Check(
+            "ingestion jobs done",
+            "all",
+            f"{results.jobs.get('done', 0)} of {sum(results.jobs.values())}",
+            unfinished == 0,
+        ),
+        Check(
+            "database connections (every window)",
+            "bounded (reported)",
+            f"min {min(connections, default=0)}, max {max(connections, default=0)}",
+            True,
+        ),
+    ]
+
+
+def kind_rows(results: SoakResults) -> list[list[str]]:
+    rows = []
+    for kind in KINDS:
+        answers = [answer for answer in results.answers if answer.kind == kind]
+        p50, p99 = latency_summary(answers)
+        errors = sum(1 for answer in answers if not ok(answer))
+        rows.append([kind, f"{len(answers):,}", str(errors), f"{p50:.1f}", f"{p99:.1f}"])
+    return rows
+
+
+def window_rows(results: SoakResults) -> list[list[str]]:
+    rows = []
+    for window in results.windows[:: max(1, len(results.windows) // 10)]:
+        times = [answer.ms for answer in window.answers if ok(answer)]
+        errors = sum(1 for answer in window.answers if not ok(answer))
+        rows.append(
+            [
+                f"{window.start_s:.0f}",
+                str(len(window.answers)),
+                str(errors),
+                f"{percentile(times, 50):.1f}",
+                f"{percentile(times, 99):.1f}",
+                str(window.connections),
+                f"{sum(window.memory_mb.values()):,.0f}",
+            ]
+        )
+    return rows
+
+
+def memory_rows(results: SoakResults) -> list[list[str]]:
+    grown = growth(results)
+    return [
+        [
+            name,
+            f"{start:,.1f}",
+            f"{results.end_memory_mb.get(name, math.nan):,.1f}",
+            f"{grown.get(name, math.nan):+.1%}",
+        ]
+        for name, start in results.start_memory_mb.items()
+    ]
+
+
+def draw(results: SoakResults, path: Path) -> None:
+    fig, (latency, memory, connections) = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
+    starts = [window.start_s for window in results.windows]
+    for kind in KINDS:
+        p50 = [percentile([a.ms for a in w.of(kind) if ok(a)], 50) for w in results.windows]
+        p99 = [percentile([a.ms for a in w.of(kind) if ok(a)], 99) for w in results.windows]
+        (line,) = latency.plot(starts, p50, label=f"{kind} p50")
+        latency.plot(starts, p99, linestyle="--", color=line.get_color(), label=f"{kind} p99")
+    latency.set_ylabel("ms (per 10 s window)")
+    latency.set_yscale("log")
+    latency.legend(fontsize=7, ncol=4)
+    latency.set_title("Soak: latency, memory (PSS) and database connections over time")
+    for name in results.start_memory_mb:
+        memory.plot(starts, [w.memory_mb.get(name, math.nan) for w in results.windows], label=name)
+    memory.set_ylabel("PSS MiB")
+    memory.legend(fontsize=7, ncol=3)
+    connections.plot(starts, [w.connections for w in results.windows])
+    connections.set_ylabel("DB connections")
+    connections.set_xlabel("seconds into the soak")
+    save_figure(fig, path)
+
+
+def soak_section(results: SoakResults) -> str:
+    mix = ", ".join(f"{MIX.count(kind)} {kind}" for kind in KINDS)
+    return with_figure(
+        [
+            START,
+            "## 13. Soak: the cluster shape under mixed work",
+            f"Measured {results.date} on `{results.commit}` by `scripts/bench_soak.py`; "
+            "`BENCH_ONLY=soak make bench` refreshes this section alone. Load average before "
+            f"{results.load_before}, after {results.load_after}.{quick_note(results.quick)}",
+            "The cluster of `make cluster` (`scripts/cluster.py`): PostgreSQL as its own server "
+            "over TCP, Redis of its own, gunicorn with two uvicorn workers, two Celery workers "
+            "and beat, the stand-in model, on this one machine with the load generator. "
+            f"{results.rate:g} requests/s, open loop (each sent at its time, whatever the answers "
+            f"before it took), for {results.seconds:g} s; each cycle of {len(MIX)} requests is "
+            f"{mix}: resolves of the demo route, gateway calls of the demo route, gateway calls "
+            "of a route whose memory source stores every turn (so the workers write memories "
+            f"all along; {USERS} users), and one document posted to a collection (an ingestion "
+            f"job each). Every {WINDOW_S:g} s: each process's memory and the database's "
+            "connection count. Memory is PSS (a shared page split among the processes that map "
+            "it; plain RSS counts PostgreSQL's shared buffers again in every backend that touched "
+            "them, so it follows the connection count), a part's children (web workers apart) "
+            "counted with it, compared from the first window after "
+            f"{WARMUP_S:g} s (models load and caches fill before). After the load, the queued "
+            "turns and jobs are waited for.",
+            table(["check", "target", "measured", "result"], check_rows(soak_checks(results))),
+            "### By kind (ms, answered requests)",
+            table(["kind", "requests", "errors", "p50", "p99"], kind_rows(results)),
+            "### Over time",
+            table(
+                [
+                    "window start s",
+                    "requests",
+                    "errors",
+                    "p50 ms",
+                    "p99 ms",
+                    "DB connections",
+                    "PSS MiB, all",
+                ],
+                window_rows(results),
+            ),
+            "### Memory, PSS (MiB)",
+            table(["process", "start", "end", "change"], memory_rows(results)),
+            (
+                "Errors: " + "; ".join(f"{text} ({n})" for text, n in results.errors.most_common(8))
+                if results.errors
+                else ""
+            ),
+        ],
+        "the soak over time",
+        PLOT,
+        END,
+    )
+
+
+def write_soak(results: SoakResults, docs_dir: Path, commit: str) -> list[Path]:
+    return write_plotted_section(
+        docs_dir, PLOT, lambda path: draw(results, path), soak_section(results), START, END
+    )
+
+
+def print_soak(results: SoakResults) -> None:
+    print("soak:")
+    print_checks(soak_checks(results))
