@@ -361,7 +361,15 @@ KNOWLEDGE_MAX_DOCUMENT_CHARS = env_int("KNOWLEDGE_MAX_DOCUMENT_CHARS", 1_000_000
 
 # Periodic tasks (celery beat): expired recovery originals are purged every 10 minutes; memory
 # retention (expiry, each tenant's maximum age and maximum per user) runs daily.
+# A handed-back turn still pending this long after its hand-back lost its send (the broker was
+# down) and is sent again (memory.resend_stranded_turns, every MEMORY_RESEND_INTERVAL_S).
+MEMORY_RESEND_AFTER_S = env_int("MEMORY_RESEND_AFTER_S", 180)
 CELERY_BEAT_SCHEDULE = {
     "purge-expired-recovery": {"task": "compression.purge_expired_recovery", "schedule": 600.0},
     "memory-retention": {"task": "memory.apply_retention", "schedule": 86400.0},
+    # Handed-back turns whose write could not be sent (the broker down) are sent again.
+    "memory-resend-stranded": {
+        "task": "memory.resend_stranded_turns",
+        "schedule": float(env_int("MEMORY_RESEND_INTERVAL_S", 60)),
+    },
 }

@@ -78,6 +78,9 @@ class MemoryTurn(models.Model):
     updated = models.PositiveIntegerField(default=0)
     deleted = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)  # at resolve: the memories' observed_at
+    # When the answer arrived and the write was sent; a turn still pending long after it was
+    # handed back lost its send (the broker was down) and is sent again (memory.resend_stranded).
+    handed_back_at = models.DateTimeField(null=True, blank=True)
     written_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:

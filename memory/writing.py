@@ -12,9 +12,11 @@ it (the turn was queued at resolve), not when the task ran, so "when did I ..." 
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from celery import shared_task
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -50,15 +52,39 @@ def queue_turn(
 def hand_back(*, resolve_id: str, assistant_text: str) -> bool:
     """Attach the answer and send the write; False when this resolve queued no turn."""
     updated = MemoryTurn.objects.filter(resolve_id=resolve_id, status="pending").update(
-        assistant_text=assistant_text
+        assistant_text=assistant_text, handed_back_at=timezone.now()
     )
     if not updated:
         return False
     if write_turn_task.app.conf.task_always_eager:
         write_turn_task.apply(args=[resolve_id])
     else:
-        transaction.on_commit(lambda: write_turn_task.delay(resolve_id))
+        # robust: a broker that cannot be reached is logged, not the hand-back's failure; the
+        # turn stays pending and resend_stranded_turns sends it again once the broker is back.
+        transaction.on_commit(lambda: write_turn_task.delay(resolve_id), robust=True)
     return True
+
+
+RESEND_BATCH = 1000
+
+
+def resend_stranded_turns() -> int:
+    """Send again the writes of this schema's turns handed back long ago and still pending; how
+    many. A write runs once however often it is sent, so a turn merely slow is no harm.
+
+    "Long ago" is ``MEMORY_RESEND_AFTER_S``: longer than a queued write waits behind others plus
+    the broker's redelivery of a killed worker's task (``visibility_timeout``)."""
+    cutoff = timezone.now() - timedelta(seconds=settings.MEMORY_RESEND_AFTER_S)
+    stranded = list(
+        MemoryTurn.objects.filter(status="pending", handed_back_at__lt=cutoff)
+        .order_by("handed_back_at")
+        .values_list("resolve_id", flat=True)[:RESEND_BATCH]
+    )
+    for resolve_id in stranded:
+        write_turn_task.delay(resolve_id)
+    if stranded:
+        logger.warning("memory_turns_resent", extra={"turns": len(stranded)})
+    return len(stranded)
 
 
 def existing_memory(hit: MemoryHit) -> ExistingMemory:
