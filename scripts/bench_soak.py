@@ -42,7 +42,10 @@ WINDOW_S = 10.0
 DEFAULT_SECONDS = 600.0
 QUICK_SECONDS = 60.0
 DEFAULT_RATE = 5.0  # well inside what the cluster serves here: a soak looks for drift, not the peak
-WARMUP_S = 60.0  # the first requests load models and fill caches: memory is compared after this
+# Memory is compared from a third of the way in: by then every kind of work has run many times,
+# each worker's first judge calibration included (a one-time step of some 50 MiB, seen at 140 and
+# 195 s in a 600 s run), so what still grows is growth, not a first use.
+WARMUP_SHARE = 1 / 3
 DRAIN_TIMEOUT_S = 180.0  # what the queued turns and jobs may take after the load stops
 REQUEST_TIMEOUT_S = 30.0
 USERS = 40
@@ -79,7 +82,7 @@ class Window:
     """What one ten-second window saw."""
 
     start_s: float
-    memory_mb: dict[str, float]
+    memory_mb: dict[str, tuple[float, float]]  # (PSS, USS) by part
     connections: int
     answers: list[Answer] = field(default_factory=list)
 
@@ -94,8 +97,9 @@ class SoakResults:
     seconds: float
     rate: float
     windows: list[Window]
-    start_memory_mb: dict[str, float]
-    end_memory_mb: dict[str, float]
+    start_memory_mb: dict[str, tuple[float, float]]
+    end_memory_mb: dict[str, tuple[float, float]]
+    warmup_s: float
     turns: dict[str, int]  # memory turns by status at the end
     jobs: dict[str, int]  # ingestion jobs by status at the end
     drain_s: float
@@ -136,12 +140,13 @@ def process_groups(cluster: Cluster) -> dict[str, list[psutil.Process]]:
     return groups
 
 
-def memory_by_part(cluster: Cluster) -> dict[str, float]:
-    """Resident memory in MiB, as PSS (each shared page split among the processes that map it):
-    plain RSS counts PostgreSQL's shared buffers once in every backend that touched them, so it
-    grows with the connections, not with what is held. Each web worker on its own (they are the
-    ones that could leak), the other parts with their children."""
-    sizes: dict[str, float] = {}
+def memory_by_part(cluster: Cluster) -> dict[str, tuple[float, float]]:
+    """Each part's memory in MiB as (PSS, USS). PSS splits each shared page among the processes
+    that map it (plain RSS counts PostgreSQL's shared buffers again in every backend that touched
+    them, so it follows the connection count); USS is the memory a process holds alone: what a
+    leak grows, where PSS also grows as PostgreSQL's buffer cache fills with new data. Each web
+    worker on its own (they are the ones that could leak), the other parts with their children."""
+    sizes: dict[str, tuple[float, float]] = {}
     for name, processes in process_groups(cluster).items():
         if name == "web" and processes:
             arbiter, *workers = processes
@@ -153,14 +158,15 @@ def memory_by_part(cluster: Cluster) -> dict[str, float]:
     return sizes
 
 
-def memory_of(processes: list[psutil.Process]) -> float:
-    total = 0
+def memory_of(processes: list[psutil.Process]) -> tuple[float, float]:
+    pss = uss = 0
     for process in processes:
         try:
-            total += process.memory_full_info().pss
+            info = process.memory_full_info()
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-    return total / 2**20
+        pss, uss = pss + info.pss, uss + info.uss
+    return pss / 2**20, uss / 2**20
 
 
 def database_connections(cluster: Cluster) -> int:
@@ -326,7 +332,7 @@ def run_soak(quick: bool) -> SoakResults:
         drain_s = drain(cluster)
         turns = counts_by_status(cluster, "memory_memoryturn")
         jobs = counts_by_status(cluster, "sources_ingestionjob")
-    warmup_s = WARMUP_S if seconds > 2 * WARMUP_S else seconds / 3
+    warmup_s = seconds * WARMUP_SHARE
     after_warmup = [w for w in windows if w.start_s >= warmup_s] or windows
     results = SoakResults(
         date=utc_now(),
@@ -336,6 +342,7 @@ def run_soak(quick: bool) -> SoakResults:
         windows=windows,
         start_memory_mb=after_warmup[0].memory_mb,
         end_memory_mb=end_memory,
+        warmup_s=after_warmup[0].start_s,
         turns=turns,
         jobs=jobs,
         drain_s=drain_s,
