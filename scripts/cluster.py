@@ -27,7 +27,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -352,16 +352,32 @@ class Cluster:
 
     def wait_for_postgres(self) -> None:
         url = f"postgresql://postgres@127.0.0.1:{self.postgres_port}/postgres"
+
+        def accepts() -> bool:
+            with psycopg.connect(url, connect_timeout=2):
+                return True
+
+        self.wait_until_serving("postgres", accepts, psycopg.OperationalError, pause_s=0.1)
+
+    def wait_until_serving(
+        self,
+        name: str,
+        serving: Callable[[], bool],
+        not_yet: type[Exception],
+        pause_s: float,
+    ) -> None:
+        """Until ``serving()`` is true (``not_yet`` meaning it cannot tell yet); the part's log
+        in the error when it exits first."""
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             try:
-                with psycopg.connect(url, connect_timeout=2):
+                if serving():
                     return
-            except psycopg.OperationalError:
-                if not self.parts["postgres"].running():
-                    raise RuntimeError(self.parts["postgres"].log_text()[-3000:]) from None
-                time.sleep(0.1)
-        raise RuntimeError("PostgreSQL did not accept connections")
+            except not_yet:
+                if not self.parts[name].running():
+                    raise RuntimeError(self.parts[name].log_text()[-3000:]) from None
+            time.sleep(pause_s)
+        raise RuntimeError(f"{name} did not start serving within {START_TIMEOUT_S:.0f} s")
 
     def stop_postgres(self) -> None:
         self.stop_part("postgres")
@@ -382,18 +398,12 @@ class Cluster:
         args += ["--save", "", "--daemonize", "no"]
         self.spawn("redis", args)
         self.redis_url = f"redis://127.0.0.1:{self.redis_port}/0"
-        deadline = time.monotonic() + START_TIMEOUT_S
         import redis
 
-        while time.monotonic() < deadline:
-            try:
-                if redis.Redis.from_url(self.redis_url, socket_timeout=1).ping():
-                    return
-            except redis.RedisError:
-                if not self.parts["redis"].running():
-                    raise RuntimeError(self.parts["redis"].log_text()[-3000:]) from None
-                time.sleep(0.05)
-        raise RuntimeError("Redis did not answer")
+        def answers() -> bool:
+            return bool(redis.Redis.from_url(self.redis_url, socket_timeout=1).ping())
+
+        self.wait_until_serving("redis", answers, redis.RedisError, pause_s=0.05)
 
     def stop_redis(self) -> None:
         self.stop_part("redis")
