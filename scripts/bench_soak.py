@@ -260,7 +260,10 @@ async def load(
 ) -> list[Window]:
     """Requests at ``rate`` per second for ``seconds``; a window every ``WINDOW_S``."""
     headers = {"Authorization": f"Bearer {cluster.api_key}"}
-    limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+    # Idle connections are dropped before the server's keep-alive (gunicorn's 5 s) closes them:
+    # at equal timeouts a request sent on a connection the server is closing fails (ReadError),
+    # the likely cause of the one error (a gateway ReadError) of a soak run beside CI's load.
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=64, keepalive_expiry=2.0)
     timeout = httpx.Timeout(REQUEST_TIMEOUT_S)
     windows: list[Window] = []
     pending: set[asyncio.Task[Answer]] = set()
