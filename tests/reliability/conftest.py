@@ -20,6 +20,8 @@ import psutil
 import pytest
 
 from scripts.cluster import Cluster
+from tests.conftest import ApiClient, TenantFixture
+from tests.reliability.bad_input import GatewayRoutes, routes_to_loopback
 
 REDIS_PORTS = range(6390, 6400)  # Redis servers these tests start keep to these ports
 
@@ -69,3 +71,10 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     assert left == [], f"processes left running: {left}"
     if not parent:  # under CLUSTER_ROOT the data and logs are kept to read
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def gateway_routes(acme_api: ApiClient, acme: TenantFixture) -> Iterator[GatewayRoutes]:
+    """acme's routes to a loopback upstream, one per provider (the bad-input modules')."""
+    with routes_to_loopback(acme_api, acme.schema) as routes:
+        yield routes

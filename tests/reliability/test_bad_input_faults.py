@@ -4,7 +4,6 @@ gateway), and nothing is written or passed on to the model."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +16,6 @@ from tests.reliability.bad_input import (
     GatewayRoutes,
     envelope_error,
     provider_error,
-    routes_to_loopback,
     row_counts,
 )
 
@@ -280,12 +278,6 @@ GATEWAY_FAULTS: dict[str, tuple[str, dict[str, Any], str]] = {
     ),
 }
 PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
-
-
-@pytest.fixture
-def gateway_routes(acme_api: ApiClient, acme: TenantFixture) -> Iterator[GatewayRoutes]:
-    with routes_to_loopback(acme_api, acme.schema) as routes:
-        yield routes
 
 
 @pytest.mark.parametrize("name", list(GATEWAY_FAULTS))

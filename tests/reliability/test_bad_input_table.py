@@ -27,7 +27,6 @@ from tests.reliability.bad_input import (
     GatewayRoutes,
     envelope_error,
     provider_error,
-    routes_to_loopback,
     row_counts,
 )
 from tests.reliability.test_bad_input_faults import PATHS
@@ -370,12 +369,6 @@ GATEWAY_CASES = {
     for param, body in rows
     for bad in ("nul", "surrogate")
 }
-
-
-@pytest.fixture
-def gateway_routes(acme_api: ApiClient, acme: TenantFixture) -> Iterator[GatewayRoutes]:
-    with routes_to_loopback(acme_api, acme.schema) as routes:
-        yield routes
 
 
 @pytest.mark.parametrize("case_id", list(GATEWAY_CASES))
