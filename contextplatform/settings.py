@@ -147,7 +147,8 @@ ASGI_APPLICATION = "contextplatform.asgi.application"
 WSGI_APPLICATION = None
 
 DATABASES = {"default": database_config(BASE_DIR)}
-ORIGINAL_BACKEND = "django_prometheus.db.backends.postgresql"
+# Under the tenant backend: Django's, counting statements for /metrics.
+ORIGINAL_BACKEND = "contextplatform.postgresql.counted"
 DATABASE_ROUTERS = ("django_tenants.routers.TenantSyncRouter",)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

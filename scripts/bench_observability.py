@@ -123,13 +123,22 @@ PATCHES: dict[str, tuple[tuple[str, Any], ...]] = {
         ("contextplatform.core.metrics.StageClock", NullClock),
         ("contextplatform.core.live_events.LIVE_EVENTS", NULL_METRIC),
         ("contextplatform.routing.pipeline.live_events.LIVE_EVENTS", NULL_METRIC),
-        ("django_prometheus.db.common.execute_total", NULL_METRIC),
-        ("django_prometheus.db.common.query_duration_seconds", NULL_METRIC),
-        ("django_prometheus.db.common.ExceptionCounterByType", lambda *a, **k: nullcontext()),
     ),
     "replay": (("contextplatform.routing.pipeline.resolver.save_replay", no_op),),
     "live": (("contextplatform.routing.pipeline.live_events.publish_source_events", no_op),),
 }
+
+
+def uncounted_statements() -> Iterator[Any]:
+    """The engine's statement counters (``contextplatform.postgresql.counted``) as no-ops, on the
+    cursor class this process's connections were made with."""
+    from django.db import connection
+
+    connection.ensure_connection()
+    with connection.connection.cursor() as cursor:
+        cursor_class = type(cursor)
+    for counter in ("executed", "executed_many", "duration"):
+        yield mock.patch.object(cursor_class, counter, NULL_METRIC)
 
 
 @contextmanager
@@ -138,6 +147,9 @@ def switched_off(parts: frozenset[str]) -> Iterator[None]:
         for part in sorted(parts):
             for target, replacement in PATCHES[part]:
                 stack.enter_context(mock.patch(target, replacement))
+        if "metrics" in parts:
+            for patch in uncounted_statements():
+                stack.enter_context(patch)
         yield
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db import connection
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
@@ -24,6 +25,31 @@ def session_messages(*, session_key: str, user_id: str | None) -> QuerySet[ChatM
     return ChatMessage.objects.filter(
         session__key=session_key, session__user_id=user_id or ""
     ).order_by("seq")
+
+
+# A session's turns are read by every resolve of a route with history (the source, then the turn's
+# start): written as SQL once, since building the query through the ORM cost more than running it.
+_SESSION_TURNS_SQL = (
+    f"SELECT m.role, m.text FROM {ChatMessage._meta.db_table} m"
+    f" JOIN {ChatSession._meta.db_table} s ON s.id = m.session_id"
+    " WHERE s.key = %s AND s.user_id = %s ORDER BY m.seq"
+)
+_LAST_SESSION_TURN_SQL = f"{_SESSION_TURNS_SQL} DESC LIMIT 1"
+
+
+def session_turns(*, session_key: str, user_id: str | None) -> list[tuple[str, str]]:
+    """``(role, text)`` of each message of the user's session, oldest first."""
+    with connection.cursor() as cursor:
+        cursor.execute(_SESSION_TURNS_SQL, [session_key, user_id or ""])
+        return [(role, text) for role, text in cursor.fetchall()]
+
+
+def last_session_turn(*, session_key: str, user_id: str | None) -> tuple[str, str] | None:
+    """``(role, text)`` of the user's session's latest message; ``None`` for an empty session."""
+    with connection.cursor() as cursor:
+        cursor.execute(_LAST_SESSION_TURN_SQL, [session_key, user_id or ""])
+        row = cursor.fetchone()
+    return None if row is None else (row[0], row[1])
 
 
 def session_users(session_key: str, *, limit: int = 2) -> list[str]:

@@ -54,31 +54,34 @@ class BodySizeLimitMiddleware(BothStacks):
     network)."""
 
     def refusal(self, request: HttpRequest) -> HttpResponse | None:
-        if request.method in BODY_METHODS and is_api_path(request.path):
-            limit = settings.API_MAX_BODY_BYTES
-            too_big = error_response(
-                ApiError(
-                    "payload_too_large",
-                    f"request body exceeds the limit of {limit} bytes",
-                    status=413,
-                ),
-                request.path,
+        if request.method not in BODY_METHODS or not is_api_path(request.path):
+            return None
+        limit = settings.API_MAX_BODY_BYTES
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            return error_response(
+                ApiError("invalid_request", "invalid Content-Length header"), request.path
             )
-            try:
-                declared = int(request.META.get("CONTENT_LENGTH") or 0)
-            except ValueError:
-                return error_response(
-                    ApiError("invalid_request", "invalid Content-Length header"), request.path
-                )
-            if declared > limit:
-                return too_big
-            try:
-                body = request.body  # enforces DATA_UPLOAD_MAX_MEMORY_SIZE on chunked bodies too
-            except RequestDataTooBig:
-                return too_big
-            if len(body) > limit:
-                return too_big
+        if declared > limit:
+            return too_big(request, limit)
+        try:
+            body = request.body  # enforces DATA_UPLOAD_MAX_MEMORY_SIZE on chunked bodies too
+        except RequestDataTooBig:
+            return too_big(request, limit)
+        if len(body) > limit:
+            return too_big(request, limit)
         return None
+
+
+def too_big(request: HttpRequest, limit: int) -> HttpResponse:
+    """Built only for a body that is refused: rendering an envelope costs more than the check."""
+    return error_response(
+        ApiError(
+            "payload_too_large", f"request body exceeds the limit of {limit} bytes", status=413
+        ),
+        request.path,
+    )
 
 
 DATABASE_RETRY_AFTER_S = "1"

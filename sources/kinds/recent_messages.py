@@ -18,7 +18,7 @@ from sources.base import (
     SourceSettings,
     register_source_kind,
 )
-from sources.selectors import session_messages
+from sources.selectors import session_turns
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 
@@ -118,7 +118,5 @@ class RecentMessagesSource(ContextSource):
     def _load(session_key: str, user_id: str | None) -> list[ChatTurn]:
         return [
             ChatTurn(role=role, text=text)
-            for role, text in session_messages(
-                session_key=session_key, user_id=user_id
-            ).values_list("role", "text")
+            for role, text in session_turns(session_key=session_key, user_id=user_id)
         ]

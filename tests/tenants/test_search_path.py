@@ -93,3 +93,46 @@ def test_a_resolve_sets_the_schema_per_switch_not_per_statement(
     # Before: a SET ahead of every statement. Now: one per schema switch (the key's lookup in
     # public, the tenant's schema, and again after code that switched schemas and back).
     assert len(sets) * 2 < len(statements) - len(sets), statements
+
+
+def test_a_checkout_already_in_the_schema_sets_nothing(
+    own_connection: BaseDatabaseWrapper, acme: TenantFixture
+) -> None:
+    """A pooled connection comes back in the schema it was left in, and PostgreSQL reports it:
+    the next request on it for the same tenant sends no SET (django-tenants forgot it at close)."""
+    own_connection.set_tenant(acme.tenant)
+    assert current_search_path(own_connection) == "acme, public"
+    own_connection.set_tenant(acme.tenant)  # forgets the schema, as a checkout does
+    with CaptureQueriesContext(own_connection) as captured:
+        assert current_search_path(own_connection) == "acme, public"
+    statements = [q["sql"] for q in captured.captured_queries]
+    assert not [sql for sql in statements if sql.startswith("SET search_path")], statements
+
+
+def test_a_schema_changed_behind_the_backend_is_set_again(
+    own_connection: BaseDatabaseWrapper, acme: TenantFixture, globex: TenantFixture
+) -> None:
+    """The skip trusts what the server reports, never a remembered SET: a search_path changed by
+    a statement the backend did not issue is replaced before the tenant's next query."""
+    own_connection.set_tenant(acme.tenant)
+    assert current_search_path(own_connection) == "acme, public"
+    with own_connection.cursor() as cursor:
+        cursor.execute('SET search_path = "globex", "public"')
+    own_connection.set_tenant(acme.tenant)
+    assert current_search_path(own_connection) == "acme, public"
+
+
+def test_a_rolled_back_set_is_not_taken_for_the_current_schema(
+    own_connection: BaseDatabaseWrapper, acme: TenantFixture, globex: TenantFixture
+) -> None:
+    """A SET of acme inside a transaction that is rolled back leaves the session on globex; the
+    next checkout for acme must set it, though acme's SET was the last one sent."""
+    own_connection.set_tenant(globex.tenant)
+    assert current_search_path(own_connection) == "globex, public"
+    own_connection.set_autocommit(False)
+    own_connection.set_tenant(acme.tenant)
+    assert current_search_path(own_connection) == "acme, public"
+    own_connection.connection.rollback()  # under Django's bookkeeping, as a pool's reset does
+    own_connection.set_autocommit(True)
+    own_connection.set_tenant(acme.tenant)
+    assert current_search_path(own_connection) == "acme, public"

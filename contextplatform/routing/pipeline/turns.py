@@ -16,7 +16,7 @@ from contextplatform.routing.pipeline.replay_writer import flush_current_tenant
 from contextplatform.routing.pipeline.resolver import resolve_id_age_s
 from sources.base import ContextSource, registered_kinds
 from sources.messages import content_text
-from sources.selectors import session_messages
+from sources.selectors import last_session_turn
 from sources.services import append_session_messages
 
 REPLAY_ARRIVAL_S = 2.0
@@ -32,8 +32,7 @@ def begin_turn(
         return
     latest = messages[-1]
     # Role and text only: the row's content (a message's whole JSON) is not what is compared.
-    last_stored = session_messages(session_key=session, user_id=user).values_list("role", "text")
-    last = last_stored.last()
+    last = last_session_turn(session_key=session, user_id=user)
     if last is not None and last == ("user", content_text(latest.get("content"))):
         return
     append_session_messages(

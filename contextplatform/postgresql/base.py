@@ -1,0 +1,90 @@
+"""The engine: django-tenants' backend, paying per connection checkout only what is needed.
+
+With a connection pool, Django takes a connection from the pool at a request's first query and
+gives it back at its end, and each checkout used to cost two statements before the request's own:
+
+- the pool's health check (an empty statement), guarding against connections that broke while
+  they waited (PostgreSQL restarted or failed over). A connection given back less than
+  ``FRESH_CHECKOUT_S`` ago was working a moment ago, so it is handed out unchecked; one idle
+  longer is checked as before.
+- ``SET search_path``: django-tenants forgets the schema it set when the connection goes back, so
+  every request set it again. PostgreSQL 18 reports the session's ``search_path`` to the client
+  whenever it changes, rollbacks included (a ``SET`` in a transaction that is rolled back reverts
+  it, and the server reports the old value), so the connection's reported value is the truth:
+  when it already is the schema this request wants, the ``SET`` is skipped. Servers that do not
+  report it (before 18) get the ``SET`` at every checkout, as before.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from time import monotonic
+from typing import Any
+
+from django_tenants.postgresql_backend import base as tenants
+from django_tenants.utils import get_limit_set_calls
+from psycopg import Connection
+from psycopg_pool import ConnectionPool
+
+FRESH_CHECKOUT_S = 1.0
+
+# A connection's last return to the pool, by connection (weakly: closed ones go away).
+_returned_at: weakref.WeakKeyDictionary[Connection[Any], float] = weakref.WeakKeyDictionary()
+_returned_lock = threading.Lock()
+
+# The search_path value PostgreSQL reports after this process set a given list of schemas
+# (``demo, public`` for ``SET search_path = "demo","public"``): the server quotes and spaces it.
+_reported_search_path: dict[tuple[str, ...], str] = {}
+
+
+def check_unless_fresh(connection: Connection[Any]) -> None:
+    """The pool's check: skipped for a connection given back less than ``FRESH_CHECKOUT_S`` ago."""
+    with _returned_lock:
+        returned = _returned_at.get(connection)
+    if returned is not None and monotonic() - returned < FRESH_CHECKOUT_S:
+        return
+    ConnectionPool.check_connection(connection)
+
+
+class DatabaseWrapper(tenants.DatabaseWrapper):  # type: ignore[misc]
+    @property
+    def pool(self) -> ConnectionPool[Any] | None:
+        pool: ConnectionPool[Any] | None = super().pool
+        # Django builds the pool with psycopg's own check when CONN_HEALTH_CHECKS is on; the
+        # pool takes its check only as a constructor argument, so it is swapped here, once.
+        if pool is not None and pool._check is ConnectionPool.check_connection:
+            pool._check = check_unless_fresh
+        return pool
+
+    def _close(self) -> Any:
+        if self.connection is not None and self.pool is not None:
+            with _returned_lock:
+                _returned_at[self.connection] = monotonic()
+        return super()._close()
+
+    def _handle_search_path(self, cursor: Any = None) -> None:
+        if self._search_path_already_current():
+            return
+        super()._handle_search_path(cursor)
+        if self.search_path_set_schemas and self.connection is not None:
+            reported = self.connection.info.parameter_status("search_path")
+            if reported is not None:
+                _reported_search_path[tuple(self.search_path_set_schemas)] = reported
+
+    def _search_path_already_current(self) -> bool:
+        """The session already searches the schemas wanted (PostgreSQL says so): no ``SET``."""
+        if (
+            self._setting_search_path
+            or self.search_path_set_schemas
+            or not self.schema_name
+            or self.connection is None
+            or not get_limit_set_calls()
+        ):
+            return False
+        wanted = self._get_cursor_search_paths()
+        expected = _reported_search_path.get(tuple(wanted))
+        if expected is None or self.connection.info.parameter_status("search_path") != expected:
+            return False
+        self.search_path_set_schemas = wanted
+        return True
