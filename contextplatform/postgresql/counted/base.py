@@ -56,6 +56,10 @@ def counted_cursor(cursor_class: type, alias: str, vendor: str) -> type:
             finally:
                 self.duration.observe(perf_counter() - started)
 
+        def copy(self, statement: Any, *args: Any, **kwargs: Any) -> Any:
+            self.executed.inc()  # COPY ... FROM STDIN: one statement, however many rows
+            return super().copy(statement, *args, **kwargs)
+
     CountedCursor.__name__ = CountedCursor.__qualname__ = f"Counted{cursor_class.__name__}"
     return CountedCursor
 

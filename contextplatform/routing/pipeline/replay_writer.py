@@ -27,6 +27,7 @@ from django.db import close_old_connections, connection
 from django_tenants.utils import schema_context
 
 from contextplatform.core import metrics
+from contextplatform.core.bulk_copy import copy_instances
 from contextplatform.routing.models import ReplayRecord
 
 logger = logging.getLogger("contextplatform.replay")
@@ -168,7 +169,7 @@ def write_records(schema: str, records: list[ReplayRecord]) -> None:
     close_old_connections()
     try:
         with schema_context(schema):
-            ReplayRecord.objects.bulk_create(records)
+            copy_instances(ReplayRecord, records)
     except Exception:
         logger.warning("replay batch failed; writing its records one by one", exc_info=True)
         connection.close()  # a broken connection is replaced on next use
