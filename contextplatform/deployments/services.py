@@ -6,6 +6,8 @@ this module logs it or puts it in an error message.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final
 
@@ -132,20 +134,49 @@ def calibrate_deployment(name: str, *, provider_input: int, estimated_input: flo
     """Move the deployment's token calibration toward one answer's observed ratio, in one UPDATE
     (``calibration.next_ratio`` written in SQL), so concurrent answers never lose an update.
     False when the observation says nothing or the deployment is gone."""
-    observed = calibration.observed_ratio(provider_input, estimated_input)
-    if observed is None:
-        return False
-    current = Coalesce(
-        F("calibration"), Value(calibration.INITIAL_RATIO), output_field=FloatField()
-    )
-    moved = current * (1 - calibration.ALPHA) + Value(calibration.ALPHA * observed)
-    clamped = Least(
-        Greatest(moved, Value(calibration.MIN_RATIO), output_field=FloatField()),
-        Value(calibration.MAX_RATIO),
-        output_field=FloatField(),
-    )
-    updated = Deployment.objects.filter(name=name).update(
-        calibration=clamped, calibration_samples=F("calibration_samples") + 1
-    )
-    refresh_called_deployment(name)
-    return updated > 0
+    return calibrate_deployments([CalibrationStep(name, provider_input, estimated_input)]) > 0
+
+
+@dataclass(frozen=True)
+class CalibrationStep:
+    """One answer's observation for a deployment's calibration, applied when called (alone), or
+    with the others of a batch by ``calibrate_deployments`` (the replay writer does so)."""
+
+    deployment: str
+    provider_input: int
+    estimated_input: float
+
+    def __call__(self) -> None:
+        calibrate_deployments([self])
+
+
+def calibrate_deployments(steps: Iterable[CalibrationStep]) -> int:
+    """Apply the steps, in order, with one UPDATE per deployment (``calibration.next_ratio``
+    nested once per observation in SQL, so concurrent writers never lose an update), and read
+    each moved deployment again for this process's calls. The number of deployments moved."""
+    observed: dict[str, list[float]] = {}
+    for step in steps:
+        ratio = calibration.observed_ratio(step.provider_input, step.estimated_input)
+        if ratio is not None:
+            observed.setdefault(step.deployment, []).append(ratio)
+    moved = 0
+    for name, ratios in observed.items():
+        ratio_sql: Any = Coalesce(
+            F("calibration"), Value(calibration.INITIAL_RATIO), output_field=FloatField()
+        )
+        for ratio in ratios:
+            ratio_sql = Least(
+                Greatest(
+                    ratio_sql * (1 - calibration.ALPHA) + Value(calibration.ALPHA * ratio),
+                    Value(calibration.MIN_RATIO),
+                    output_field=FloatField(),
+                ),
+                Value(calibration.MAX_RATIO),
+                output_field=FloatField(),
+            )
+        updated = Deployment.objects.filter(name=name).update(
+            calibration=ratio_sql, calibration_samples=F("calibration_samples") + len(ratios)
+        )
+        refresh_called_deployment(name)
+        moved += updated > 0
+    return moved

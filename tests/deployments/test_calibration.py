@@ -11,7 +11,11 @@ from contextplatform.core.estimation import HeuristicEstimator
 from contextplatform.deployments import calibration
 from contextplatform.deployments.calibration import CalibratedEstimator, next_ratio
 from contextplatform.deployments.models import Deployment
-from contextplatform.deployments.services import calibrate_deployment
+from contextplatform.deployments.services import (
+    CalibrationStep,
+    calibrate_deployment,
+    calibrate_deployments,
+)
 from tests.conftest import TenantFixture
 
 
@@ -75,3 +79,32 @@ def test_the_update_applies_the_formula(acme: TenantFixture) -> None:
         assert stored.calibration == pytest.approx(expected, rel=1e-9)
         assert stored.calibration_samples == 3
         assert not calibrate_deployment("missing", provider_input=1, estimated_input=1)
+
+
+@pytest.mark.django_db
+def test_a_batch_moves_each_deployment_once_as_its_steps_would_in_turn(
+    acme: TenantFixture,
+) -> None:
+    """The replay writer's batch: one UPDATE per deployment, with the same result as applying
+    each answer's step in order (the clamp included: 300/100 is past nothing, 900/100 past the
+    maximum), and observations that say nothing left out."""
+    answers = [(120, 100.0), (900, 100.0), (0, 100.0), (90, 100.0), (300, 100.0)]
+    with schema_context(acme.schema):
+        for name in ("one", "two"):
+            Deployment.objects.create(
+                name=name, protocol="openai", base_url="https://x.test/v1", model="m"
+            )
+        steps = [CalibrationStep("one", p, e) for p, e in answers]
+        steps.insert(2, CalibrationStep("two", 50, 100.0))
+        steps.append(CalibrationStep("missing", 1, 1.0))
+        assert calibrate_deployments(steps) == 2
+        expected: float | None = None
+        for provider, estimate in answers:
+            observed = calibration.observed_ratio(provider, estimate)
+            if observed is not None:
+                expected = next_ratio(expected, observed)
+        one, two = Deployment.objects.get(name="one"), Deployment.objects.get(name="two")
+    assert one.calibration == pytest.approx(expected, rel=1e-9)
+    assert one.calibration_samples == 4
+    assert two.calibration == pytest.approx(next_ratio(None, 0.5), rel=1e-9)
+    assert two.calibration_samples == 1

@@ -21,6 +21,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from functools import partial
 
 from django.conf import settings
 from django.db import close_old_connections, connection
@@ -28,6 +29,7 @@ from django_tenants.utils import schema_context
 
 from contextplatform.core import metrics
 from contextplatform.core.bulk_copy import copy_instances
+from contextplatform.deployments.services import CalibrationStep, calibrate_deployments
 from contextplatform.routing.models import ReplayRecord
 
 logger = logging.getLogger("contextplatform.replay")
@@ -145,13 +147,16 @@ def write_now(schema: str, record: ReplayRecord, after: AfterWrite | None = None
 
 
 def run_after(schema: str, afters: list[AfterWrite]) -> None:
-    """Each record's follow-up work, once it is written; a failure is logged, never raised."""
+    """Each record's follow-up work, once it is written; a failure is logged, never raised. The
+    batch's calibration steps move each deployment once (one UPDATE, not one per answer)."""
     if not afters:
         return
+    steps = [after for after in afters if isinstance(after, CalibrationStep)]
+    others = [after for after in afters if not isinstance(after, CalibrationStep)]
     with schema_context(schema):
-        for after in afters:
+        for work in ([partial(calibrate_deployments, steps)] if steps else []) + others:
             try:
-                after()
+                work()
             except Exception:
                 logger.exception("work after writing a replay record of tenant %s failed", schema)
 

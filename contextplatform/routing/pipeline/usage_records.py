@@ -5,11 +5,10 @@ way to the table (``turns.await_replay`` waits for it, as completing the turn do
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from django.db import transaction
 
-from contextplatform.deployments.services import calibrate_deployment
+from contextplatform.deployments.services import CalibrationStep
 from contextplatform.routing.models import ReplayRecord
 from contextplatform.routing.pipeline.turns import await_replay
 from contextplatform.routing.pipeline.usage import (
@@ -42,7 +41,7 @@ def record_usage(
 
 def apply_usage(
     record: ReplayRecord, usage: ProviderUsage, first_call: ProviderUsage | None = None
-) -> Callable[[], None] | None:
+) -> CalibrationStep | None:
     """The usage beside the estimate in the record's ``tokens`` (not saved here); returns the
     step that moves the deployment's calibration toward the observed ratio of the first call (the
     call the estimate is of), for the caller to run when it suits it, or None."""
@@ -51,9 +50,4 @@ def apply_usage(
     estimate = uncalibrated_input(record.tokens)
     if not isinstance(deployment, str) or estimate is None:
         return None
-    provider_input = (first_call or usage).input
-
-    def calibrate() -> None:
-        calibrate_deployment(deployment, provider_input=provider_input, estimated_input=estimate)
-
-    return calibrate
+    return CalibrationStep(deployment, (first_call or usage).input, estimate)
