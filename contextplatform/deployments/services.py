@@ -12,8 +12,7 @@ from enum import Enum
 from typing import Any, Final
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, FloatField, Value
-from django.db.models.functions import Coalesce, Greatest, Least
+from django.db.models import F
 
 from contextplatform.core import secrets
 from contextplatform.core.config_cache import changed
@@ -131,9 +130,8 @@ def rotate_keys() -> int:
 
 
 def calibrate_deployment(name: str, *, provider_input: int, estimated_input: float) -> bool:
-    """Move the deployment's token calibration toward one answer's observed ratio, in one UPDATE
-    (``calibration.next_ratio`` written in SQL), so concurrent answers never lose an update.
-    False when the observation says nothing or the deployment is gone."""
+    """Move the deployment's token calibration toward one answer's observed ratio. False when
+    the observation says nothing or the deployment is gone."""
     return calibrate_deployments([CalibrationStep(name, provider_input, estimated_input)]) > 0
 
 
@@ -151,9 +149,9 @@ class CalibrationStep:
 
 
 def calibrate_deployments(steps: Iterable[CalibrationStep]) -> int:
-    """Apply the steps, in order, with one UPDATE per deployment (``calibration.next_ratio``
-    nested once per observation in SQL, so concurrent writers never lose an update), and read
-    each moved deployment again for this process's calls. The number of deployments moved."""
+    """Apply the steps in order (``calibration.next_ratio`` per observation), each deployment in
+    one transaction that holds its row, so concurrent writers never lose an update; then read each
+    moved deployment again for this process's calls. The number of deployments moved."""
     observed: dict[str, list[float]] = {}
     for step in steps:
         ratio = calibration.observed_ratio(step.provider_input, step.estimated_input)
@@ -161,22 +159,17 @@ def calibrate_deployments(steps: Iterable[CalibrationStep]) -> int:
             observed.setdefault(step.deployment, []).append(ratio)
     moved = 0
     for name, ratios in observed.items():
-        ratio_sql: Any = Coalesce(
-            F("calibration"), Value(calibration.INITIAL_RATIO), output_field=FloatField()
-        )
-        for ratio in ratios:
-            ratio_sql = Least(
-                Greatest(
-                    ratio_sql * (1 - calibration.ALPHA) + Value(calibration.ALPHA * ratio),
-                    Value(calibration.MIN_RATIO),
-                    output_field=FloatField(),
-                ),
-                Value(calibration.MAX_RATIO),
-                output_field=FloatField(),
+        with transaction.atomic():
+            held = Deployment.objects.select_for_update().filter(name=name)
+            found = list(held.values_list("calibration", flat=True)[:1])
+            if not found:
+                continue
+            current = found[0]  # None before the first calibration
+            for ratio in ratios:
+                current = calibration.next_ratio(current, ratio)
+            held.update(
+                calibration=current, calibration_samples=F("calibration_samples") + len(ratios)
             )
-        updated = Deployment.objects.filter(name=name).update(
-            calibration=ratio_sql, calibration_samples=F("calibration_samples") + len(ratios)
-        )
         refresh_called_deployment(name)
-        moved += updated > 0
+        moved += 1
     return moved

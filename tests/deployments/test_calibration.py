@@ -97,6 +97,7 @@ def test_a_batch_moves_each_deployment_once_as_its_steps_would_in_turn(
         steps = [CalibrationStep("one", p, e) for p, e in answers]
         steps.insert(2, CalibrationStep("two", 50, 100.0))
         steps.append(CalibrationStep("missing", 1, 1.0))
+        steps += [CalibrationStep("two", 110, 100.0)] * 200  # past any nesting limit
         assert calibrate_deployments(steps) == 2
         expected: float | None = None
         for provider, estimate in answers:
@@ -106,5 +107,8 @@ def test_a_batch_moves_each_deployment_once_as_its_steps_would_in_turn(
         one, two = Deployment.objects.get(name="one"), Deployment.objects.get(name="two")
     assert one.calibration == pytest.approx(expected, rel=1e-9)
     assert one.calibration_samples == 4
-    assert two.calibration == pytest.approx(next_ratio(None, 0.5), rel=1e-9)
-    assert two.calibration_samples == 1
+    expected_two = next_ratio(None, 0.5)
+    for _ in range(200):
+        expected_two = next_ratio(expected_two, 1.1)
+    assert two.calibration == pytest.approx(expected_two, rel=1e-9)
+    assert two.calibration_samples == 201

@@ -39,6 +39,11 @@ AfterWrite = Callable[[], None]
 Entry = tuple[str, ReplayRecord, AfterWrite | None]
 
 BATCH_SIZE = 64
+# After the first record of a batch, the writer waits this long for more: under load a batch
+# then carries several records (one COPY, one calibration UPDATE per deployment) instead of one,
+# and an idle process writes a lone record this much later (readers in this process flush; other
+# processes wait for a record up to turns.REPLAY_ARRIVAL_S).
+BATCH_LINGER_S = 0.02
 QUEUE_SIZE = 10_000
 RETRY_PAUSE_S = 0.2
 
@@ -122,9 +127,10 @@ class ReplayWriter:
     def _run(self) -> None:
         while True:
             batch = [self._queue.get()]
+            closes = time.monotonic() + BATCH_LINGER_S
             while len(batch) < BATCH_SIZE:
                 try:
-                    batch.append(self._queue.get_nowait())
+                    batch.append(self._queue.get(timeout=max(closes - time.monotonic(), 0)))
                 except queue.Empty:
                     break
             try:
