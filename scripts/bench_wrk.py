@@ -550,8 +550,21 @@ def wrk_script(request: Request, name: str) -> Path:
     return path
 
 
+# The load generator shares the 2 cores with the server it saturates: at the default priority the
+# scheduler left wrk's own threads waiting for up to 1-2 s now and then, which wrk counted as the
+# server's latency (a p99 of 400-1,000 ms in some 6 s runs, 130 ms in others, with the server's
+# own histogram far below). Raised above the server, wrk reads each answer when it arrives.
+WRK_NICE = -10
+
+
+def load_generator_priority() -> list[str]:
+    """``nice -n -10`` where this process may raise a priority (root); nothing otherwise."""
+    return ["nice", "-n", str(WRK_NICE)] if os.geteuid() == 0 and shutil.which("nice") else []
+
+
 def wrk_command(wrk: str, script: Path, url: str, seconds: float) -> list[str]:
     return [
+        *load_generator_priority(),
         wrk,
         f"-t{WRK_THREADS}",
         f"-c{CONNECTIONS}",
@@ -724,6 +737,11 @@ def run_http_path(quick: bool) -> HttpPathResults:
     results.load_tool = (
         f"{wrk_version(wrk)}: `wrk -t{WRK_THREADS} -c{CONNECTIONS} -d{plan.seconds:g}s "
         f"--latency` (a Lua script for the POST bodies and the summary)"
+        + (
+            f", at `nice -n {WRK_NICE}`"
+            if load_generator_priority()
+            else ", at the default priority"
+        )
     )
     results.servers = {name: server_versions(kind) for name, kind in SERVERS.items()}
     FOLDER.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import orjson
 from django.db import connection
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
@@ -19,6 +22,23 @@ from sources.models import (
 
 def user_profile(user_id: str) -> UserProfile | None:
     return UserProfile.objects.filter(user_id=user_id).first()
+
+
+_PROFILE_ATTRIBUTES_SQL = f"SELECT attributes FROM {UserProfile._meta.db_table} WHERE user_id = %s"
+
+
+def user_attributes(user_id: str) -> dict[str, Any] | None:
+    """The user's profile attributes, or None without a profile: what every resolve of a route
+    with a profile reads, in one SQL statement (building it through the ORM cost more than
+    running it)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_PROFILE_ATTRIBUTES_SQL, [user_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    # Django has psycopg hand JSON columns over as text, which its fields parse.
+    attributes = orjson.loads(row[0]) if isinstance(row[0], str | bytes) else row[0]
+    return dict(attributes)
 
 
 def session_messages(*, session_key: str, user_id: str | None) -> QuerySet[ChatMessage]:

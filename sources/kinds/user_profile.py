@@ -15,7 +15,7 @@ from sources.base import (
     SourceSettings,
     register_source_kind,
 )
-from sources.selectors import user_profile
+from sources.selectors import user_attributes
 
 
 class UserProfileSettings(SourceSettings):
@@ -35,11 +35,10 @@ class UserProfileSource(ContextSource):
     async def fetch(self, request: ContextRequest) -> SourceResult:
         if not request.user:
             return SourceResult()
-        profile = await sync_to_async(user_profile)(request.user)
-        if profile is None:
+        attributes = await sync_to_async(user_attributes)(request.user)
+        if attributes is None:
             return SourceResult()
         settings: UserProfileSettings = self.settings  # type: ignore[assignment]
-        attributes = profile.attributes
         if settings.fields is not None:
             attributes = {key: attributes[key] for key in settings.fields if key in attributes}
         body = {"user_id": request.user, **attributes}
