@@ -554,7 +554,7 @@ def wrk_script(request: Request, name: str) -> Path:
 # scheduler left wrk's own threads waiting for up to 1-2 s now and then, which wrk counted as the
 # server's latency (a p99 of 400-1,000 ms in some 6 s runs, 130 ms in others, with the server's
 # own histogram far below). Raised above the server, wrk reads each answer when it arrives.
-WRK_NICE = -10
+WRK_NICE = -20
 
 
 def load_generator_priority() -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
 
+from contextplatform.core.batches import take_batch
 from contextplatform.core.metrics import LIVE_EVENTS
 
 logger = logging.getLogger("contextplatform.live")
@@ -75,15 +76,11 @@ class BackgroundSender:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         while True:
-            taken = [self._queue.get()]
-            # What queued up while the last send ran goes out together: one group send per
-            # group, its events joined (a dashboard reads a message's events one by one), so the
-            # busier the process, the fewer sends per resolve.
-            while len(taken) < MAX_BATCH:
-                try:
-                    taken.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
+            # What queues up within SEND_LINGER_S goes out together: one group send per group,
+            # its events joined (a dashboard reads a message's events one by one), so the busier
+            # the process, the fewer sends per resolve (a send to Redis is two commands and a
+            # turn of this thread's event loop).
+            taken = take_batch(self._queue, MAX_BATCH, SEND_LINGER_S)
             try:
                 for layer, group, message, count in joined(taken):
                     self._send(loop, layer, group, message, count)
@@ -108,6 +105,7 @@ class BackgroundSender:
 
 
 MAX_BATCH = 256
+SEND_LINGER_S = 0.05  # a dashboard shows an event at most this much later
 Queued = tuple[BaseChannelLayer, str, dict[str, Any]]
 
 

@@ -46,9 +46,24 @@ def _backend() -> tuple[BaseCache, bool]:
     return backend, isinstance(backend, LocMemCache)
 
 
+# With a network cache (Redis), this process keeps what it read or wrote for a few seconds too, so
+# a popular retrieval is not a round trip (and a trip to the request's thread) at every resolve. A
+# key names the backend's change token, so a copy held here is never of changed documents; it may
+# outlive its entry's TTL in the shared cache by FRONT_TTL_S at most.
+FRONT_TTL_S = 5
+FRONT = LocMemCache("rag-front", {"TIMEOUT": FRONT_TTL_S, "OPTIONS": {"MAX_ENTRIES": 2000}})
+
+
 async def get(key: str) -> list[dict[str, Any]] | None:
     backend, in_memory = _backend()
-    found: list[dict[str, Any]] | None = backend.get(key) if in_memory else await backend.aget(key)
+    if in_memory:
+        found: list[dict[str, Any]] | None = backend.get(key)
+        return found
+    found = FRONT.get(key)
+    if found is None:
+        found = await backend.aget(key)
+        if found is not None:
+            FRONT.set(key, found, FRONT_TTL_S)
     return found
 
 
@@ -58,3 +73,4 @@ async def put(key: str, value: list[dict[str, Any]], ttl_seconds: int) -> None:
         backend.set(key, value, ttl_seconds)
     else:
         await backend.aset(key, value, ttl_seconds)
+        FRONT.set(key, value, min(ttl_seconds, FRONT_TTL_S))

@@ -28,6 +28,7 @@ from django.db import close_old_connections, connection
 from django_tenants.utils import schema_context
 
 from contextplatform.core import metrics
+from contextplatform.core.batches import take_batch
 from contextplatform.core.bulk_copy import copy_instances
 from contextplatform.deployments.services import CalibrationStep, calibrate_deployments
 from contextplatform.routing.models import ReplayRecord
@@ -126,13 +127,7 @@ class ReplayWriter:
 
     def _run(self) -> None:
         while True:
-            batch = [self._queue.get()]
-            closes = time.monotonic() + BATCH_LINGER_S
-            while len(batch) < BATCH_SIZE:
-                try:
-                    batch.append(self._queue.get(timeout=max(closes - time.monotonic(), 0)))
-                except queue.Empty:
-                    break
+            batch = take_batch(self._queue, BATCH_SIZE, BATCH_LINGER_S)
             try:
                 for schema, entries in by_schema(batch).items():
                     try:
