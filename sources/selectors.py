@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from django.db import connection
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
@@ -24,7 +23,10 @@ def user_profile(user_id: str) -> UserProfile | None:
     return UserProfile.objects.filter(user_id=user_id).first()
 
 
-_PROFILE_ATTRIBUTES_SQL = f"SELECT attributes FROM {UserProfile._meta.db_table} WHERE user_id = %s"
+_ATTRIBUTES_FIELD = UserProfile._meta.get_field("attributes")
+_PROFILE_ATTRIBUTES_SQL = (
+    f"SELECT {_ATTRIBUTES_FIELD.column} FROM {UserProfile._meta.db_table} WHERE user_id = %s"
+)
 
 
 def user_attributes(user_id: str) -> dict[str, Any] | None:
@@ -36,8 +38,8 @@ def user_attributes(user_id: str) -> dict[str, Any] | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    # Django has psycopg hand JSON columns over as text, which its fields parse.
-    attributes = orjson.loads(row[0]) if isinstance(row[0], str | bytes) else row[0]
+    # Decoded by the model's field, as the ORM would (Django has psycopg hand JSON over as text).
+    attributes = _ATTRIBUTES_FIELD.from_db_value(row[0], None, connection)
     return dict(attributes)
 
 

@@ -129,12 +129,6 @@ def rotate_keys() -> int:
     return rotated
 
 
-def calibrate_deployment(name: str, *, provider_input: int, estimated_input: float) -> bool:
-    """Move the deployment's token calibration toward one answer's observed ratio. False when
-    the observation says nothing or the deployment is gone."""
-    return calibrate_deployments([CalibrationStep(name, provider_input, estimated_input)]) > 0
-
-
 @dataclass(frozen=True)
 class CalibrationStep:
     """One answer's observation for a deployment's calibration, applied when called (alone), or

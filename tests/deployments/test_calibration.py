@@ -13,7 +13,6 @@ from contextplatform.deployments.calibration import CalibratedEstimator, next_ra
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.services import (
     CalibrationStep,
-    calibrate_deployment,
     calibrate_deployments,
 )
 from tests.conftest import TenantFixture
@@ -68,17 +67,15 @@ def test_the_update_applies_the_formula(acme: TenantFixture) -> None:
         )
         expected: float | None = None
         for provider, estimate in ((120, 100), (90, 100), (300, 100), (0, 100)):
-            changed = calibrate_deployment(
-                "calibrated", provider_input=provider, estimated_input=estimate
-            )
+            changed = calibrate_deployments([CalibrationStep("calibrated", provider, estimate)])
             observed = calibration.observed_ratio(provider, estimate)
-            assert changed is (observed is not None)
+            assert changed == (observed is not None)
             if observed is not None:
                 expected = next_ratio(expected, observed)
         stored = Deployment.objects.get(name="calibrated")
         assert stored.calibration == pytest.approx(expected, rel=1e-9)
         assert stored.calibration_samples == 3
-        assert not calibrate_deployment("missing", provider_input=1, estimated_input=1)
+        assert not calibrate_deployments([CalibrationStep("missing", 1, 1)])
 
 
 @pytest.mark.django_db

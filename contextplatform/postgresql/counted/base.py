@@ -34,22 +34,18 @@ def counted_cursor(cursor_class: type, alias: str, vendor: str) -> type:
 
         def execute(self, *args: Any, **kwargs: Any) -> Any:
             self.executed.inc()
-            started = perf_counter()
-            try:
-                return super().execute(*args, **kwargs)
-            except Exception as error:
-                errors_total.labels(alias, vendor, type(error).__name__).inc()
-                raise
-            finally:
-                self.duration.observe(perf_counter() - started)
+            return self._timed(super().execute, *args, **kwargs)
 
         def executemany(self, query: Any, params_seq: Any, *args: Any, **kwargs: Any) -> Any:
             params_seq = list(params_seq)  # counted before it runs: an iterator is read once
             self.executed.inc(len(params_seq))
             self.executed_many.inc(len(params_seq))
+            return self._timed(super().executemany, query, params_seq, *args, **kwargs)
+
+        def _timed(self, run: Any, *args: Any, **kwargs: Any) -> Any:
             started = perf_counter()
             try:
-                return super().executemany(query, params_seq, *args, **kwargs)
+                return run(*args, **kwargs)
             except Exception as error:
                 errors_total.labels(alias, vendor, type(error).__name__).inc()
                 raise
