@@ -92,7 +92,7 @@ def refusal_reason(ip: IPAddress) -> str | None:
     return next((label for refused, label in checks if refused), None)
 
 
-def _parse_ip(text: str) -> IPAddress | None:
+def parse_ip(text: str) -> IPAddress | None:
     try:
         return ipaddress.ip_address(text.split("%", 1)[0])  # drop an IPv6 zone id
     except ValueError:
@@ -105,15 +105,15 @@ def _resolve(host: str, port: int) -> list[IPAddress]:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as error:
         raise OutboundError(f"cannot resolve {host}: {error}") from error
-    addresses = [_parse_ip(str(info[4][0])) for info in infos]
+    addresses = [parse_ip(str(info[4][0])) for info in infos]
     found = list(dict.fromkeys(address for address in addresses if address is not None))
     if not found:
         raise OutboundError(f"cannot resolve {host}: no address")
     return found
 
 
-async def _resolve_async(host: str, port: int) -> list[IPAddress]:
-    literal = _parse_ip(host)
+async def resolve_async(host: str, port: int) -> list[IPAddress]:
+    literal = parse_ip(host)
     if literal is not None:
         return [literal]
     # A slow resolver must not hold a cancelled caller (a source at its deadline): the lookup's
@@ -198,7 +198,7 @@ class OutboundPolicy:
         for address in addresses:
             reason = self.refusal(address)
             if reason:
-                shown = host if _parse_ip(host) else f"{host} ({address})"
+                shown = host if parse_ip(host) else f"{host} ({address})"
                 raise OutboundBlocked(
                     f"outbound request to {shown} refused: {reason} address "
                     "not in the tenant's outbound allow-list"
@@ -215,7 +215,9 @@ def display_url(url: httpx.URL) -> str:
     return f"{url.scheme}://{host}{port}{url.path}"
 
 
-def _target(url: str | httpx.URL) -> tuple[httpx.URL, str, int]:
+def target(url: str | httpx.URL) -> tuple[httpx.URL, str, int]:
+    """The URL parsed, its host and port; ``OutboundBlocked`` unless it is an http(s) URL with a
+    host (the one parse of outbound URLs, whatever library then sends the request)."""
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError) as error:
@@ -231,17 +233,17 @@ def _target(url: str | httpx.URL) -> tuple[httpx.URL, str, int]:
 def check_url(url: str, allowlist: Sequence[str], *, allow_private: bool | None = None) -> None:
     """Raise OutboundBlocked unless ``url`` may be fetched for a tenant with ``allowlist``."""
     policy = OutboundPolicy.from_allowlist(allowlist, allow_private=allow_private)
-    _, host, port = _target(url)
+    _, host, port = target(url)
     if policy.names(host):
         return
-    literal = _parse_ip(host)
+    literal = parse_ip(host)
     policy.check_addresses(host, [literal] if literal else _resolve(host, port))
 
 
 async def _acheck(policy: OutboundPolicy, url: httpx.URL) -> None:
-    _, host, port = _target(url)
+    _, host, port = target(url)
     if not policy.names(host):
-        policy.check_addresses(host, await _resolve_async(host, port))
+        policy.check_addresses(host, await resolve_async(host, port))
 
 
 async def checked_targets(
@@ -254,7 +256,7 @@ async def checked_targets(
     if policy.names(host):
         return [host]
     try:
-        addresses = await _resolve_async(host, port)
+        addresses = await resolve_async(host, port)
     except OutboundError as failure:
         raise unresolved(str(failure)) from failure
     policy.check_addresses(host, addresses)

@@ -13,18 +13,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import aiohttp
+import orjson
 from django.conf import settings
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
-    retry_if_exception_type,
+    retry_if_exception,
     stop_after_attempt,
     wait_exponential_jitter,
 )
 
 from contextplatform.core.loop_clients import LoopClients
-from contextplatform.core.outbound import OutboundError, display_url, guarded_async_client
+from contextplatform.core.outbound import OutboundBlocked, OutboundError, display_url
+from contextplatform.core.outbound_aiohttp import GuardedSession, checked_url, guarded_session
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.routing.gateway.protocol import GatewayError, upstream_error, upstream_timeout
 
@@ -96,35 +98,65 @@ def upstream_body(upstream: Upstream, body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "model": upstream.model}
 
 
-# One client (its connection pool) per event loop and allow-list: a request does not pay for a
-# new TCP connection to the same upstream. Each request sets its own timeout; the client's is a
-# backstop.
-_clients: LoopClients[httpx.AsyncClient] = LoopClients(CLIENT_CACHE_SIZE)
-BACKSTOP_TIMEOUT_S = 600.0
+# One session (its connection pool) per event loop and allow-list: a request does not pay for a
+# new TCP connection to the same upstream. Each request sets its own timeout.
+_clients: LoopClients[GuardedSession] = LoopClients(CLIENT_CACHE_SIZE)
 
 
-async def _client(allowlist: Sequence[str]) -> httpx.AsyncClient:
-    return await _clients.get(
-        tuple(allowlist),
-        lambda: guarded_async_client(
-            allowlist=allowlist, timeout_s=BACKSTOP_TIMEOUT_S, max_redirects=0
-        ),
-    )
+async def _client(allowlist: Sequence[str]) -> GuardedSession:
+    return await _clients.get(tuple(allowlist), lambda: guarded_session(allowlist=allowlist))
 
 
-async def read_bounded(response: httpx.Response, limit: int) -> bytes:
+class UpstreamBroke(Exception):
+    """The connection broke (or went silent past the timeout) while an answer was being read."""
+
+
+class UpstreamResponse:
+    """An upstream answer whose headers have arrived: its status, its content type, and its body
+    read a piece at a time as it arrives (``async for``); closed by the caller, which ends the
+    upstream's call when the body was not read to its end."""
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self.status_code = response.status
+        self.headers = response.headers
+
+    @property
+    def is_success(self) -> bool:
+        return 200 <= self.status_code < 300
+
+    def __aiter__(self) -> UpstreamResponse:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            chunk = await self._response.content.readany()
+        except aiohttp.ClientError as error:
+            raise UpstreamBroke(str(error) or type(error).__name__) from error
+        if not chunk:
+            raise StopAsyncIteration
+        return chunk
+
+    async def aclose(self) -> None:
+        if self._response.content.at_eof():
+            self._response.release()  # read to its end: the connection serves the next call
+        else:
+            self._response.close()  # cut short: the connection goes, and the call with it
+
+
+async def read_bounded(response: UpstreamResponse, limit: int) -> bytes:
     declared = response.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise upstream_error(f"the upstream answered {declared} bytes, more than {limit}")
     body = bytearray()
-    async for chunk in response.aiter_bytes():
+    async for chunk in response:
         body.extend(chunk)
         if len(body) > limit:
             raise upstream_error(f"the upstream answered more than {limit} bytes")
     return bytes(body)
 
 
-async def _refusal(upstream: Upstream, response: httpx.Response) -> Exception:
+async def _refusal(upstream: Upstream, response: UpstreamResponse) -> Exception:
     """What a non-2xx answer becomes: a 4xx passes through, anything else is 502."""
     try:
         body = await read_bounded(response, max_response_bytes())
@@ -138,14 +170,25 @@ async def _refusal(upstream: Upstream, response: httpx.Response) -> Exception:
     )
 
 
+def connection_refused(error: BaseException) -> bool:
+    return isinstance(error, aiohttp.ClientConnectorError) and not isinstance(
+        error, aiohttp.ClientConnectorDNSError
+    )
+
+
 def connect_attempts() -> int:
     retries = int(getattr(settings, "GATEWAY_CONNECT_RETRIES", DEFAULT_CONNECT_RETRIES))
     return 1 + max(retries, 0)
 
 
 async def _send_retrying(
-    client: httpx.AsyncClient, request: httpx.Request, upstream: Upstream, where: str
-) -> httpx.Response:
+    client: GuardedSession,
+    url: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    upstream: Upstream,
+    where: str,
+) -> aiohttp.ClientResponse:
     """Send, trying again (bounded, with exponential backoff) only when the connection could not
     be made: then no byte of the request reached the upstream, so the call cannot run twice. A
     timeout, a refused destination or a connection broken after sending is never retried."""
@@ -165,7 +208,9 @@ async def _send_retrying(
         )
 
     retrying = AsyncRetrying(
-        retry=retry_if_exception_type(httpx.ConnectError),
+        # A connect timeout is a timeout, and a name that does not resolve will not on the next
+        # attempt either: neither is retried; every other failure to connect is.
+        retry=retry_if_exception(connection_refused),
         stop=stop_after_attempt(attempts),
         wait=wait_exponential_jitter(
             multiplier=RETRY_INITIAL_S, max=RETRY_MAX_S, jitter=RETRY_JITTER_S
@@ -173,7 +218,9 @@ async def _send_retrying(
         before_sleep=noted,
         reraise=True,
     )
-    response: httpx.Response = await retrying(client.send, request, stream=True)
+    response: aiohttp.ClientResponse = await retrying(
+        client.post, url, body=body, headers=headers, timeout_s=upstream.timeout_ms / 1000
+    )
     return response
 
 
@@ -182,34 +229,30 @@ async def _send(
     body: dict[str, Any],
     allowlist: Sequence[str],
     client_headers: Mapping[str, str],
-) -> httpx.Response:
-    timeout_s = upstream.timeout_ms / 1000
+) -> UpstreamResponse:
     client = await _client(allowlist)
+    url = upstream_url(upstream)
     try:
-        request = client.build_request(
-            "POST",
-            upstream_url(upstream),
-            json=upstream_body(upstream, body),
-            headers=upstream_headers(upstream, client_headers),
-            timeout=timeout_s,
-        )
-    except httpx.InvalidURL as error:  # stored before such URLs were refused at the write
+        where = display_url(checked_url(url))
+    except OutboundBlocked as error:  # stored before such URLs were refused at the write
         raise upstream_error(
             f"the upstream deployment {upstream.name!r} has a base_url that is not a valid URL "
             f"({error}); correct it with PUT /api/v1/deployments/{upstream.name}"
         ) from error
-    where = display_url(request.url)
+    content = orjson.dumps(upstream_body(upstream, body))
+    headers = upstream_headers(upstream, client_headers)
     try:
-        response = await _send_retrying(client, request, upstream, where)
-    except httpx.TimeoutException as error:
+        sent = await _send_retrying(client, url, content, headers, upstream, where)
+    except TimeoutError as error:  # aiohttp's connect and read timeouts are TimeoutErrors
         raise upstream_timeout(
             f"the upstream deployment {upstream.name!r} ({where}) did not answer within "
             f"{upstream.timeout_ms} ms"
         ) from error
-    except (httpx.HTTPError, OutboundError) as error:
+    except (aiohttp.ClientError, OutboundError) as error:
         raise upstream_error(
             f"the upstream deployment {upstream.name!r} ({where}) could not be reached: {error}"
         ) from error
+    response = UpstreamResponse(sent)
     if not response.is_success:
         raise await _refusal(upstream, response)
     return response
@@ -235,7 +278,7 @@ async def call_upstream(
             f"the upstream deployment {upstream.name!r} did not answer within "
             f"{upstream.timeout_ms} ms"
         ) from error
-    except httpx.HTTPError as error:  # the connection broke while the body was read
+    except UpstreamBroke as error:
         raise upstream_error(
             f"the upstream deployment {upstream.name!r} broke off its answer: {error}"
         ) from error
@@ -256,7 +299,7 @@ async def open_stream(
     *,
     allowlist: Sequence[str],
     client_headers: Mapping[str, str],
-) -> httpx.Response:
+) -> UpstreamResponse:
     """The upstream's streaming response, its status checked; the caller reads and closes it.
     Errors before the first byte are the same as a non-streaming call's."""
     return await _send(upstream, body, allowlist, client_headers)
@@ -265,7 +308,9 @@ async def open_stream(
 __all__ = [
     "GatewayError",
     "UpstreamAnswer",
+    "UpstreamBroke",
     "UpstreamRejected",
+    "UpstreamResponse",
     "call_upstream",
     "open_stream",
     "upstream_body",

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
 from contextplatform.deployments.selectors import Upstream
-from contextplatform.routing.gateway.forward import UpstreamRejected, open_stream
+from contextplatform.routing.gateway.forward import UpstreamRejected, UpstreamResponse, open_stream
 from contextplatform.routing.gateway.protocol import GatewayError, error_body
 from contextplatform.routing.gateway.served_tools import ServedTools
 from contextplatform.routing.gateway.stream_loop import StreamRound, sse
@@ -39,7 +37,7 @@ class ToolStream:
         self.round.begin_round()
         self.failure: GatewayError | None = None
 
-    async def follow_up(self) -> httpx.Response | None:
+    async def follow_up(self) -> UpstreamResponse | None:
         """The next round's stream when the round that ended called reserved tools (and the loop
         may go on), else None: the caller then writes ``ending()``."""
         calls = self.round.reserved_calls()

@@ -10,7 +10,6 @@ import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Any, ClassVar
 
-import httpx
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
@@ -25,7 +24,9 @@ from contextplatform.routing.gateway.calls import GatewayCall, gateway_call, res
 from contextplatform.routing.gateway.connections import return_to_pool
 from contextplatform.routing.gateway.forward import (
     UpstreamAnswer,
+    UpstreamBroke,
     UpstreamRejected,
+    UpstreamResponse,
     call_upstream,
     max_stream_bytes,
     open_stream,
@@ -335,7 +336,7 @@ class ChatView(GatewayView):
         self,
         tenant: Tenant,
         resolution: Resolution,
-        upstream_response: httpx.Response,
+        upstream_response: UpstreamResponse,
         *,
         hide_usage: bool = False,
         held: HeldBudget | None = None,
@@ -351,7 +352,7 @@ class ChatView(GatewayView):
             current = upstream_response
             try:
                 while True:
-                    async for chunk in current.aiter_bytes():
+                    async for chunk in current:
                         passed += len(chunk)
                         if passed > limit:
                             logger.warning("stream of %s cut at %d bytes", resolution.id, limit)
@@ -379,7 +380,7 @@ class ChatView(GatewayView):
                         yield end
                         return
                     current = following
-            except httpx.HTTPError as error:
+            except UpstreamBroke as error:
                 logger.warning("the upstream broke off the stream of %s: %s", resolution.id, error)
             finally:
                 # Also when the client went away (the task is cancelled at a yield above), and
@@ -389,7 +390,7 @@ class ChatView(GatewayView):
                 # completed.
                 await asyncio.shield(in_background(after_stream(current, whole)))
 
-        async def after_stream(current: httpx.Response, whole: bool) -> None:
+        async def after_stream(current: UpstreamResponse, whole: bool) -> None:
             await current.aclose()  # closing the response ends the upstream's call
             usage = loop.provider_usage() if loop is not None else None
             if held is not None:  # what was generated until the stream ended is spent
