@@ -229,6 +229,9 @@ class Plan:
     warmup_s: float
     # (server, workers, with Redis, targets), in run order
     runs: list[tuple[str, int, bool, tuple[str, ...]]]
+    # Rounds of the resolve at 2 workers without and with REDIS_URL, the two servers up side by
+    # side and loaded in turn (the order alternating), so that the machine's drift falls on both.
+    paired_rounds: int = 0
 
 
 def full_plan() -> Plan:
@@ -242,7 +245,7 @@ def full_plan() -> Plan:
             runs.append((PRODUCTION, workers, True, PLATFORM_TARGETS))
         others = (BARE,) if workers == 1 else (BARE, HEALTHZ, RESOLVE)
         runs += [(name, workers, False, others) for name in SERVERS if name != PRODUCTION]
-    return Plan(seconds=10.0, warmup_s=2.0, runs=runs)
+    return Plan(seconds=10.0, warmup_s=2.0, runs=runs, paired_rounds=3)
 
 
 def quick_plan() -> Plan:
@@ -252,7 +255,7 @@ def quick_plan() -> Plan:
         (PRODUCTION, 2, True, (RESOLVE,)),
     ]
     runs += [(name, 2, False, (BARE, RESOLVE)) for name in SERVERS if name != PRODUCTION]
-    return Plan(seconds=3.0, warmup_s=1.0, runs=runs)
+    return Plan(seconds=3.0, warmup_s=1.0, runs=runs, paired_rounds=1)
 
 
 # Results -----------------------------------------------------------------------------------------
@@ -273,6 +276,7 @@ class WrkRun:
     worker_cpu_s: list[float]
     connections: list[int]  # wrk's connections each worker held, half-way through the run
     database_cpu_s: float | None = None
+    paired_round: int | None = None  # its round of the paired comparison, else None
 
     @property
     def failed(self) -> int:
@@ -311,6 +315,7 @@ class HttpPathResults:
     load_average_start: str = ""
     load_average_end: str = ""
     runtime_s: float = 0.0
+    paired: list[WrkRun] = field(default_factory=list)  # the paired rounds, in run order
 
     def find(self, server: str, workers: int, target: str, redis: bool = False) -> WrkRun | None:
         for run in self.runs:
@@ -776,6 +781,8 @@ def run_http_path(quick: bool) -> HttpPathResults:
                     targets,
                     requests,
                 )
+            if plan.paired_rounds and redis_url:
+                measure_paired(wrk, results, plan, redis_url, requests[RESOLVE])
     finally:
         clean_tenant(prepared)
         with contextlib.suppress(Exception):
@@ -835,6 +842,49 @@ def measure_group(
                 shutil.rmtree(metrics, ignore_errors=True)
 
 
+def measure_paired(
+    wrk: str, results: HttpPathResults, plan: Plan, redis_url: str, request: Request
+) -> None:
+    """The resolve at 2 workers without and with REDIS_URL in alternating rounds: both production
+    servers up at once (the idle one waits), each round loading one, then the other, the first of
+    a round alternating. A failure is noted and the run goes on."""
+    kind, workers = SERVERS[PRODUCTION], 2
+    metrics = [Path(tempfile.mkdtemp(prefix="bench-prometheus-")) for _ in range(2)]
+    try:
+        with (
+            serving(kind, PLATFORM_APP, workers, server_env(workers, None, metrics[0])) as plain,
+            serving(
+                kind, PLATFORM_APP, workers, server_env(workers, redis_url, metrics[1])
+            ) as with_redis,
+        ):
+            for number in range(plan.paired_rounds):
+                order = [(plain, False), (with_redis, True)]
+                for served, redis in order if number % 2 == 0 else order[::-1]:
+                    shown = "REDIS_URL" if redis else "embedded"
+                    log(f"http_path: paired round {number + 1}, resolve, {shown} …")
+                    run = measure(
+                        wrk,
+                        served,
+                        request,
+                        target=RESOLVE,
+                        redis=redis,
+                        seconds=plan.seconds,
+                        warmup_s=plan.warmup_s,
+                    )
+                    run.paired_round = number
+                    results.paired.append(run)
+                    log(
+                        f"http_path:   {run.requests_per_s:.0f} req/s, p50 {run.p50:.1f} ms, "
+                        f"p99 {run.p99:.1f} ms, errors {run.failed}"
+                    )
+    except (RuntimeError, httpx.HTTPError, subprocess.TimeoutExpired) as error:
+        results.problems.append(f"paired rounds with and without REDIS_URL: {error}")
+        log(f"http_path: paired rounds: {error}")
+    finally:
+        for folder in metrics:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def save_results(results: HttpPathResults) -> Path:
     """Every run, for a closer look than the page gives (var/ is not committed)."""
     FOLDER.mkdir(parents=True, exist_ok=True)
@@ -847,4 +897,5 @@ def load_results(path: Path = FOLDER / RESULTS_FILE) -> HttpPathResults:
     """A saved run back (to redraw the page without measuring again)."""
     raw = json.loads(path.read_text(encoding="utf-8"))
     runs = [WrkRun(**run) for run in raw.pop("runs")]
-    return HttpPathResults(**raw, runs=runs)
+    paired = [WrkRun(**run) for run in raw.pop("paired", [])]
+    return HttpPathResults(**raw, runs=runs, paired=paired)
