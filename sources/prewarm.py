@@ -16,6 +16,14 @@ every write of memories; every save and delete of a profile, a session or a mess
 An entry holds its tenant, user and session and is served only to the same three: one user's
 pre-warmed values never reach another user, nor another tenant (the key is a digest of the
 three, checked again against the entry's own).
+
+Most resolves find nothing pre-warmed, and asking Redis for it was most of what ``REDIS_URL`` cost
+a resolve (a round trip from the request's thread). So each process remembers the tenant, user
+and session it found nothing for (``config_cache``), and forgets them all whenever a pre-warm is
+stored, in any process (a notification on the database): a resolve after a pre-warm asks again.
+In the notification's trip (milliseconds) another process may still fetch as usual, which a
+lookup that found nothing does anyway: the remembered answer is never a wrong one, only a
+missed saving.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+
+from contextplatform.core.config_cache import ProcessCache, changed
 from django.db import connection, transaction
 from django.db.models.signals import post_delete, post_save
 
@@ -85,6 +95,12 @@ def generations(schema: str, user: str, session: str) -> Generations:
     return values.get(tenant), values.get(user_key), values.get(session_key)
 
 
+# (tenant, user, session) that this process found nothing pre-warmed for, dropped in every process
+# when a pre-warm is stored anywhere.
+NOTHING_WARMED = "prewarm-nothing"
+_nothing_warmed: ProcessCache[tuple[str, str, str], dict[str, Any]] = ProcessCache(NOTHING_WARMED)
+
+
 def store(
     *, schema: str, user: str, session: str, read_under: Generations, states: dict[str, Any]
 ) -> None:
@@ -98,11 +114,22 @@ def store(
         states=states,
     )
     cache.set(entry_key(schema, user, session), entry, timeout=math.ceil(ttl) + 1)
+    changed(NOTHING_WARMED)  # every process asks again
 
 
 def lookup(schema: str, user: str, session: str) -> dict[str, Any]:
     """The pre-warmed states of this tenant, user and session still valid now (``{}`` when there
     are none, and when the cache does not answer: a resolve then fetches as usual)."""
+    return _nothing_warmed.get(
+        (schema, user, session), lambda: _read(schema, user, session), keep_if=_is_empty
+    )
+
+
+def _is_empty(states: dict[str, Any]) -> bool:
+    return not states
+
+
+def _read(schema: str, user: str, session: str) -> dict[str, Any]:
     key = entry_key(schema, user, session)
     keys = generation_keys(schema, user, session)
     try:

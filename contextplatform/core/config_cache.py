@@ -57,14 +57,16 @@ class ProcessCache(Generic[K, V]):
         self._generation = 0
         _caches[name] = self  # type: ignore[assignment]
 
-    def get(self, key: K, load: Callable[[], V]) -> V:
+    def get(self, key: K, load: Callable[[], V], keep_if: Callable[[V], bool] | None = None) -> V:
+        """The kept value, else what ``load`` returns (kept unless ``keep_if`` refuses it)."""
         if not self._usable():
             return load()
         found, kept, generation = self._lookup(key)
         if found:
             return cast(V, kept)
         value = load()
-        self._keep(key, value, generation)
+        if keep_if is None or keep_if(value):
+            self._keep(key, value, generation)
         return value
 
     def peek(self, key: K) -> tuple[bool, V | None]:
