@@ -38,11 +38,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-
-from contextplatform.core.config_cache import ProcessCache, changed
 from django.db import connection, transaction
 from django.db.models.signals import post_delete, post_save
 
+from contextplatform.core.config_cache import ProcessCache, changed
 from sources.base import ContextSource
 
 logger = logging.getLogger("contextplatform.sources")
