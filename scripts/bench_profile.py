@@ -89,7 +89,10 @@ COMPONENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("asgiref/", "concurrent/futures/", "threading.py", "_weakrefset.py"),
     ),
     ("server and event loop", ("uvicorn/", "asyncio/", "httptools/", "uvloop/", "selectors.py")),
-    ("outbound HTTP", ("httpx/", "httpcore/", "anyio/", "h11/", "ssl.py")),
+    (
+        "outbound HTTP",
+        ("httpx/", "httpcore/", "anyio/", "h11/", "aiohttp/", "yarl/", "multidict/", "ssl.py"),
+    ),
     ("logging", ("logging/", "pythonjsonlogger/")),
     ("metrics", ("prometheus_client/", "django_prometheus/")),
     ("validation (pydantic)", ("pydantic/", "pydantic_core/")),
