@@ -235,7 +235,10 @@ def profile_run(
             wrk, Address(f"http://{HOST}:{port}"), request, f"profile-{code}-{target}", LOAD_S
         )  # type: ignore[arg-type]
         spying.join()
-    counts, total = shares(raw_path.read_text() if raw_path.exists() else "")
+    counts, total = shares(
+        # py-spy may print a frame of a half-written stack as bytes that are not UTF-8
+        raw_path.read_text(errors="replace") if raw_path.exists() else ""
+    )
     if summary is None:
         raise RuntimeError(f"wrk printed no summary for {code} {target}")
     seconds = summary["duration_us"] / 1e6
