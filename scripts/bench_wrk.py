@@ -795,6 +795,17 @@ def run_http_path(quick: bool) -> HttpPathResults:
     return results
 
 
+# What a server that failed to start, answer or stop raises: noted, and the section goes on.
+SERVING_FAILURES = (RuntimeError, httpx.HTTPError, subprocess.TimeoutExpired)
+
+
+def log_run(run: WrkRun) -> None:
+    log(
+        f"http_path:   {run.requests_per_s:.0f} req/s, p50 {run.p50:.1f} ms, "
+        f"p99 {run.p99:.1f} ms, errors {run.failed}, connections {run.connections}"
+    )
+
+
 def measure_group(
     wrk: str,
     results: HttpPathResults,
@@ -830,11 +841,8 @@ def measure_group(
                         warmup_s=plan.warmup_s,
                     )
                     results.runs.append(run)
-                    log(
-                        f"http_path:   {run.requests_per_s:.0f} req/s, p50 {run.p50:.1f} ms, "
-                        f"p99 {run.p99:.1f} ms, errors {run.failed}, connections {run.connections}"
-                    )
-        except (RuntimeError, httpx.HTTPError, subprocess.TimeoutExpired) as error:
+                    log_run(run)
+        except SERVING_FAILURES as error:
             results.problems.append(f"{shown} ({', '.join(wanted)}): {error}")
             log(f"http_path: {shown}: {error}")
         finally:
@@ -873,11 +881,8 @@ def measure_paired(
                     )
                     run.paired_round = number
                     results.paired.append(run)
-                    log(
-                        f"http_path:   {run.requests_per_s:.0f} req/s, p50 {run.p50:.1f} ms, "
-                        f"p99 {run.p99:.1f} ms, errors {run.failed}"
-                    )
-    except (RuntimeError, httpx.HTTPError, subprocess.TimeoutExpired) as error:
+                    log_run(run)
+    except SERVING_FAILURES as error:
         results.problems.append(f"paired rounds with and without REDIS_URL: {error}")
         log(f"http_path: paired rounds: {error}")
     finally:
