@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -165,6 +165,14 @@ def running_service() -> Iterator[Service]:
     finally:
         service.stop()
         thread.join(timeout=5)
+
+
+@contextmanager
+def serving_routes(routes: Mapping[str, Reply]) -> Iterator[Service]:
+    """A loopback service answering each path from ``routes`` (404 for any other)."""
+    with running_service() as running:
+        running.responder = lambda seen: routes.get(seen.path, Reply(404, b""))
+        yield running
 
 
 @contextmanager

@@ -85,11 +85,11 @@ def taken_for_an_address(host: str) -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def checked_url(url: str) -> httpx.URL:
-    """The URL parsed as the rest of the platform parses outbound URLs (``OutboundBlocked`` for one
-    that is not a valid http(s) URL with a host); kept, as a deployment calls the same URL."""
-    parsed, _, _ = target(url)
-    return parsed
+def checked_url(url: str) -> tuple[httpx.URL, str, int]:
+    """``outbound.target``: the URL parsed as every outbound URL is, its host and port
+    (``OutboundBlocked`` for one that is not a valid http(s) URL with a host); kept, as a
+    deployment calls the same URL every time."""
+    return target(url)
 
 
 class GuardedSession:
@@ -107,7 +107,6 @@ class GuardedSession:
             connector=connector,
             trust_env=False,
             cookie_jar=aiohttp.DummyCookieJar(),
-            auto_decompress=True,
         )
 
     @property
@@ -120,10 +119,8 @@ class GuardedSession:
     async def check(self, url: str) -> httpx.URL:
         """Refuse before sending: an invalid URL, or a host that aiohttp would connect to without
         the resolver's check, unless the address it stands for is allowed."""
-        parsed = checked_url(url)
-        host = parsed.host
+        parsed, host, port = checked_url(url)
         if taken_for_an_address(host) and not self.policy.names(host):
-            port = parsed.port or (443 if parsed.scheme == "https" else 80)
             self.policy.check_addresses(host, await resolve_async(host, port))
         return parsed
 

@@ -15,7 +15,7 @@ import pytest
 from contextplatform.core import outbound
 from contextplatform.core.outbound import OutboundBlocked, OutboundError
 from contextplatform.core.outbound_aiohttp import guarded_session, taken_for_an_address
-from tests.loopback import Reply, Service, running_service
+from tests.loopback import Reply, Service, serving_routes
 
 ROUTES = {
     "/small": Reply(200, b"x" * 1000, {"Content-Type": "text/plain"}),
@@ -26,8 +26,7 @@ ROUTES = {
 
 @pytest.fixture
 def service() -> Iterator[Service]:
-    with running_service() as running:
-        running.responder = lambda seen: ROUTES.get(seen.path, Reply(404, b""))
+    with serving_routes(ROUTES) as running:
         yield running
 
 

@@ -26,7 +26,7 @@ from contextplatform.core.outbound_httpx2 import (
     receiving_at_most,
     shared_ssl_context,
 )
-from tests.loopback import Reply, Seen, Service, running_service
+from tests.loopback import Reply, Seen, Service, serving_routes
 
 ROUTES = {
     "/small": Reply(200, b"x" * 1000, {"Content-Type": "text/plain"}),
@@ -39,8 +39,7 @@ ROUTES = {
 
 @pytest.fixture
 def service() -> Iterator[Service]:
-    with running_service() as running:
-        running.responder = lambda seen: ROUTES.get(seen.path, Reply(404, b""))
+    with serving_routes(ROUTES) as running:
         yield running
 
 

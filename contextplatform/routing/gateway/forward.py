@@ -170,7 +170,9 @@ async def _refusal(upstream: Upstream, response: UpstreamResponse) -> Exception:
     )
 
 
-def connection_refused(error: BaseException) -> bool:
+def failed_to_connect(error: BaseException) -> bool:
+    """The connection could not be made, for a reason that may pass (refused, reset): worth
+    another attempt, as nothing was sent. A name that does not resolve is not retried."""
     return isinstance(error, aiohttp.ClientConnectorError) and not isinstance(
         error, aiohttp.ClientConnectorDNSError
     )
@@ -208,9 +210,8 @@ async def _send_retrying(
         )
 
     retrying = AsyncRetrying(
-        # A connect timeout is a timeout, and a name that does not resolve will not on the next
-        # attempt either: neither is retried; every other failure to connect is.
-        retry=retry_if_exception(connection_refused),
+        # A connect timeout is a TimeoutError, not a connector error: never retried either.
+        retry=retry_if_exception(failed_to_connect),
         stop=stop_after_attempt(attempts),
         wait=wait_exponential_jitter(
             multiplier=RETRY_INITIAL_S, max=RETRY_MAX_S, jitter=RETRY_JITTER_S
@@ -233,7 +234,7 @@ async def _send(
     client = await _client(allowlist)
     url = upstream_url(upstream)
     try:
-        where = display_url(checked_url(url))
+        where = display_url(checked_url(url)[0])
     except OutboundBlocked as error:  # stored before such URLs were refused at the write
         raise upstream_error(
             f"the upstream deployment {upstream.name!r} has a base_url that is not a valid URL "

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from contextplatform.core import outbound
+from contextplatform.core.outbound import OutboundError
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.routing.gateway.forward import UpstreamAnswer, call_upstream
 from contextplatform.routing.gateway.protocol import GatewayError
@@ -150,6 +152,23 @@ def test_an_upstream_that_answered_is_never_retried() -> None:
         assert failed.value.status == 502
         assert upstream.hits == 1
     assert retries == []
+
+
+def test_a_name_that_does_not_resolve_is_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It will not resolve on the next attempt either: one attempt, a 502 that says why."""
+    resolved: list[str] = []
+
+    def resolve(host: str, port: int) -> list[outbound.IPAddress]:
+        resolved.append(host)
+        raise OutboundError(f"cannot resolve {host}: no address")
+
+    monkeypatch.setattr(outbound, "_resolve", resolve)
+    with retries_logged() as retries, pytest.raises(GatewayError) as failed:
+        call(upstream_at("http://gone.test:9/v1"))
+    assert failed.value.status == 502
+    assert "cannot resolve gone.test" in failed.value.message
+    assert retries == []
+    assert resolved == ["gone.test"]
 
 
 @pytest.mark.parametrize("host", ["0177.0.0.1", "127.000.000.001"])
