@@ -2,19 +2,28 @@
 behind the tenant authentication middleware (API key, or the admin session on the tenant's host).
 Static files (the admin's, the live dashboard's) are served from the apps under ``STATIC_URL``."""
 
+import asyncio
+import contextlib
 import gc
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
-from asgiref.sync import ThreadSensitiveContext
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextplatform.settings")
 
 import django
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-from django.core.handlers.asgi import ASGIHandler
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.http import HttpResponseBase
+from django.urls import set_script_prefix
+
+from contextplatform.core.request_thread import queue_on_request_thread, serving_on
 
 IDLE_REQUEST_THREADS = 64  # kept for the next requests; beyond that a finished one is shut down
 
@@ -53,9 +62,69 @@ class ReusedThreadsASGIHandler(ASGIHandler):
         try:
             # The caller owns an executor it hands to the context: it is not shut down on exit.
             async with ThreadSensitiveContext(executor=executor):
-                await self.handle(scope, receive, send)
+                with serving_on(executor):
+                    await self.handle(scope, receive, send)
         finally:
             self.threads.give_back(executor)
+
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Django's own ``ASGIHandler.handle`` (5.2) but for two steps, whose synchronous work is
+        queued on the request's thread instead of awaited there: ``request_started`` (Django's
+        receivers check that thread's database connections) and the response's ``close`` (its
+        resources, then ``request_finished``, which gives the thread's connection back to the
+        pool). The thread runs its work in order, so the first is done before the view runs there
+        and the second after it; awaiting each cost a round trip to the thread and back, together
+        more CPU than the middleware around a resolve."""
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        started = partial(signals.request_started.send, sender=self.__class__, scope=scope)
+        if not queue_on_request_thread(started):
+            await signals.request_started.asend(sender=self.__class__, scope=scope)
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:
+            body_file.close()
+            await self.send_response(error_response, send)
+            await sync_to_async(error_response.close)()
+            return
+
+        async def process_request() -> HttpResponseBase:
+            response = await self.run_get_response(request)
+            # A client that disconnects during the send cancels it: nothing more to send.
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.send_response(response, send)
+            return response
+
+        # The disconnect listener first: it raises nothing unexpected that would keep the
+        # request's task from being cancelled.
+        tasks = [
+            asyncio.create_task(self.listen_for_disconnect(receive)),
+            asyncio.create_task(process_request()),
+        ]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            if task.done():
+                try:
+                    task.result()
+                except RequestAborted:  # the client disconnected
+                    pass
+                except AssertionError:
+                    body_file.close()
+                    raise
+            else:  # views may handle their cancellation
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        try:
+            response = tasks[1].result()
+        except asyncio.CancelledError:
+            await signals.request_finished.asend(sender=self.__class__)
+        else:
+            if not queue_on_request_thread(response.close):
+                await sync_to_async(response.close)()
+        body_file.close()
 
 
 django.setup(set_prefix=False)

@@ -12,8 +12,9 @@ from django.utils import timezone
 from django_tenants.middleware.main import TenantMainMiddleware
 
 from contextplatform.core.errors import envelope
+from contextplatform.core.request_thread import queue_on_request_thread
 from tenants.models import ApiKey, Tenant
-from tenants.selectors import active_api_key, tenant_for_host
+from tenants.selectors import active_api_key, kept_active_key, tenant_for_host
 
 LAST_USED_RESOLUTION = timedelta(minutes=5)
 # The OpenAI- and Anthropic-compatible gateway: its errors come in the providers' shapes.
@@ -40,8 +41,26 @@ class ApiKeyOrHostTenantMiddleware(TenantMainMiddleware):
         their queries run (connections are per thread), and never for the probes."""
         if request.path in TENANTLESS_PATHS:
             return await self.get_response(request)
-        response = await sync_to_async(self.process_request, thread_sensitive=True)(request)
-        return response or await self.get_response(request)
+        if not self.selected_on_the_loop(request):
+            response = await sync_to_async(self.process_request, thread_sensitive=True)(request)
+            if response is not None:
+                return response
+        return await self.get_response(request)
+
+    def selected_on_the_loop(self, request: HttpRequest) -> bool:
+        """A key this process keeps as active selects its tenant here, on the event loop, and the
+        schema is queued on the request's thread, where its views and their queries run (ahead of
+        them: the thread runs its work in order): no round trip to the thread for the tenant.
+        ``False`` when the key is not kept (it is read, or refused, on the thread as before), when
+        no key is sent (the admin's host), or outside a request served on a thread of its own."""
+        plain_key = presented_key(request)
+        api_key = kept_active_key(plain_key) if plain_key else None
+        if api_key is None:
+            return False
+        if not queue_on_request_thread(lambda: self.select_schema(api_key)):
+            return False
+        self.use_key(request, api_key)
+        return True
 
     def get_tenant(self, domain_model: type, hostname: str) -> Tenant:
         tenant = tenant_for_host(hostname)  # kept per process
@@ -69,12 +88,23 @@ class ApiKeyOrHostTenantMiddleware(TenantMainMiddleware):
             )
             response["WWW-Authenticate"] = 'Bearer realm="api"'
             return response
-        self._touch(api_key)
+        self.select_schema(api_key)
+        self.use_key(request, api_key)
+        return None
+
+    def use_key(self, request: HttpRequest, api_key: ApiKey) -> None:
         request.api_key = api_key
         request.tenant = api_key.tenant
-        connection.set_tenant(api_key.tenant)
         self.setup_url_routing(request)
-        return None
+
+    def select_schema(self, api_key: ApiKey) -> None:
+        """On the request's thread: the key's last use noted (in the public schema, where keys
+        live), then its tenant's schema selected for the request's queries."""
+        connection.set_schema_to_public()
+        try:
+            self._touch(api_key)
+        finally:  # the request's queries never run in another schema than its tenant's
+            connection.set_tenant(api_key.tenant)
 
     @staticmethod
     def _touch(api_key: ApiKey) -> None:

@@ -1,28 +1,123 @@
 """The request path on Django's async stack (``contextplatform.asgi.application``, in process):
 the middleware's hooks run on the event loop rather than going to a thread and back, a probe
-never leaves the loop, and each request's synchronous code runs on a reused thread of its own."""
+never leaves the loop, each request's synchronous code runs on a reused thread of its own, and a
+request with a kept key goes to that thread once, for its view: the tenant's schema, the
+request-start check and the response's close are queued there instead of awaited."""
 
 from __future__ import annotations
 
 import threading
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import SyncToAsync, async_to_sync
 from django.contrib.messages.storage.fallback import FallbackStorage
 from django.contrib.sessions.backends.db import SessionStore
+from django.db import connection
 from django.middleware.security import SecurityMiddleware as DjangoSecurity
 from django.test import RequestFactory
 
 from contextplatform import asgi
-from contextplatform.core import inline_middleware
+from contextplatform.core import config_cache, inline_middleware
+from tests.conftest import TENANT_KEYS
 
 
 async def get(path: str, **headers: str) -> httpx.Response:
     transport = httpx.ASGITransport(app=asgi.application)
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         return await client.get(path, headers=headers)
+
+
+async def send(method: str, path: str, key: str, body: Any = None) -> httpx.Response:
+    transport = httpx.ASGITransport(app=asgi.application)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+        headers = {"Authorization": f"Bearer {key}"}
+        return await client.request(method, path, json=body, headers=headers)
+
+
+@pytest.fixture
+def one_request_thread(monkeypatch: pytest.MonkeyPatch) -> asgi.RequestThreads:
+    """Every request on the same thread: what one request leaves on it, the next one meets."""
+    threads = asgi.RequestThreads(idle_limit=1)
+    monkeypatch.setattr(asgi.ReusedThreadsASGIHandler, "threads", threads)
+    return threads
+
+
+@pytest.fixture
+def trips_to_the_thread(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The name of each function a request sent to its thread and waited for."""
+    trips: list[str] = []
+    original = SyncToAsync.__call__
+
+    async def counted(self: SyncToAsync[Any, Any], *args: Any, **kwargs: Any) -> Any:
+        trips.append(getattr(self.func, "__qualname__", repr(self.func)))
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__call__", counted)
+    return trips
+
+
+@pytest.fixture
+def committed(django_db_setup: Any, django_db_blocker: Any) -> Iterator[None]:
+    """Requests served on other threads see what is written: nothing is left in a transaction."""
+    with django_db_blocker.unblock():
+        assert config_cache.wait_until_listening()
+        yield
+
+
+def test_a_kept_key_goes_to_the_request_thread_once_for_its_view(
+    committed: None, trips_to_the_thread: list[str]
+) -> None:
+    async def until_kept() -> list[str]:
+        for _ in range(20):  # the first one reads the key and keeps it
+            trips_to_the_thread.clear()
+            response = await get("/api/v1/routes", Authorization=f"Bearer {TENANT_KEYS['acme']}")
+            assert response.status_code == 200
+            if len(trips_to_the_thread) == 1:
+                break
+        return list(trips_to_the_thread)
+
+    assert async_to_sync(until_kept)() == ["View.as_view.<locals>.view"]
+
+
+def test_requests_of_two_tenants_on_one_thread_each_read_their_own_schema(
+    committed: None, one_request_thread: asgi.RequestThreads
+) -> None:
+    name = f"only-in-acme-{uuid.uuid4().hex[:8]}"
+    acme, globex = TENANT_KEYS["acme"], TENANT_KEYS["globex"]
+    path = f"/api/v1/routes/{name}"
+
+    async def alternate() -> list[tuple[str, int]]:
+        created = await send("POST", "/api/v1/routes", acme, {"name": name})
+        assert created.status_code == 201, created.text
+        try:
+            seen = []
+            for _ in range(3):
+                for tenant, key in (("acme", acme), ("globex", globex)):
+                    seen.append((tenant, (await send("GET", path, key)).status_code))
+            return seen
+        finally:
+            await send("DELETE", path, acme)
+
+    # Had a request run in the schema the one before it left on the thread, globex would read
+    # acme's route (200) and acme, after globex, would miss it (404).
+    assert async_to_sync(alternate)() == [("acme", 200), ("globex", 404)] * 3
+
+
+def test_the_database_connection_is_given_back_once_the_response_is_closed(
+    committed: None, one_request_thread: asgi.RequestThreads
+) -> None:
+    async def read() -> bool:
+        response = await send("GET", "/api/v1/routes", TENANT_KEYS["acme"])
+        assert response.status_code == 200
+        (executor,) = one_request_thread._idle
+        # Queued behind the response's close: the thread's connection is back in the pool.
+        return executor.submit(lambda: connection.connection is None).result(timeout=10)
+
+    assert async_to_sync(read)()
 
 
 def test_the_middleware_hooks_stay_on_the_event_loop(
