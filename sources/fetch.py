@@ -82,7 +82,8 @@ async def fetch_one(
     )
     if not source.settings.enabled:
         return outcome
-    outcome.started_at = time.perf_counter()
+    # A source read ahead on the request's thread began with its read.
+    outcome.started_at = source.read_started_at or time.perf_counter()
     seconds = source.timeout_seconds
     with fetch_deadline.running(seconds) as deadline:
         # The fetch's task copies the context: everything it starts sees the deadline.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 from pydantic import Field
@@ -31,11 +31,17 @@ class UserProfileSource(ContextSource):
     type = "user_profile"
     Settings = UserProfileSettings
     prewarmable = True  # the user's attributes, whatever the turn asks
+    reads_ahead = True  # one statement in the tenant's schema
 
     async def fetch(self, request: ContextRequest) -> SourceResult:
         if not request.user:
             return SourceResult()
-        attributes = await sync_to_async(user_attributes)(request.user)
+        return self.result(request, await sync_to_async(user_attributes)(request.user))
+
+    def read_ahead(self, request: ContextRequest) -> SourceResult:
+        return self.result(request, user_attributes(request.user) if request.user else None)
+
+    def result(self, request: ContextRequest, attributes: dict[str, Any] | None) -> SourceResult:
         if attributes is None:
             return SourceResult()
         settings: UserProfileSettings = self.settings  # type: ignore[assignment]

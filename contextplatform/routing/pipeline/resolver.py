@@ -31,6 +31,7 @@ from contextplatform.routing.pipeline.injection import SourceBlock, inject, inje
 from contextplatform.routing.pipeline.lazy_sources import lazy_sources, offer_search_tools
 from contextplatform.routing.pipeline.packing import PackDecision, pack
 from contextplatform.routing.pipeline.prewarmed import with_prewarmed
+from contextplatform.routing.pipeline.read_ahead import read_ahead
 from contextplatform.routing.pipeline.refusals import context_length_exceeded, source_failed
 from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER, PendingReplay
 from contextplatform.routing.selectors import LoadedRoute, loaded_route
@@ -271,6 +272,7 @@ def resolve(
     lazy = set(map(id, offered.values()))
     fetched = [s for s in sources if id(s) not in lazy] if spec.context.enabled else []
     fetched, prewarmed = with_prewarmed(fetched, context_request)
+    fetched = read_ahead(fetched, context_request)
     outcomes = async_to_sync(fetch_all)(fetched, context_request, estimator) if fetched else []
     outcomes += [lazy_outcome(tool, source) for tool, source in offered.items()]
     clock.lap("fetch")
