@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from asgiref.sync import SyncToAsync, async_to_sync
+from asgiref.sync import async_to_sync
 from django.contrib.messages.storage.fallback import FallbackStorage
 from django.contrib.sessions.backends.db import SessionStore
 from django.db import connection
@@ -23,6 +23,7 @@ from django.test import RequestFactory
 from contextplatform import asgi
 from contextplatform.core import config_cache, inline_middleware
 from tests.conftest import TENANT_KEYS
+from tests.thread_trips import count_trips_to_a_thread
 
 
 async def get(path: str, **headers: str) -> httpx.Response:
@@ -48,16 +49,7 @@ def one_request_thread(monkeypatch: pytest.MonkeyPatch) -> asgi.RequestThreads:
 
 @pytest.fixture
 def trips_to_the_thread(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The name of each function a request sent to its thread and waited for."""
-    trips: list[str] = []
-    original = SyncToAsync.__call__
-
-    async def counted(self: SyncToAsync[Any, Any], *args: Any, **kwargs: Any) -> Any:
-        trips.append(getattr(self.func, "__qualname__", repr(self.func)))
-        return await original(self, *args, **kwargs)
-
-    monkeypatch.setattr(SyncToAsync, "__call__", counted)
-    return trips
+    return count_trips_to_a_thread(monkeypatch)
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ import time
 from typing import Any
 
 import pytest
-from asgiref.sync import SyncToAsync
 
 import sources.kinds.user_profile as user_profile
 from tests.conftest import ApiClient
 from tests.routing.api.test_resolve import chat, make_route, resolved, source
+from tests.thread_trips import count_trips_to_a_thread
 
 PROFILE = {"type": "user_profile", "name": "profile"}
 HISTORY = {"type": "recent_messages", "name": "history"}
@@ -26,14 +26,7 @@ def test_the_profile_and_the_session_are_read_without_a_trip_from_the_event_loop
     acme_api.put("/api/v1/users/u_7/profile", {"attributes": {"plan": "gold"}})
     make_route(acme_api, "read-ahead", [PROFILE, HISTORY])
     resolved(acme_api, "read-ahead", chat("First question"), user="u_7", session="s_1")
-    sent_to_a_thread: list[str] = []
-    original = SyncToAsync.__call__
-
-    async def counted(self: SyncToAsync[Any, Any], *args: Any, **kwargs: Any) -> Any:
-        sent_to_a_thread.append(getattr(self.func, "__qualname__", repr(self.func)))
-        return await original(self, *args, **kwargs)
-
-    monkeypatch.setattr(SyncToAsync, "__call__", counted)
+    sent_to_a_thread = count_trips_to_a_thread(monkeypatch)
     report = resolved(acme_api, "read-ahead", chat("Second question"), user="u_7", session="s_1")
     assert source(report, "profile")["status"] == "ok"
     assert source(report, "history")["status"] == "ok"
