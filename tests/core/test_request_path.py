@@ -184,3 +184,11 @@ def test_used_messages_are_stored_on_a_thread() -> None:
     assert not middleware.response_needs_thread(request)
     request._messages.add(20, "saved")
     assert middleware.response_needs_thread(request)
+
+
+def test_the_handlers_request_loop_is_djangos_own_version() -> None:
+    """``ReusedThreadsASGIHandler.handle`` is Django 5.2's ``handle`` with two steps queued instead
+    of awaited: another Django's may differ, and the copy must be read against it again."""
+    import django
+
+    assert django.VERSION[:2] == (5, 2)
