@@ -23,7 +23,7 @@ from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.http import HttpResponseBase
 from django.urls import set_script_prefix
 
-from contextplatform.core.request_thread import queue_on_request_thread, serving_on
+from contextplatform.core.request_thread import on_request_thread, serving_on
 
 IDLE_REQUEST_THREADS = 64  # kept for the next requests; beyond that a finished one is shut down
 
@@ -80,9 +80,9 @@ class ReusedThreadsASGIHandler(ASGIHandler):
         except RequestAborted:
             return
         set_script_prefix(get_script_prefix(scope))
-        started = partial(signals.request_started.send, sender=self.__class__, scope=scope)
-        if not queue_on_request_thread(started):
-            await signals.request_started.asend(sender=self.__class__, scope=scope)
+        await on_request_thread(
+            partial(signals.request_started.send, sender=self.__class__, scope=scope)
+        )
         request, error_response = self.create_request(scope, body_file)
         if request is None:
             body_file.close()
@@ -122,8 +122,7 @@ class ReusedThreadsASGIHandler(ASGIHandler):
         except asyncio.CancelledError:
             await signals.request_finished.asend(sender=self.__class__)
         else:
-            if not queue_on_request_thread(response.close):
-                await sync_to_async(response.close)()
+            await on_request_thread(response.close)
         body_file.close()
 
 

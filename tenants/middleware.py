@@ -53,8 +53,7 @@ class ApiKeyOrHostTenantMiddleware(TenantMainMiddleware):
         them: the thread runs its work in order): no round trip to the thread for the tenant.
         ``False`` when the key is not kept (it is read, or refused, on the thread as before), when
         no key is sent (the admin's host), or outside a request served on a thread of its own."""
-        plain_key = presented_key(request)
-        api_key = kept_active_key(plain_key) if plain_key else None
+        api_key = kept_active_key(presented_key(request))
         if api_key is None:
             return False
         if not queue_on_request_thread(lambda: self.select_schema(api_key)):

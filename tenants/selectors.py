@@ -23,7 +23,7 @@ def active_api_key(plain_key: str) -> ApiKey | None:
     return _active_keys.get(key_hash, lambda: _read_active_key(key_hash))
 
 
-def kept_active_key(plain_key: str) -> ApiKey | None:
+def kept_active_key(plain_key: str | None) -> ApiKey | None:
     """``active_api_key`` as this process keeps it, without a database read: the key when it is
     kept and active, ``None`` when it is not kept (yet) or not active. Safe on the event loop."""
     if not plain_key:

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from asgiref.sync import sync_to_async
+
 logger = logging.getLogger("contextplatform.request_thread")
 
 _request_thread: ContextVar[Executor | None] = ContextVar("request_thread", default=None)
@@ -42,6 +44,13 @@ def queue_on_request_thread(work: Callable[[], Any]) -> bool:
         return False
     executor.submit(work).add_done_callback(_log_failure)
     return True
+
+
+async def on_request_thread(work: Callable[[], Any]) -> None:
+    """``work`` queued on the request's thread; outside a request served on a thread of its own,
+    run on a thread now (``sync_to_async``, thread-sensitive) and waited for."""
+    if not queue_on_request_thread(work):
+        await sync_to_async(work)()
 
 
 def _log_failure(done: Future[Any]) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Literal
 
 from asgiref.sync import sync_to_async
 from pydantic import Field
@@ -36,12 +36,10 @@ class UserProfileSource(ContextSource):
     async def fetch(self, request: ContextRequest) -> SourceResult:
         if not request.user:
             return SourceResult()
-        return self.result(request, await sync_to_async(user_attributes)(request.user))
+        return await sync_to_async(self.read_ahead)(request)
 
     def read_ahead(self, request: ContextRequest) -> SourceResult:
-        return self.result(request, user_attributes(request.user) if request.user else None)
-
-    def result(self, request: ContextRequest, attributes: dict[str, Any] | None) -> SourceResult:
+        attributes = user_attributes(request.user) if request.user else None
         if attributes is None:
             return SourceResult()
         settings: UserProfileSettings = self.settings  # type: ignore[assignment]

@@ -48,13 +48,10 @@ class ReadAheadSource(PrewarmedSource):
 
 def read_ahead(sources: list[ContextSource], request: ContextRequest) -> list[ContextSource]:
     """``sources`` with those whose kind reads ahead read now, in order, and served from it."""
-    return [_read(source, request) if _reads_ahead(source) else source for source in sources]
-
-
-def _reads_ahead(source: ContextSource) -> bool:
-    return (
-        source.reads_ahead and source.settings.enabled and not isinstance(source, PrewarmedSource)
-    )
+    return [
+        _read(source, request) if source.reads_ahead and source.settings.enabled else source
+        for source in sources
+    ]
 
 
 def _read(source: ContextSource, request: ContextRequest) -> ContextSource:
