@@ -124,13 +124,6 @@ class ContextSource(ABC):
     # fetch reads what the user or the session holds, not what the turn asks, sets it; ``prewarm``
     # then runs at the session's opening and the next resolve serves ``fetch_prewarmed``.
     prewarmable: ClassVar[bool] = False
-    # A kind whose whole fetch is one read of the tenant's own database sets it: the resolve reads
-    # it with ``read_ahead`` on the request's thread, where the database connection is, before the
-    # other sources are fetched, and serves its fetch with ``fetch_prewarmed``. Read from the event
-    # loop, the same read is a trip to that thread and back, which cost more than the read.
-    reads_ahead: ClassVar[bool] = False
-    # When a source read ahead began its read: its fetch's time in the report starts there.
-    read_started_at: float | None = None
 
     def __init__(self, settings: SourceSettings, *, default_timeout_ms: int = 1500):
         self.settings = settings
@@ -174,10 +167,17 @@ class ContextSource(ABC):
             raise TypeError(f"{self.type}: pre-warmed {type(warm).__name__}, not a SourceResult")
         return warm
 
-    def read_ahead(self, request: ContextRequest) -> Any:
-        """What ``fetch_prewarmed`` serves the fetch from, read synchronously on the request's
-        thread (kinds with ``reads_ahead`` only)."""
-        raise NotImplementedError(f"{self.type} does not read ahead")
+    def fetch_at_once(self, request: ContextRequest) -> SourceResult | None:
+        """The fetch, done synchronously on the request's thread (where the tenant's database
+        connection is), when this source has its result at hand: a fixed text, one read of the
+        tenant's database, a retrieval this process keeps in memory. ``None``, having waited on
+        nothing, when it must be fetched on the event loop instead.
+
+        A source answered here costs no trip from the event loop to that thread and back, which
+        under load cost more CPU than a cached source's whole fetch. It cannot be cut at its
+        deadline (nothing here waits on a peer), so a kind does here only what it would do on
+        that thread anyway."""
+        return None
 
     def notes_on_timeout(self) -> dict[str, Any]:
         """The report's notes when the fetch ran out of time (it was cancelled, so it could not

@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import AsyncToSync
+from asgiref.sync import AsyncToSync, async_to_sync
 
 from contextplatform.core import metrics
 from contextplatform.core.estimation import TokenEstimator, default_estimator
@@ -58,59 +59,92 @@ class SourceOutcome:
 
 
 async def fetch_source(
-    source: ContextSource, request: ContextRequest, estimator: TokenEstimator
+    source: ContextSource,
+    request: ContextRequest,
+    estimator: TokenEstimator,
+    started_at: float | None = None,
 ) -> SourceOutcome:
-    """One source's outcome, logged and counted (``context_source_*`` metrics) here, once."""
+    """One source's outcome, logged and counted (``context_source_*`` metrics) here, once.
+    ``started_at``: when its fetch began, if before this call (its deadline runs from there)."""
     token = metrics.current_source_type.set(source.type)
     try:
-        outcome = await fetch_one(source, request, estimator)
+        outcome = await fetch_one(source, request, estimator, started_at)
     finally:
         metrics.current_source_type.reset(token)
     metrics.observe_source(request.route, outcome)
     return outcome
 
 
-async def fetch_one(
-    source: ContextSource, request: ContextRequest, estimator: TokenEstimator
-) -> SourceOutcome:
-    outcome = SourceOutcome(
+def new_outcome(source: ContextSource) -> SourceOutcome:
+    """The source's line in the report before its fetch: ``skipped`` until it says otherwise."""
+    return SourceOutcome(
         name=source.name,
         type=source.type,
         priority=source.priority,
         on_failure=source.on_failure,
         status="skipped",
     )
+
+
+async def fetch_one(
+    source: ContextSource,
+    request: ContextRequest,
+    estimator: TokenEstimator,
+    started_at: float | None = None,
+) -> SourceOutcome:
+    outcome = new_outcome(source)
     if not source.settings.enabled:
         return outcome
-    # A source read ahead on the request's thread began with its read.
-    outcome.started_at = source.read_started_at or time.perf_counter()
-    seconds = source.timeout_seconds
+    now = time.perf_counter()
+    outcome.started_at = now if started_at is None else started_at
+    seconds = source.timeout_seconds - (now - outcome.started_at)
+    if seconds <= 0:  # spent before this call (asking the source on the request's thread)
+        record_failure(outcome, DeadlinePassed(), source, time.monotonic())
+        return finished(outcome, request, estimator)
     with fetch_deadline.running(seconds) as deadline:
         # The fetch's task copies the context: everything it starts sees the deadline.
         fetching = asyncio.ensure_future(source.fetch(request))
     try:
         result = await within_deadline(fetching, seconds, source, request)
-    except DeadlinePassed:  # cut here, at the deadline
-        outcome.status = "timeout"
-        outcome.error = f"timed out after {seconds * 1000:.0f} ms"
-        outcome.notes = source.notes_on_timeout()
-    except TimeoutError as error:  # a shorter bound of the source's own fired first
-        outcome.status = "timeout"
-        outcome.error = timeout_text(error)
     except asyncio.CancelledError:
         raise
-    except SourceFailed as failure:
-        outcome.status = failed_status(failure.error, deadline)
-        outcome.error = failure_text(failure.error)
-        outcome.notes = failure.notes
     except Exception as error:  # a source's failure is recorded, never raised
+        record_failure(outcome, error, source, deadline)
+    else:
+        record_result(outcome, result)
+    return finished(outcome, request, estimator)
+
+
+def record_result(outcome: SourceOutcome, result: SourceResult) -> None:
+    outcome.items = result.items
+    outcome.status = "ok" if result.items else "empty"
+    outcome.candidates = result.trace
+    outcome.notes = result.notes
+
+
+def record_failure(
+    outcome: SourceOutcome, error: Exception, source: ContextSource, deadline: float
+) -> None:
+    if isinstance(error, DeadlinePassed):  # cut at the deadline
+        outcome.status = "timeout"
+        outcome.error = f"timed out after {source.timeout_seconds * 1000:.0f} ms"
+        outcome.notes = source.notes_on_timeout()
+    elif isinstance(error, TimeoutError):  # a shorter bound of the source's own fired first
+        outcome.status = "timeout"
+        outcome.error = timeout_text(error)
+    elif isinstance(error, SourceFailed):
+        outcome.status = failed_status(error.error, deadline)
+        outcome.error = failure_text(error.error)
+        outcome.notes = error.notes
+    else:
         outcome.status = failed_status(error, deadline)
         outcome.error = failure_text(error)
-    else:
-        outcome.items = result.items
-        outcome.status = "ok" if result.items else "empty"
-        outcome.candidates = result.trace
-        outcome.notes = result.notes
+
+
+def finished(
+    outcome: SourceOutcome, request: ContextRequest, estimator: TokenEstimator
+) -> SourceOutcome:
+    """The outcome with its clock stopped, its items' tokens counted, logged."""
     outcome.ended_at = time.perf_counter()
     outcome.ms = round((outcome.ended_at - outcome.started_at) * 1000, 3)
     for item in outcome.items:  # after the clock stops: estimation is our cost, not the source's
@@ -122,7 +156,8 @@ async def fetch_one(
 
 
 class DeadlinePassed(Exception):
-    """The source's deadline came before its fetch ended (the fetch is cancelled meanwhile)."""
+    """The source's deadline came before its fetch ended (a fetch on the loop is cancelled
+    meanwhile; one done on the request's thread is reported timed out when it ends)."""
 
 
 # Cancelled fetches still unwinding: referenced until done (the loop keeps only weak references).
@@ -228,8 +263,10 @@ async def fetch_all(
     sources: list[ContextSource],
     request: ContextRequest,
     estimator: TokenEstimator | None = None,
+    started_at: Sequence[float] | None = None,
 ) -> list[SourceOutcome]:
-    """All sources at once; the result keeps the sources' order.
+    """All sources at once; the result keeps the sources' order. ``started_at``, one per source:
+    when each fetch began, when that was before this call (each deadline runs from there).
 
     A fetch cut at its deadline unwinds in the background: on a loop that outlives the call (a
     server's), the outcomes are returned at once. A loop that ends with the call (asgiref's own,
@@ -238,10 +275,75 @@ async def fetch_all(
     fetches are waited for first.
     """
     chosen = estimator or default_estimator()
-    outcomes = list(await asyncio.gather(*(fetch_source(s, request, chosen) for s in sources)))
+    began: Sequence[float | None] = started_at or [None] * len(sources)
+    outcomes = list(
+        await asyncio.gather(
+            *(fetch_source(s, request, chosen, at) for s, at in zip(sources, began, strict=True))
+        )
+    )
     if loop_ends_with_the_call():
         await settle_unwinding()
     return outcomes
+
+
+def fetch_all_from_thread(
+    sources: list[ContextSource],
+    request: ContextRequest,
+    estimator: TokenEstimator | None = None,
+) -> list[SourceOutcome]:
+    """``fetch_all`` for a caller on the request's thread (the resolve, a preview, a search tool
+    call): the sources that have their result at hand (``ContextSource.fetch_at_once``) answer
+    here, in order, and the others are fetched together on the event loop, the one trip to it and
+    back made only when some source needs it. The result keeps the sources' order.
+
+    The trade-off: the sources answered here run before the others start, instead of beside them;
+    each of them is a fixed text, a cached retrieval or a single read of the tenant's database,
+    which ran one after another on this thread before as well.
+    """
+    chosen = estimator or default_estimator()
+    at_once: list[SourceOutcome | None] = []
+    waiting: list[ContextSource] = []
+    asked_at: list[float] = []  # a source sent on to the loop keeps the time it was asked here
+    for source in sources:
+        asked_at.append(time.perf_counter())
+        at_once.append(fetched_at_once(source, request, chosen))
+        if at_once[-1] is None:
+            waiting.append(source)
+        else:
+            asked_at.pop()
+    if not waiting:
+        return [outcome for outcome in at_once if outcome is not None]
+    from_loop = iter(async_to_sync(fetch_all)(waiting, request, chosen, asked_at))
+    return [outcome if outcome is not None else next(from_loop) for outcome in at_once]
+
+
+def fetched_at_once(
+    source: ContextSource, request: ContextRequest, estimator: TokenEstimator
+) -> SourceOutcome | None:
+    """The source's outcome when it answers on this thread (``fetch_at_once``), logged and
+    counted like a fetch on the loop; ``None`` when it must be fetched there. A fetch that ends
+    past its deadline is reported timed out, with its time, as one cut there would be."""
+    outcome = new_outcome(source)
+    if source.settings.enabled:
+        outcome.started_at = time.perf_counter()
+        seconds = source.timeout_seconds
+        token = metrics.current_source_type.set(source.type)
+        try:
+            with fetch_deadline.running(seconds) as deadline:
+                result = source.fetch_at_once(request)
+            if result is None:
+                return None
+            if time.perf_counter() - outcome.started_at >= seconds:
+                raise DeadlinePassed
+        except Exception as error:  # a source's failure is recorded, never raised
+            record_failure(outcome, error, source, deadline)
+        else:
+            record_result(outcome, result)
+        finally:
+            metrics.current_source_type.reset(token)
+        finished(outcome, request, estimator)
+    metrics.observe_source(request.route, outcome)
+    return outcome
 
 
 def loop_ends_with_the_call() -> bool:

@@ -27,6 +27,10 @@ class GuardrailSource(ContextSource):
     Settings = GuardrailSettings
 
     async def fetch(self, request: ContextRequest) -> SourceResult:
+        return self.fetch_at_once(request)
+
+    def fetch_at_once(self, request: ContextRequest) -> SourceResult:
+        """The route's own texts: always at hand."""
         settings: GuardrailSettings = self.settings  # type: ignore[assignment]
         return SourceResult(
             [

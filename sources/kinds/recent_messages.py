@@ -73,7 +73,6 @@ class RecentMessagesSource(ContextSource):
     # The session's stored turns are read ahead; which of them the request already carries is
     # decided at the resolve, from its own messages.
     prewarmable = True
-    reads_ahead = True  # one statement in the tenant's schema
 
     async def fetch(self, request: ContextRequest) -> SourceResult:
         if not request.session:
@@ -86,8 +85,11 @@ class RecentMessagesSource(ContextSource):
             raise PrewarmSkipped("no session")
         return await sync_to_async(self._load)(request.session, request.user)
 
-    def read_ahead(self, request: ContextRequest) -> list[ChatTurn]:
-        return self._load(request.session, request.user) if request.session else []
+    def fetch_at_once(self, request: ContextRequest) -> SourceResult:
+        """One statement in the tenant's schema, on the request's thread."""
+        if not request.session:
+            return SourceResult()
+        return self.from_stored(request, self._load(request.session, request.user))
 
     async def fetch_prewarmed(self, request: ContextRequest, warm: Any) -> SourceResult:
         return self.from_stored(request, list(warm))

@@ -31,14 +31,14 @@ class UserProfileSource(ContextSource):
     type = "user_profile"
     Settings = UserProfileSettings
     prewarmable = True  # the user's attributes, whatever the turn asks
-    reads_ahead = True  # one statement in the tenant's schema
 
     async def fetch(self, request: ContextRequest) -> SourceResult:
         if not request.user:
             return SourceResult()
-        return await sync_to_async(self.read_ahead)(request)
+        return await sync_to_async(self.fetch_at_once)(request)
 
-    def read_ahead(self, request: ContextRequest) -> SourceResult:
+    def fetch_at_once(self, request: ContextRequest) -> SourceResult:
+        """One statement in the tenant's schema, on the request's thread."""
         attributes = user_attributes(request.user) if request.user else None
         if attributes is None:
             return SourceResult()

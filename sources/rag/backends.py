@@ -60,6 +60,15 @@ class BackendTimeout(BackendError, TimeoutError):
     retrieval: the source reports ``timeout``, and a hybrid backend falls back as for any error."""
 
 
+def token_of(collections: list[Collection]) -> str:
+    """The collections' change token: their versions, and the judge calibration's time too (a
+    cached result was judged under the calibration it names)."""
+    return ",".join(
+        f"{c.pk}:{c.version}:{c.judge_calibrated_at.timestamp() if c.judge_calibrated_at else 0}"
+        for c in sorted(collections, key=lambda c: c.pk)
+    )
+
+
 @dataclass(frozen=True)
 class RetrievalRequest:
     schema: str
@@ -97,6 +106,12 @@ class RagBackend(ABC):
 
     async def cache_token(self, request: RetrievalRequest) -> str | None:
         """Changes whenever the backend's documents change; ``None`` when that cannot be known."""
+        return self.cache_token_on_thread(request)
+
+    def cache_token_on_thread(self, request: RetrievalRequest) -> str | None:
+        """``cache_token`` for a caller on the request's thread, where the tenant's connection
+        is: what it needs read there when this process does not keep it. A backend whose token
+        needs a read overrides both."""
         return None
 
     def judge_calibrations(self) -> dict[str, JudgeCalibration]:
@@ -127,25 +142,33 @@ class VectorstoreBackend(RagBackend):
         return self._collections
 
     async def read_collections(self, request: RetrievalRequest) -> list[Collection]:
+        kept = self.collections_at_hand(request)
+        if kept is not None:  # kept by this process: no trip to a thread
+            return kept
+        return await sync_to_async(self.collections)(request.schema, request.timeout_seconds)
+
+    def collections_at_hand(self, request: RetrievalRequest) -> list[Collection] | None:
+        """The collections when this process keeps them all (no read); ``None`` otherwise."""
         if self._collections is None:
             found, kept = COLLECTIONS.peek(collections_key(request.schema, self.config.names))
-            if found and kept is not None:  # kept by this process: no trip to a thread
+            if found and kept is not None:
                 self._collections = kept
         if self._collections is not None and not self._missing():
             return self._collections
         self._collections = None  # one is missing: read again, and refused there
-        return await sync_to_async(self.collections)(request.schema, request.timeout_seconds)
+        return None
 
     def _missing(self) -> bool:
         return len({c.name for c in self._collections or []}) < len(set(self.config.names))
 
     async def cache_token(self, request: RetrievalRequest) -> str | None:
-        collections = await self.read_collections(request)
-        # the calibration's time too: a cached result was judged under the calibration it names
-        return ",".join(
-            f"{c.pk}:{c.version}:{c.judge_calibrated_at.timestamp() if c.judge_calibrated_at else 0}"
-            for c in sorted(collections, key=lambda c: c.pk)
-        )
+        return token_of(await self.read_collections(request))
+
+    def cache_token_on_thread(self, request: RetrievalRequest) -> str | None:
+        kept = self.collections_at_hand(request)
+        if kept is not None:
+            return token_of(kept)
+        return token_of(self.collections(request.schema, request.timeout_seconds))
 
     def judge_calibrations(self) -> dict[str, JudgeCalibration]:
         return {c.name: calibration_of(c) for c in self._collections or []}

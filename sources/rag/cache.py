@@ -7,6 +7,7 @@ import hashlib
 import json
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.core.cache import caches
 from django.core.cache.backends.base import BaseCache
 from django.core.cache.backends.locmem import LocMemCache
@@ -54,6 +55,17 @@ FRONT_TTL_S = 5
 FRONT = LocMemCache("rag-front", {"TIMEOUT": FRONT_TTL_S, "OPTIONS": {"MAX_ENTRIES": 2000}})
 
 
+def get_on_thread(key: str) -> list[dict[str, Any]] | None:
+    """The cached entry, for a caller on the request's thread (a network cache is read there)."""
+    backend, in_memory = _backend()
+    found: list[dict[str, Any]] | None = backend.get(key) if in_memory else FRONT.get(key)
+    if found is None and not in_memory:
+        found = backend.get(key)
+        if found is not None:
+            FRONT.set(key, found, FRONT_TTL_S)
+    return found
+
+
 async def get(key: str) -> list[dict[str, Any]] | None:
     backend, in_memory = _backend()
     if in_memory:
@@ -61,9 +73,8 @@ async def get(key: str) -> list[dict[str, Any]] | None:
         return found
     found = FRONT.get(key)
     if found is None:
-        found = await backend.aget(key)
-        if found is not None:
-            FRONT.set(key, found, FRONT_TTL_S)
+        # the network cache's own aget is this same trip to the request's thread
+        found = await sync_to_async(get_on_thread)(key)
     return found
 
 

@@ -32,7 +32,7 @@ class HybridBackend(RagBackend):
         self.served_by: str | None = None
         self.primary_error: str | None = None
 
-    async def cache_token(self, request: RetrievalRequest) -> str | None:
+    def cache_token_on_thread(self, request: RetrievalRequest) -> str | None:
         return None  # one side may be an external service whose changes cannot be seen
 
     def judge_calibrations(self) -> dict[str, JudgeCalibration]:

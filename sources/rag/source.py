@@ -118,6 +118,26 @@ class RagSource(ContextSource):
         except Exception as error:  # what the fetch learned before failing stays in the report
             raise SourceFailed(error, notes) from error
 
+    def fetch_at_once(self, request: ContextRequest) -> SourceResult | None:
+        """A retrieval cached for this query, under the documents' change token, both read on the
+        request's thread (where a cache read from the loop would have gone); ``None`` on a miss,
+        to retrieve it on the loop, which asks the cache once more (a lookup, against the
+        embedding and the recall a miss costs)."""
+        if not request.query.strip():
+            return SourceResult(notes={"skipped": "no user query"})
+        if not (self.rag.cache_results and request.use_cache):
+            return None
+        notes: dict[str, Any] = {}
+        try:
+            backend = build_backend(self.rag.backend_settings())
+            retrieval = backend.resolved(self.retrieval_request(request))
+            recall_notes(backend, notes)
+            token = backend.cache_token_on_thread(retrieval)
+            cached = cache.get_on_thread(self.cache_key(request, backend, token))
+        except Exception as error:  # as the fetch on the loop reports it
+            raise SourceFailed(error, notes) from error
+        return None if cached is None else self.from_cache(cached, notes)
+
     async def retrieve(self, request: ContextRequest, notes: dict[str, Any]) -> SourceResult:
         backend = build_backend(self.rag.backend_settings())
         # The recall's unwritten values are the backend's embedder's (a hybrid's: the side's).
@@ -125,34 +145,10 @@ class RagSource(ContextSource):
         recall_notes(backend, notes)
         key = None
         if self.rag.cache_results and request.use_cache:
-            token = await backend.cache_token(retrieval)
-            key = cache.cache_key(
-                schema=request.tenant,
-                route=request.route,
-                source=self.name,
-                parts={
-                    "match": self.match.model_dump(mode="json"),
-                    # what the unwritten values came to (the embedder's defaults); a hybrid's
-                    # sides resolve theirs as they run
-                    "recall": None if backend.applied is None else backend.applied.notes(),
-                    "filter": self.rag.filter,
-                    "backend": self.rag.backend,
-                    "backend_config": self.rag.backend_config,
-                    "max_context_length": self.rag.max_context_length,
-                    "judge_default": request.judge_deployment,  # who judges a block naming none
-                },
-                query=request.query,
-                user=None,  # a rag source reads tenant-wide documents; memory sources pass the user
-                token=token or "ttl-only",  # external services: cached until the TTL ends
-            )
+            key = self.cache_key(request, backend, await backend.cache_token(retrieval))
             cached = await cache.get(key)
             if cached is not None:
-                notes["cache"] = "hit"
-                return SourceResult(
-                    items=[self.item(**entry["item"]) for entry in cached],
-                    trace=[entry["trace"] for entry in cached],
-                    notes=notes,
-                )
+                return self.from_cache(cached, notes)
             notes["cache"] = "miss"
         try:
             hits = await backend.retrieve(retrieval)
@@ -179,6 +175,35 @@ class RagSource(ContextSource):
                 self.rag.cache_ttl_seconds,
             )
         return SourceResult(items, [trace_entry(d) for d in result.decisions], notes)
+
+    def cache_key(self, request: ContextRequest, backend: RagBackend, token: str | None) -> str:
+        return cache.cache_key(
+            schema=request.tenant,
+            route=request.route,
+            source=self.name,
+            parts={
+                "match": self.match.model_dump(mode="json"),
+                # what the unwritten values came to (the embedder's defaults); a hybrid's sides
+                # resolve theirs as they run
+                "recall": None if backend.applied is None else backend.applied.notes(),
+                "filter": self.rag.filter,
+                "backend": self.rag.backend,
+                "backend_config": self.rag.backend_config,
+                "max_context_length": self.rag.max_context_length,
+                "judge_default": request.judge_deployment,  # who judges a block naming none
+            },
+            query=request.query,
+            user=None,  # a rag source reads tenant-wide documents; memory sources pass the user
+            token=token or "ttl-only",  # external services: cached until the TTL ends
+        )
+
+    def from_cache(self, cached: list[dict[str, Any]], notes: dict[str, Any]) -> SourceResult:
+        notes["cache"] = "hit"
+        return SourceResult(
+            items=[self.item(**entry["item"]) for entry in cached],
+            trace=[entry["trace"] for entry in cached],
+            notes=notes,
+        )
 
     def item_fields(self, decision: Any) -> dict[str, Any]:
         hit = decision.hit

@@ -14,12 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from asgiref.sync import async_to_sync
-
 from contextplatform.core.estimation import TokenEstimator
 from contextplatform.routing.pipeline.chat import ChatFormat
 from sources.base import ContextRequest, ContextSource
-from sources.fetch import SourceOutcome, fetch_all
+from sources.fetch import SourceOutcome, fetch_all_from_thread
 
 TOOL_PREFIX = "search_"
 MAX_TOOL_NAME = 64  # both providers' limit on a tool's name
@@ -141,5 +139,5 @@ def search_source(
     """One call of a lazy source's tool: the source fetched for ``query`` with its own timeout,
     match block and limits, exactly as a resolve fetches it. Runs on the tenant's database thread."""
     asked = replace(request, query=query[:MAX_QUERY_CHARS])
-    (outcome,) = async_to_sync(fetch_all)([source], asked, estimator)
+    (outcome,) = fetch_all_from_thread([source], asked, estimator)
     return SearchResult(content=render_passages(outcome), outcome=outcome)

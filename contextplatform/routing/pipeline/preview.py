@@ -6,12 +6,10 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from asgiref.sync import async_to_sync
-
 from contextplatform.routing.pipeline.resolver import build_sources
 from contextplatform.routing.selectors import existing_route
 from sources.base import ContextRequest
-from sources.fetch import fetch_all
+from sources.fetch import fetch_all_from_thread
 
 
 def preview_route(
@@ -37,7 +35,7 @@ def preview_route(
         dry_run=True,
         judge_deployment=spec.model.upstream,  # the same default judge as the route's resolves
     )
-    outcomes = async_to_sync(fetch_all)(sources, request) if sources else []
+    outcomes = fetch_all_from_thread(sources, request)
     return {
         "route": route.name,
         "query": query,

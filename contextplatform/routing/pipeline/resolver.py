@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.utils import timezone
 
@@ -31,12 +30,11 @@ from contextplatform.routing.pipeline.injection import SourceBlock, inject, inje
 from contextplatform.routing.pipeline.lazy_sources import lazy_sources, offer_search_tools
 from contextplatform.routing.pipeline.packing import PackDecision, pack
 from contextplatform.routing.pipeline.prewarmed import with_prewarmed
-from contextplatform.routing.pipeline.read_ahead import read_ahead
 from contextplatform.routing.pipeline.refusals import context_length_exceeded, source_failed
 from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER, PendingReplay
 from contextplatform.routing.selectors import LoadedRoute, loaded_route
 from sources.base import ContextRequest, ContextSource, source_kind
-from sources.fetch import SourceOutcome, fetch_all
+from sources.fetch import SourceOutcome, fetch_all_from_thread
 
 
 def signal_query(query: str, compress: CompressConfig | None, estimator: TokenEstimator) -> str:
@@ -272,8 +270,7 @@ def resolve(
     lazy = set(map(id, offered.values()))
     fetched = [s for s in sources if id(s) not in lazy] if spec.context.enabled else []
     fetched, prewarmed = with_prewarmed(fetched, context_request)
-    fetched = read_ahead(fetched, context_request)
-    outcomes = async_to_sync(fetch_all)(fetched, context_request, estimator) if fetched else []
+    outcomes = fetch_all_from_thread(fetched, context_request, estimator)
     outcomes += [lazy_outcome(tool, source) for tool, source in offered.items()]
     clock.lap("fetch")
 
