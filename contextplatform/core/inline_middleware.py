@@ -85,7 +85,23 @@ class PrometheusBeforeMiddleware(InlineHooks, DjangoPrometheusBefore):
 
 
 class PrometheusAfterMiddleware(InlineHooks, DjangoPrometheusAfter):
-    pass
+    def label_metric(
+        self, metric: Any, request: HttpRequest, response: Any = None, **labels: str
+    ) -> Any:
+        """The series's child, looked up once per process: ``labels()`` checks and locks at
+        every call, and a request asks for seven of them. The label values are closed sets
+        (methods, view names, status codes, charsets), so the children kept here are as many as
+        prometheus_client itself keeps."""
+        if not labels:
+            return metric
+        key = (id(metric), *labels.items())
+        child = _METRIC_CHILDREN.get(key)
+        if child is None:
+            child = _METRIC_CHILDREN[key] = metric.labels(**labels)
+        return child
+
+
+_METRIC_CHILDREN: dict[tuple[Any, ...], Any] = {}
 
 
 class SecurityMiddleware(InlineHooks, DjangoSecurity):
