@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from django.db import connection
@@ -59,19 +60,57 @@ _SESSION_TURNS_SQL = (
 _LAST_SESSION_TURN_SQL = f"{_SESSION_TURNS_SQL} DESC LIMIT 1"
 
 
-def session_turns(*, session_key: str, user_id: str | None) -> list[tuple[str, str]]:
-    """``(role, text)`` of each message of the user's session, oldest first."""
+def session_turns(
+    *, session_key: str, user_id: str | None, for_resolve: str = ""
+) -> list[tuple[str, str]]:
+    """``(role, text)`` of each message of the user's session, oldest first. Read ``for_resolve``
+    (its id), the turns are remembered on this thread for that resolve's own turn start."""
     with connection.cursor() as cursor:
         cursor.execute(_SESSION_TURNS_SQL, [session_key, user_id or ""])
-        return [(role, text) for role, text in cursor.fetchall()]
+        turns = [(role, text) for role, text in cursor.fetchall()]
+    if for_resolve:
+        _READ_FOR_RESOLVE.key = _read_key(for_resolve, session_key, user_id)
+        _READ_FOR_RESOLVE.last = turns[-1] if turns else None
+    return turns
 
 
-def last_session_turn(*, session_key: str, user_id: str | None) -> tuple[str, str] | None:
-    """``(role, text)`` of the user's session's latest message; ``None`` for an empty session."""
+def last_session_turn(
+    *, session_key: str, user_id: str | None, for_resolve: str = ""
+) -> tuple[str, str] | None:
+    """``(role, text)`` of the user's session's latest message; ``None`` for an empty session.
+    ``for_resolve``: the resolve whose history source read the session's turns moments ago on
+    this thread is answered from that read, not with a statement of its own."""
+    if for_resolve and _READ_FOR_RESOLVE.key == _read_key(for_resolve, session_key, user_id):
+        return _READ_FOR_RESOLVE.last
     with connection.cursor() as cursor:
         cursor.execute(_LAST_SESSION_TURN_SQL, [session_key, user_id or ""])
         row = cursor.fetchone()
     return None if row is None else (row[0], row[1])
+
+
+class _SessionRead(threading.local):
+    """The latest session read made for a resolve on this thread (a request's own thread).
+
+    A resolve reads its session's turns for the history source, then, once accepted, reads the
+    latest of them again to start the turn: a second statement for what the first had just read.
+    Between the two, the resolve writes nothing to the session, so the first read answers the
+    second; another request of the same session could append between them, as it could between
+    the turn start's own read and write."""
+
+    key: tuple[str, str, str, str] | None = None
+    last: tuple[str, str] | None = None
+
+
+_READ_FOR_RESOLVE = _SessionRead()
+
+
+def _read_key(resolve_id: str, session_key: str, user_id: str | None) -> tuple[str, str, str, str]:
+    return resolve_id, connection.schema_name, session_key, user_id or ""
+
+
+def forget_session_read() -> None:
+    """This thread's remembered session read no longer holds (its session was written)."""
+    _READ_FOR_RESOLVE.key = None
 
 
 def session_users(session_key: str, *, limit: int = 2) -> list[str]:

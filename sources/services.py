@@ -9,6 +9,7 @@ from django.db.models import Max
 
 from sources.messages import content_text
 from sources.models import ChatMessage, ChatSession, UserProfile
+from sources.selectors import forget_session_read
 
 
 def put_user_profile(*, user_id: str, attributes: dict[str, Any]) -> UserProfile:
@@ -23,6 +24,7 @@ def append_session_messages(
     *, session_key: str, user_id: str | None, messages: list[dict[str, Any]], resolve_id: str = ""
 ) -> list[ChatMessage]:
     """Append messages in order; the session row is locked so concurrent appends keep their order."""
+    forget_session_read()
     session, _ = ChatSession.objects.get_or_create(key=session_key, user_id=user_id or "")
     session = ChatSession.objects.select_for_update().get(pk=session.pk)
     last = session.messages.aggregate(last=Max("seq"))["last"] or 0

@@ -77,7 +77,9 @@ class RecentMessagesSource(ContextSource):
     async def fetch(self, request: ContextRequest) -> SourceResult:
         if not request.session:
             return SourceResult()
-        stored = await sync_to_async(self._load)(request.session, request.user)
+        stored = await sync_to_async(self._load)(
+            request.session, request.user, for_resolve=request.request_id
+        )
         return self.from_stored(request, stored)
 
     async def prewarm(self, request: ContextRequest) -> list[ChatTurn]:
@@ -89,7 +91,9 @@ class RecentMessagesSource(ContextSource):
         """One statement in the tenant's schema, on the request's thread."""
         if not request.session:
             return SourceResult()
-        return self.from_stored(request, self._load(request.session, request.user))
+        return self.from_stored(
+            request, self._load(request.session, request.user, for_resolve=request.request_id)
+        )
 
     async def fetch_prewarmed(self, request: ContextRequest, warm: Any) -> SourceResult:
         return self.from_stored(request, list(warm))
@@ -121,8 +125,10 @@ class RecentMessagesSource(ContextSource):
         return SourceResult(items)
 
     @staticmethod
-    def _load(session_key: str, user_id: str | None) -> list[ChatTurn]:
+    def _load(session_key: str, user_id: str | None, for_resolve: str = "") -> list[ChatTurn]:
         return [
             ChatTurn(role=role, text=text)
-            for role, text in session_turns(session_key=session_key, user_id=user_id)
+            for role, text in session_turns(
+                session_key=session_key, user_id=user_id, for_resolve=for_resolve
+            )
         ]

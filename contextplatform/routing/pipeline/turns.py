@@ -32,7 +32,7 @@ def begin_turn(
         return
     latest = messages[-1]
     # Role and text only: the row's content (a message's whole JSON) is not what is compared.
-    last = last_session_turn(session_key=session, user_id=user)
+    last = last_session_turn(session_key=session, user_id=user, for_resolve=resolve_id)
     if last is not None and last == ("user", content_text(latest.get("content"))):
         return
     append_session_messages(
