@@ -4,9 +4,9 @@ user-scoped sources), plus the backend's change token, so a document change inva
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
+import orjson
 from asgiref.sync import sync_to_async
 from django.core.cache import caches
 from django.core.cache.backends.base import BaseCache
@@ -23,7 +23,7 @@ def cache_key(
     user: str | None,
     token: str,
 ) -> str:
-    payload = json.dumps(
+    payload = orjson.dumps(
         {
             "schema": schema,
             "route": route,
@@ -33,11 +33,10 @@ def cache_key(
             "user": user,
             "token": token,
         },
-        sort_keys=True,
-        ensure_ascii=False,
+        option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
         default=str,
     )
-    return "rag:" + hashlib.sha256(payload.encode()).hexdigest()
+    return "rag:" + hashlib.sha256(payload).hexdigest()
 
 
 def _backend() -> tuple[BaseCache, bool]:

@@ -30,7 +30,7 @@ def resolved_counting(api: ApiClient, route: str, text: str, **extra: Any) -> tu
 
 def test_with_a_history_source_the_turn_start_reads_nothing_more(acme_api: ApiClient) -> None:
     make_route(acme_api, "with-history", [RULES, HISTORY])
-    first, reads = resolved_counting(acme_api, "with-history", "Hello", user="u_1", session="s_1")
+    _, reads = resolved_counting(acme_api, "with-history", "Hello", user="u_1", session="s_1")
     assert reads == 0
     again, reads = resolved_counting(acme_api, "with-history", "Hello", user="u_1", session="s_1")
     assert reads == 0
