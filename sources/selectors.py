@@ -9,6 +9,7 @@ from django.db import connection
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
+from contextplatform.core.config_cache import ProcessCache
 from sources.models import (
     ChatMessage,
     ChatSession,
@@ -18,6 +19,7 @@ from sources.models import (
     IngestionJob,
     UserProfile,
 )
+from sources.signals import PROFILES_CACHE
 
 
 def user_profile(user_id: str) -> UserProfile | None:
@@ -30,18 +32,28 @@ _PROFILE_ATTRIBUTES_SQL = (
 )
 
 
+# Every resolve of a route with a profile reads its user's attributes, and they are written
+# rarely (PUT /users/{user}/profile, the admin): kept per process by schema and user, as the
+# stored JSON text (decoded at each read, so no caller shares a mutable copy), and dropped in
+# every process when any profile is saved or deleted (sources.signals).
+PROFILES: ProcessCache[tuple[str, str], str | None] = ProcessCache(PROFILES_CACHE)
+
+
 def user_attributes(user_id: str) -> dict[str, Any] | None:
-    """The user's profile attributes, or None without a profile: what every resolve of a route
-    with a profile reads, in one SQL statement (building it through the ORM cost more than
-    running it)."""
+    """The user's profile attributes, or None without a profile."""
+    stored = PROFILES.get((connection.schema_name, user_id), lambda: _stored_attributes(user_id))
+    if stored is None:
+        return None
+    # Decoded by the model's field, as the ORM would (Django has psycopg hand JSON over as text).
+    return dict(_ATTRIBUTES_FIELD.from_db_value(stored, None, connection))
+
+
+def _stored_attributes(user_id: str) -> str | None:
+    """One SQL statement (building it through the ORM cost more than running it)."""
     with connection.cursor() as cursor:
         cursor.execute(_PROFILE_ATTRIBUTES_SQL, [user_id])
         row = cursor.fetchone()
-    if row is None:
-        return None
-    # Decoded by the model's field, as the ORM would (Django has psycopg hand JSON over as text).
-    attributes = _ATTRIBUTES_FIELD.from_db_value(row[0], None, connection)
-    return dict(attributes)
+    return None if row is None else str(row[0])
 
 
 def session_messages(*, session_key: str, user_id: str | None) -> QuerySet[ChatMessage]:

@@ -36,8 +36,12 @@ def current_search_path(wrapper: BaseDatabaseWrapper) -> str:
 
 
 def test_the_schema_is_set_once_per_tenant_not_per_statement(
-    own_connection: BaseDatabaseWrapper, acme: TenantFixture
+    own_connection: BaseDatabaseWrapper, acme: TenantFixture, globex: TenantFixture
 ) -> None:
+    # From the pool, the connection may already be on acme (a set is skipped then): start on
+    # another tenant.
+    own_connection.set_tenant(globex.tenant)
+    assert current_search_path(own_connection) == "globex, public"
     own_connection.set_tenant(acme.tenant)
     with CaptureQueriesContext(own_connection) as captured:
         for _ in range(3):
