@@ -15,6 +15,7 @@ import httpx
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.testing import WebsocketCommunicator
+from channels_redis.core import RedisChannelLayer
 from django.conf import settings as django_settings
 
 from contextplatform.asgi import application
@@ -264,6 +265,53 @@ def test_events_travel_through_redis(
     assert [(e["route"], e["source"], e["status"]) for e in run(scenario)] == [
         ("live", "rules", "ok")
     ]
+
+
+def test_with_redis_nothing_is_sent_while_nobody_listens_and_a_new_listener_is_heard(
+    acme: TenantFixture,
+    acme_api: ApiClient,
+    redis_url: str,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A resolve queues no events for a tenant whose dashboards are all closed (once the sender
+    has asked the layer), and a dashboard that opens is heard of within LISTENERS_KNOWN_S."""
+    settings.CHANNEL_LAYERS = redis_layer(redis_url, f"test-{uuid.uuid4().hex[:8]}")
+    make_route(acme_api, "quiet", [RULES])
+    sent: list[str] = []
+    group_send = RedisChannelLayer.group_send
+
+    async def counted(self: RedisChannelLayer, group: str, message: Any) -> None:
+        sent.append(group)
+        await group_send(self, group, message)
+
+    monkeypatch.setattr(RedisChannelLayer, "group_send", counted)
+    queued: list[str] = []
+    submit = live_events.SENDER.submit
+    monkeypatch.setattr(
+        live_events.SENDER,
+        "submit",
+        lambda layer, group, message: (queued.append(group), submit(layer, group, message)),
+    )
+    resolve(acme_api, "quiet")  # the first: queued, and the sender finds nobody listening
+    assert live_events.SENDER.wait_idle()
+    assert (queued, sent) == (["metrics.acme"], [])
+    resolve(acme_api, "quiet")
+    resolve(acme_api, "quiet")
+    assert live_events.SENDER.wait_idle()
+    assert (queued, sent) == (["metrics.acme"], [])  # known to be unheard: not even queued
+
+    async def scenario() -> list[dict[str, Any]]:
+        acme_socket = socket(key=acme.key)
+        assert (await acme_socket.connect())[0]
+        await asyncio.sleep(live_events.LISTENERS_KNOWN_S + 0.1)
+        await sync_to_async(resolve)(acme_api, "quiet")
+        events = await events_of(acme_socket, 1)
+        await acme_socket.disconnect()
+        return events
+
+    assert [(e["route"], e["status"]) for e in run(scenario)] == [("quiet", "ok")]
+    assert sent == ["metrics.acme"]
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The live event bus: group messages to a tenant's dashboards (``/ws/metrics/``), sent without
-ever raising into or waiting inside a resolve. With Redis a background thread sends; the
-in-memory layer (one process) is sent to directly, and only when this process has a listener of
-that tenant."""
+ever raising into or waiting inside a resolve. With Redis a background thread sends, and only
+while some process has a listener of that tenant (``Listeners``); the in-memory layer (one
+process) is sent to directly, and only when this process has a listener of that tenant."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import os
 import queue
 import threading
 import time
+import weakref
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
+from channels_redis.core import RedisChannelLayer
 
 from contextplatform.core.batches import take_batch
 from contextplatform.core.metrics import LIVE_EVENTS
@@ -97,6 +99,8 @@ class BackgroundSender:
         count: int,
     ) -> None:
         try:
+            if not loop.run_until_complete(LISTENERS.ask(layer, group)):
+                return  # nobody listens: dropped uncounted, as the in-memory layer's
             loop.run_until_complete(layer.group_send(group, message))
             LIVE_EVENTS.labels("sent").inc(count)
         except Exception:
@@ -132,6 +136,45 @@ def joined(taken: list[Queued]) -> list[tuple[BaseChannelLayer, str, dict[str, A
 
 
 SENDER = BackgroundSender()
+
+LISTENERS_KNOWN_S = 0.5
+
+
+class Listeners:
+    """Whether a group has a listener anywhere (a dashboard in any process), as the Redis layer's
+    own group membership says: asked by the sender thread before it sends, at most once per group
+    every ``LISTENERS_KNOWN_S``. A resolve does not queue events for a group known to have none,
+    as a resolve on the in-memory layer does not send them, so a deployment with no dashboard
+    open pays nothing for them; a dashboard that opens is heard of within ``LISTENERS_KNOWN_S``."""
+
+    def __init__(self) -> None:
+        # per layer (weakly: a layer replaced by new settings takes what was known with it)
+        self._known: weakref.WeakKeyDictionary[BaseChannelLayer, dict[str, tuple[bool, float]]]
+        self._known = weakref.WeakKeyDictionary()
+
+    def may_have(self, layer: BaseChannelLayer, group: str) -> bool:
+        known = self._known.get(layer, {}).get(group)
+        return known is None or known[0] or time.monotonic() - known[1] > LISTENERS_KNOWN_S
+
+    async def ask(self, layer: BaseChannelLayer, group: str) -> bool:
+        heard = await has_listeners(layer, group)
+        self._known.setdefault(layer, {})[group] = (heard, time.monotonic())
+        return heard
+
+
+async def has_listeners(layer: BaseChannelLayer, group: str) -> bool:
+    """True when the group has a member that joined within the layer's ``group_expiry`` (the
+    members ``group_send`` would send to); any other layer is assumed to have one."""
+    if not isinstance(layer, RedisChannelLayer):
+        return True
+    # channels-redis 4.3's own key of a group (pinned in pyproject.toml): a sorted set of its
+    # members, each scored with the time it joined.
+    connection = layer.connection(layer.consistent_hash(group))
+    joined_since = int(time.time()) - layer.group_expiry
+    return bool(await connection.zcount(layer._group_key(group), joined_since, "+inf"))
+
+
+LISTENERS = Listeners()
 
 
 class ListenerLoop:
@@ -174,4 +217,5 @@ def publish(group: str, message: dict[str, Any]) -> None:
         if group in layer.groups:
             LISTENER_LOOP.send(layer, group, message)
         return
-    SENDER.submit(layer, group, message)
+    if LISTENERS.may_have(layer, group):
+        SENDER.submit(layer, group, message)
