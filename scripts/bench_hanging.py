@@ -271,7 +271,16 @@ def use_before() -> None:
     import sources.fetch
 
     if not _BEFORE:
-        _BEFORE["old"] = before_module().fetch_one
+        before = before_module().fetch_one
+
+        async def fetch_one_before(
+            source: Any, request: Any, estimator: Any, started_at: float | None = None
+        ) -> Any:
+            # Today's fetch_source also passes when a fetch began on the request's thread; the
+            # old fetch_one knew no such thing (every fetch began on the loop).
+            return await before(source, request, estimator)
+
+        _BEFORE["old"] = fetch_one_before
         _BEFORE["now"] = sources.fetch.fetch_one
     sources.fetch.fetch_one = _BEFORE["old"]  # type: ignore[assignment]
 
