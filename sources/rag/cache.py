@@ -66,11 +66,10 @@ def get_on_thread(key: str) -> list[dict[str, Any]] | None:
 
 
 async def get(key: str) -> list[dict[str, Any]] | None:
-    backend, in_memory = _backend()
+    _, in_memory = _backend()
     if in_memory:
-        found: list[dict[str, Any]] | None = backend.get(key)
-        return found
-    found = FRONT.get(key)
+        return get_on_thread(key)  # this process's memory: no I/O, no trip
+    found: list[dict[str, Any]] | None = FRONT.get(key)
     if found is None:
         # the network cache's own aget is this same trip to the request's thread
         found = await sync_to_async(get_on_thread)(key)

@@ -32,8 +32,8 @@ class HybridBackend(RagBackend):
         self.served_by: str | None = None
         self.primary_error: str | None = None
 
-    def cache_token_on_thread(self, request: RetrievalRequest) -> str | None:
-        return None  # one side may be an external service whose changes cannot be seen
+    # No cache token (the base's None): one side may be an external service whose changes
+    # cannot be seen, so a cached result lasts until its TTL.
 
     def judge_calibrations(self) -> dict[str, JudgeCalibration]:
         found = self.primary.judge_calibrations()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import builtins
 import functools
-from typing import Any, TypeVar
+from typing import Any
 
 from sources.base import ContextRequest, ContextSource, SourceResult, SourceSettings
 from sources.prewarm import fingerprint, lookup
@@ -36,18 +36,13 @@ class PrewarmedSource(ContextSource):
         return self.inner.notes_on_timeout()
 
 
-W = TypeVar("W", bound=PrewarmedSource)
-
-
 @functools.cache
-def wrapper_of_kind(
-    wrapper: builtins.type[W], kind: builtins.type[ContextSource]
-) -> builtins.type[W]:
-    """``wrapper`` for one kind, carrying its ``type`` (metrics and logs name the real kind)."""
+def prewarmed_kind(kind: builtins.type[ContextSource]) -> builtins.type[PrewarmedSource]:
+    """The wrapper of one kind, carrying its ``type`` (metrics and logs name the real kind)."""
     return builtins.type(
-        f"{wrapper.__name__.removesuffix('Source')}{kind.__name__}",
-        (wrapper,),
-        {"type": kind.type, "Settings": kind.Settings, "prewarmable": kind.prewarmable},
+        f"Prewarmed{kind.__name__}",
+        (PrewarmedSource,),
+        {"type": kind.type, "Settings": kind.Settings, "prewarmable": True},
     )
 
 
@@ -67,9 +62,7 @@ def with_prewarmed(
     for source in sources:
         key = fingerprint(source) if source.prewarmable and source.settings.enabled else None
         if key is not None and key in states:
-            served.append(
-                wrapper_of_kind(PrewarmedSource, builtins.type(source))(source, states[key])
-            )
+            served.append(prewarmed_kind(builtins.type(source))(source, states[key]))
             names.add(source.name)
         else:
             served.append(source)
