@@ -129,6 +129,25 @@ def paired_rows(results: HttpPathResults) -> list[list[str]]:
     ]
 
 
+def round_by_round(plain: list[WrkRun], with_redis: list[WrkRun]) -> str:
+    """Each round's Redis run beside the embedded run next to it in time: the machine's drift
+    between rounds falls out of these ratios, and the server's CPU per request does not depend on
+    how wrk's connections split between the workers."""
+    pairs = [
+        (a, b)
+        for a, b in zip(plain, with_redis, strict=False)
+        if a.requests_per_s and a.requests and b.requests and a.server_cpu_s
+    ]
+    if not pairs:
+        return "no round to compare"
+    throughput = median([b.requests_per_s / a.requests_per_s for a, b in pairs])
+    cpu = median([(b.server_cpu_s / b.requests) / (a.server_cpu_s / a.requests) for a, b in pairs])
+    return (
+        f"round by round, median: {throughput:.2f} x the requests/s, "
+        f"{cpu:.2f} x the server CPU per request"
+    )
+
+
 def http_path_checks(results: HttpPathResults) -> list[Check]:
     prod = results.production
     checks: list[Check] = []
@@ -210,7 +229,8 @@ def http_path_checks(results: HttpPathResults) -> list[Check]:
                 f"no slower than without (≥ {REDIS_NO_SLOWER:g} x {rate(without)}/s, median of "
                 f"{len(paired_plain)} rounds alternating with it)",
                 f"{rate(with_)}/s ({ratio:.2f} x), p99 "
-                f"{ms(median([r.p99 for r in paired_redis]))} ms, errors {failed}",
+                f"{ms(median([r.p99 for r in paired_redis]))} ms, errors {failed}; "
+                + round_by_round(paired_plain, paired_redis),
                 ratio >= REDIS_NO_SLOWER and failed == 0,
             )
         )
