@@ -132,17 +132,24 @@ django_application = ReusedThreadsASGIHandler()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from contextplatform.live import TenantAuthMiddlewareStack, websocket_urlpatterns  # noqa: E402
+from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER  # noqa: E402
 
 
 async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """The ASGI lifespan protocol: nothing to open or close here (Django connects on the first
-    request; the replay writer flushes at interpreter exit), but answering it spares uvicorn's
-    "ASGI 'lifespan' protocol appears unsupported" at every start."""
+    """The ASGI lifespan protocol: nothing to open at startup (Django connects on the first
+    request); at shutdown, once the requests in flight are answered, the replay records this
+    process accepted are written before the shutdown completes.
+
+    A worker stopped by SIGTERM does not get to run ``atexit`` hooks: once the application has
+    shut down, uvicorn raises the signal it caught again, under the default handler that
+    gunicorn's uvicorn worker installs, and the process dies there. The writer's own ``atexit``
+    flush covers the other ways out (``manage.py``, a worker without the lifespan)."""
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
+            await asyncio.to_thread(REPLAY_WRITER.flush)
             await send({"type": "lifespan.shutdown.complete"})
             return
 

@@ -4,14 +4,18 @@ real uvicorn (which otherwise logs "ASGI 'lifespan' protocol appears unsupported
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Any
 
 import httpx
+import pytest
 from asgiref.testing import ApplicationCommunicator
 
 from contextplatform.asgi import application
+from contextplatform.routing.pipeline.resolver import new_resolve_id
 from tests import live
+from tests.routing.pipeline.test_replay_writer import delete_committed, ids_in, record
 
 
 async def lifespan_answers() -> list[str]:
@@ -65,3 +69,35 @@ def test_start_up_objects_are_frozen_out_of_the_garbage_collector() -> None:
 
     assert gc.get_freeze_count() > 10_000  # Django, the apps and their modules
     assert gc.get_threshold()[0] == 10_000
+
+
+@pytest.mark.django_db
+def test_the_shutdown_completes_once_the_accepted_replay_records_are_written(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker stopped by SIGTERM dies as soon as the application has shut down (uvicorn raises
+    the signal again under the default handler), so atexit hooks never run: the records its
+    writer still holds are written by the lifespan's shutdown, before it completes."""
+    from asgiref.sync import async_to_sync
+
+    from contextplatform.routing.pipeline import replay_writer
+
+    settings.REPLAY_WRITES = "background"
+    held = threading.Event()
+    write_records = replay_writer.write_records
+
+    def slow_write(schema: str, records: list[Any]) -> None:
+        held.wait(timeout=10)
+        write_records(schema, records)
+
+    monkeypatch.setattr(replay_writer, "write_records", slow_write)
+    record_id = new_resolve_id()
+    try:
+        replay_writer.REPLAY_WRITER.submit("acme", record(record_id))
+        threading.Timer(0.3, held.set).start()  # the write lands 0.3 s from now, no sooner
+        assert async_to_sync(lifespan_answers)()[1] == "lifespan.shutdown.complete"
+        assert ids_in("acme", [record_id]) == {record_id}
+    finally:
+        held.set()
+        replay_writer.REPLAY_WRITER.flush()
+        delete_committed([record_id])

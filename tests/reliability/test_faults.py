@@ -401,7 +401,7 @@ def test_sigterm_drains_requests_in_flight_and_the_replay_writer(cluster: Cluste
         assert code == 0, web.log_text()[-3000:]
         ids = [response.json()["id"] for response in responses]
         written = rows(cluster, "SELECT id FROM routing_replayrecord WHERE id = ANY(%s)", [ids])
-        assert sorted(row[0] for row in written) == sorted(ids)  # flushed before exit
+        assert sorted(row[0] for row in written) == sorted(ids), web.log_text()[-3000:]
     finally:
         cluster.parts.pop("web", None)
         cluster.start_web()

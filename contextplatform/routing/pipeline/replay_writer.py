@@ -7,7 +7,8 @@ record this process has accepted for their tenant (and never wait for another te
 record accepted by another worker process lands within milliseconds, and ``complete_turn`` waits
 for it briefly. Nothing is dropped: when the queue is full the resolve
 writes its own record, a failed batch is retried record by record, and the queue is drained when
-the process exits normally. Only a killed process can lose the records it had not yet written.
+the server shuts down (the ASGI lifespan's shutdown, ``contextplatform.asgi``) and when the process
+exits normally. Only a killed process can lose the records it had not yet written.
 
 ``REPLAY_WRITES = "inline"`` (a setting) writes each record in the resolve itself.
 """
