@@ -150,6 +150,7 @@ class ProfiledRun:
     errors: int
     samples: int
     components: dict[str, int] = field(default_factory=dict)
+    sampler_error: str = ""  # what py-spy printed when it took no samples
 
     def share(self, component: str) -> float:
         return self.components.get(component, 0) / self.samples if self.samples else 0.0
@@ -217,16 +218,17 @@ def profile_run(
         ) as warm:
             warm.wait(timeout=60)
 
+        sampler: list[subprocess.CompletedProcess[str]] = []
+
         def sample() -> None:
             time.sleep(SAMPLE_AFTER_S)
             command = [spy, "record", "--pid", str(server.process.pid), "--rate", str(RATE)]
             command += ["--duration", f"{SAMPLE_S:g}", "--format", "raw"]
             command += ["--output", str(raw_path), "--nonblocking"]
-            subprocess.run(
-                command,
-                capture_output=True,
-                timeout=SAMPLE_S + 60,
-                check=False,
+            sampler.append(
+                subprocess.run(
+                    command, capture_output=True, text=True, timeout=SAMPLE_S + 60, check=False
+                )
             )
 
         spying = threading.Thread(target=sample)
@@ -251,7 +253,38 @@ def profile_run(
         errors=errors,
         samples=total,
         components=dict(counts),
+        sampler_error=""
+        if total
+        else " ".join((sampler[0].stderr if sampler else "").split())[-300:],
     )
+
+
+SAMPLING_ATTEMPTS = 2
+
+
+def sampled_run(
+    wrk: str,
+    spy: str,
+    code: str,
+    folder: Path,
+    target: str,
+    request: Any,
+    env: dict[str, str],
+    results: ProfileResults,
+) -> ProfiledRun:
+    """A profiled run, run again when py-spy took no samples of it (it sometimes fails to attach
+    to a busy process); a run still without samples is noted, never shown as an empty profile."""
+    for attempt in range(1, SAMPLING_ATTEMPTS + 1):
+        log(f"request_profile: {target} on {code} …")
+        run = profile_run(wrk, spy, code, folder, target, request, env)
+        if run.samples:
+            return run
+        log(f"request_profile: py-spy took no samples (attempt {attempt}): {run.sampler_error}")
+    results.problems.append(
+        f"py-spy took no samples of {target} on {code} in {SAMPLING_ATTEMPTS} attempts: "
+        f"{run.sampler_error or 'no message'}"
+    )
+    return run
 
 
 def run_profile(quick: bool) -> ProfileResults:
@@ -284,9 +317,8 @@ def run_profile(quick: bool) -> ProfileResults:
             )
             for target in TARGETS:
                 for code, folder in (("before", before), ("now", ROOT)):
-                    log(f"request_profile: {target} on {code} …")
                     results.runs.append(
-                        profile_run(wrk, spy, code, folder, target, requests[target], env)
+                        sampled_run(wrk, spy, code, folder, target, requests[target], env, results)
                     )
     finally:
         clean_tenant(prepared)
