@@ -1,13 +1,15 @@
-"""Keys, tenants and domains kept per process (``tenants.selectors``) are dropped in every
-process when one of them is saved or deleted."""
+"""Keys and domains kept per process (``tenants.selectors``) are dropped in every process when one
+of them is saved or deleted; a tenant saved or deleted drops every cache of every process (what
+the apps keep per tenant schema included, and a key's or domain's copy carries its tenant)."""
 
 from __future__ import annotations
 
-from contextplatform.core.config_cache import drop_on_change
+from contextplatform.core.config_cache import EVERY_CACHE, drop_on_change
 from tenants.models import ApiKey, Domain, Tenant
 from tenants.selectors import API_KEYS, DOMAINS
 
 
 def connect() -> None:
-    drop_on_change(API_KEYS, ApiKey, Tenant)  # a key's cached copy carries its tenant
-    drop_on_change(DOMAINS, Domain, Tenant)
+    drop_on_change(API_KEYS, ApiKey)
+    drop_on_change(DOMAINS, Domain)
+    drop_on_change(EVERY_CACHE, Tenant)

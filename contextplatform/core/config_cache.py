@@ -44,6 +44,12 @@ V = TypeVar("V")
 
 _caches: dict[str, ProcessCache[object, object]] = {}
 
+# The name that drops every cache: most keep entries by tenant schema, and a tenant created,
+# changed or deleted (its schema dropped with its rows, which sends no signal) must not find what
+# was kept for a schema of the same name. A listener drops every cache for any name it does not
+# know, this one included.
+EVERY_CACHE = "*"
+
 
 class ProcessCache(Generic[K, V]):
     """Values loaded by ``load`` kept per key, least recently used dropped past ``max_entries``."""
@@ -122,8 +128,9 @@ class ProcessCache(Generic[K, V]):
 def changed(name: str, using: str = DEFAULT_DB_ALIAS) -> None:
     """A write changed what cache ``name`` keeps: dropped here now, and in every process once the
     writing transaction commits."""
-    cache = _caches.get(name)
-    if cache is not None:
+    if name == EVERY_CACHE:
+        clear_all()
+    elif (cache := _caches.get(name)) is not None:
         cache.clear()
     try:
         with connections[using].cursor() as cursor:

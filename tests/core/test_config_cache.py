@@ -224,3 +224,17 @@ def test_a_collection_indexed_again_is_read_again(acme: TenantFixture, listening
         outside_the_test_transaction(remove)
     assert kept_reads == 0  # the second read came from what this process kept
     assert after == before + 1
+
+
+def test_a_tenant_saved_drops_what_every_cache_kept_for_tenant_schemas(
+    acme: TenantFixture, listening: None
+) -> None:
+    """A tenant's schema dropped with it (and one made again under the same name) sends no
+    signal of its rows: any tenant saved or deleted drops every cache, here and elsewhere."""
+    from sources.selectors import PROFILES
+
+    key = ("acme", f"u_{uuid.uuid4().hex[:8]}")
+    outside_the_test_transaction(lambda: PROFILES.get(key, lambda: '{"plan": "gold"}'))
+    assert PROFILES.peek(key) == (True, '{"plan": "gold"}')
+    acme.tenant.save()
+    assert PROFILES.peek(key) == (False, None)
