@@ -150,7 +150,7 @@ class ProfiledRun:
     errors: int
     samples: int
     components: dict[str, int] = field(default_factory=dict)
-    sampler_error: str = ""  # what py-spy printed when it took no samples
+    sampler_output: str = ""  # the end of what py-spy printed (its reason when it took no samples)
 
     def share(self, component: str) -> float:
         return self.components.get(component, 0) / self.samples if self.samples else 0.0
@@ -253,9 +253,7 @@ def profile_run(
         errors=errors,
         samples=total,
         components=dict(counts),
-        sampler_error=""
-        if total
-        else " ".join((sampler[0].stderr if sampler else "").split())[-300:],
+        sampler_output=" ".join((sampler[0].stderr if sampler else "").split())[-300:],
     )
 
 
@@ -279,10 +277,10 @@ def sampled_run(
         run = profile_run(wrk, spy, code, folder, target, request, env)
         if run.samples:
             return run
-        log(f"request_profile: py-spy took no samples (attempt {attempt}): {run.sampler_error}")
+        log(f"request_profile: py-spy took no samples (attempt {attempt}): {run.sampler_output}")
     results.problems.append(
         f"py-spy took no samples of {target} on {code} in {SAMPLING_ATTEMPTS} attempts: "
-        f"{run.sampler_error or 'no message'}"
+        f"{run.sampler_output or 'no message'}"
     )
     return run
 

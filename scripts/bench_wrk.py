@@ -289,6 +289,10 @@ class WrkRun:
         ok = self.requests - self.errors.get("status", 0)
         return ok / self.seconds if self.seconds else 0.0
 
+    @property
+    def server_cpu_ms_per_request(self) -> float:
+        return self.server_cpu_s * 1000 / self.requests if self.requests else float("nan")
+
     def percentile(self, q: float) -> float:
         return self.percentiles_ms.get(f"{q:g}", float("nan"))
 

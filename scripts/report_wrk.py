@@ -122,7 +122,7 @@ def paired_rows(results: HttpPathResults) -> list[list[str]]:
             ms(run.p99),
             str(run.failed),
             f"{run.server_cpu_s / run.seconds:.2f}" if run.seconds else "-",
-            f"{run.server_cpu_s * 1000 / run.requests:.2f}" if run.requests else "-",
+            f"{run.server_cpu_ms_per_request:.2f}" if run.requests else "-",
             f"{run.load_average[0]:.2f}" if run.load_average else "-",
         ]
         for run in results.paired
@@ -130,18 +130,22 @@ def paired_rows(results: HttpPathResults) -> list[list[str]]:
 
 
 def round_by_round(plain: list[WrkRun], with_redis: list[WrkRun]) -> str:
-    """Each round's Redis run beside the embedded run next to it in time: the machine's drift
+    """Each round's Redis run beside the embedded run of the same round: the machine's drift
     between rounds falls out of these ratios, and the server's CPU per request does not depend on
     how wrk's connections split between the workers."""
+    embedded = {run.paired_round: run for run in plain}
     pairs = [
-        (a, b)
-        for a, b in zip(plain, with_redis, strict=False)
-        if a.requests_per_s and a.requests and b.requests and a.server_cpu_s
+        (embedded[run.paired_round], run)
+        for run in with_redis
+        if run.paired_round in embedded
+        and embedded[run.paired_round].requests_per_s
+        and embedded[run.paired_round].server_cpu_s
+        and run.requests
     ]
     if not pairs:
         return "no round to compare"
     throughput = median([b.requests_per_s / a.requests_per_s for a, b in pairs])
-    cpu = median([(b.server_cpu_s / b.requests) / (a.server_cpu_s / a.requests) for a, b in pairs])
+    cpu = median([b.server_cpu_ms_per_request / a.server_cpu_ms_per_request for a, b in pairs])
     return (
         f"round by round, median: {throughput:.2f} x the requests/s, "
         f"{cpu:.2f} x the server CPU per request"
