@@ -151,7 +151,7 @@ async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
             REPLAY_WRITER.start_recovery()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
-            await asyncio.to_thread(REPLAY_WRITER.flush)
+            await asyncio.to_thread(REPLAY_WRITER.close)
             await send({"type": "lifespan.shutdown.complete"})
             return
 

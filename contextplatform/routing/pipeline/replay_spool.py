@@ -132,6 +132,20 @@ class ReplaySpool:
                         segment.path.unlink()
                     os.close(segment.fd)
 
+    def close(self) -> None:
+        """At a clean exit, once the writer is drained: the segments whose records are all
+        written go (one still holding a record that could not be written stays, for replay)."""
+        with self._lock:
+            if self._pid != os.getpid():
+                return
+            for segment in [s for s in self._segments if s.pending <= 0]:
+                self._segments.remove(segment)
+                with contextlib.suppress(FileNotFoundError):
+                    segment.path.unlink()
+                os.close(segment.fd)
+            if self._current not in self._segments:
+                self._current = None
+
     def _writable(self) -> Segment:
         if self._pid != os.getpid():  # a forked child: the parent's segments stay the parent's
             for segment in self._segments:

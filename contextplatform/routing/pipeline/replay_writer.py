@@ -178,6 +178,16 @@ class ReplayWriter:
                 self._idle.wait(remaining)
         return True
 
+    def close(self, timeout_s: float = 10.0) -> bool:
+        """At the process's end: write what was accepted, then remove the spool's written
+        segments (left to a replay when the writer could not finish)."""
+        drained = self.flush(timeout_s=timeout_s)
+        try:
+            self.spool.close()
+        except OSError:
+            logger.exception("the replay spool could not be closed")
+        return drained
+
     def _ensure_thread(self) -> None:
         if self._thread is not None and self._thread.is_alive():
             return
@@ -278,7 +288,7 @@ def write_one(schema: str, record: ReplayRecord) -> bool:
 
 
 REPLAY_WRITER = ReplayWriter()
-atexit.register(REPLAY_WRITER.flush)
+atexit.register(REPLAY_WRITER.close)
 
 
 def flush_current_tenant() -> bool:

@@ -139,7 +139,7 @@ def test_a_spooled_line_holds_the_record_as_built() -> None:
     }
 
 
-def test_the_writer_clears_its_spool_once_the_records_are_written(
+def test_the_writer_clears_its_spool_once_the_records_are_written_and_removes_it_at_exit(
     spool_dir: Path, settings: Any
 ) -> None:
     settings.REPLAY_WRITES = "background"
@@ -152,6 +152,7 @@ def test_the_writer_clears_its_spool_once_the_records_are_written(
         assert writer.flush(timeout_s=30)
         assert ids_in("acme", ids) == set(ids)
         assert segment.stat().st_size == 0  # all written: nothing left to replay
+        assert writer.close() and segments(spool_dir) == []  # a clean exit leaves no file
     finally:
         delete_committed(ids)
 
