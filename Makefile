@@ -61,7 +61,8 @@ test: install browser
 	$(PY) -m pytest
 
 # Faults played against the cluster shape (tests/reliability/test_faults.py: a Celery worker, Redis,
-# PostgreSQL, an ASGI worker, SIGTERM) and the other reliability tests; `make test` leaves out
+# PostgreSQL, an ASGI worker, SIGTERM; test_fault_*.py: Redis down under hand-backs and under
+# gateway load) and the other reliability tests; `make test` leaves out
 # the tests that need a cluster (tests/reliability/conftest.py).
 reliability: install
 	$(PY) -m pytest -m reliability tests/reliability

@@ -136,8 +136,9 @@ from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER  # noqa
 
 
 async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """The ASGI lifespan protocol: nothing to open at startup (Django connects on the first
-    request); at shutdown, once the requests in flight are answered, the replay records this
+    """The ASGI lifespan protocol: at startup, the replay spools of processes that ended without
+    writing them are replayed (in a thread of their own; Django connects on the first request);
+    at shutdown, once the requests in flight are answered, the replay records this
     process accepted are written before the shutdown completes.
 
     A worker stopped by SIGTERM does not get to run ``atexit`` hooks: once the application has
@@ -147,9 +148,10 @@ async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            REPLAY_WRITER.start_recovery()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
-            await asyncio.to_thread(REPLAY_WRITER.flush)
+            await asyncio.to_thread(REPLAY_WRITER.close)
             await send({"type": "lifespan.shutdown.complete"})
             return
 

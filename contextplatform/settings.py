@@ -205,6 +205,12 @@ REDIS_URL = os.environ.get("REDIS_URL", "").strip()
 REPLAY_WRITES = os.environ.get("REPLAY_WRITES", "background").strip() or "background"
 if REPLAY_WRITES not in ("background", "inline"):
     raise ImproperlyConfigured("REPLAY_WRITES must be 'background' or 'inline'")
+# The background writer's write-ahead spool: each record is on this local disk before its answer
+# (routing/pipeline/replay_spool.py). Every process of one host shares it; keep it on a volume that
+# outlives the host's processes (and the host, to keep what a lost host had not written).
+REPLAY_SPOOL_DIR = Path(
+    os.environ.get("REPLAY_SPOOL_DIR", "").strip() or BASE_DIR / "var" / "replay-spool"
+)
 
 # Celery: eager in the embedded default, a real broker with REDIS_URL.
 if REDIS_URL:

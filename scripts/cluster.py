@@ -209,6 +209,7 @@ class Cluster:
                 "CELERY_TASK_ALWAYS_EAGER": "0",
                 "PROMETHEUS_MULTIPROC_DIR": str(self.root / "prometheus"),
                 "STANDIN_PORT": str(self.standin_port),
+                "REPLAY_SPOOL_DIR": str(self.root / "replay-spool"),
                 "PORT": str(self.port),
                 "PYTHONUNBUFFERED": "1",
                 **self.extra_env,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -50,6 +52,11 @@ def isolated_task_and_cache_settings() -> None:
     # commit replay records past it. Tests write them inline; the live-server tests (and
     # tests/routing/pipeline/test_replay_writer.py) run the background writer.
     settings.REPLAY_WRITES = "inline"
+    # The background writer's spool, and the live servers' (tests/live.py passes the environment
+    # on), in a folder of this run: a spool is replayed into whichever database finds it.
+    spool = tempfile.mkdtemp(prefix="replay-spool-")
+    settings.REPLAY_SPOOL_DIR = Path(spool)
+    os.environ["REPLAY_SPOOL_DIR"] = spool
     prefix = f"test-{uuid.uuid4().hex[:12]}"
     settings.CACHES = {
         name: {**config, "KEY_PREFIX": prefix} for name, config in settings.CACHES.items()

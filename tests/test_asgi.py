@@ -86,9 +86,9 @@ def test_the_shutdown_completes_once_the_accepted_replay_records_are_written(
     held = threading.Event()
     write_records = replay_writer.write_records
 
-    def slow_write(schema: str, records: list[Any]) -> None:
+    def slow_write(schema: str, records: list[Any]) -> set[str]:
         held.wait(timeout=10)
-        write_records(schema, records)
+        return write_records(schema, records)
 
     monkeypatch.setattr(replay_writer, "write_records", slow_write)
     record_id = new_resolve_id()
