@@ -6,9 +6,11 @@ provider's own event format, with usage.
 Every request is recorded (``Seen``: headers and body) so that a test can assert what the
 upstream received: the injected context, the deployment's model, the key header. Its answer echoes
 the request ("seen N messages; question: ...; model: ...") unless the test chooses its text
-(``answer_with``). A test may make it answer an error status
-(``fail``), never answer (``hang``) or stream slowly (``stream_slowly``); ``disconnected`` is set
-when a client closes the connection before a stream is over (the cancelled upstream call).
+(``answer_with``), and its usage bills as a provider would (``bill``: hidden input added to every
+prompt, a completion count that honours or ignores the request's output limit). A test may make
+it answer an error status (``fail``), never answer (``hang``) or stream slowly
+(``stream_slowly``); ``disconnected`` is set when a client closes the connection before a stream
+is over (the cancelled upstream call).
 
 Its own threaded ``http.server`` rather than ``tests/loopback.py``'s service: a stream is written
 event by event, flushed, with pauses between events.
