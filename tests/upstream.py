@@ -6,9 +6,11 @@ provider's own event format, with usage.
 Every request is recorded (``Seen``: headers and body) so that a test can assert what the
 upstream received: the injected context, the deployment's model, the key header. Its answer echoes
 the request ("seen N messages; question: ...; model: ...") unless the test chooses its text
-(``answer_with``). A test may make it answer an error status
-(``fail``), never answer (``hang``) or stream slowly (``stream_slowly``); ``disconnected`` is set
-when a client closes the connection before a stream is over (the cancelled upstream call).
+(``answer_with``), and its usage bills as a provider would (``bill``: hidden input added to every
+prompt, a completion count that honours or ignores the request's output limit). A test may make
+it answer an error status (``fail``), never answer (``hang``) or stream slowly
+(``stream_slowly``); ``disconnected`` is set when a client closes the connection before a stream
+is over (the cancelled upstream call).
 
 Its own threaded ``http.server`` rather than ``tests/loopback.py``'s service: a stream is written
 event by event, flushed, with pauses between events.
@@ -47,6 +49,12 @@ class Behaviour:
     tool_arguments: dict[str, Any] | None = None
     tool_always: bool = False
     also_client_tool: str | None = None  # a client tool called in the same turn
+    # What the usage reports, as a provider's bill: input it adds to every prompt without showing
+    # it (a hidden system prompt), and the completion it generated (None: the answer's words),
+    # cut to the request's output limit when it honours that limit.
+    hidden_input: int = 0
+    completion_tokens: int | None = None
+    honours_max_tokens: bool = True
 
 
 PREAMBLE = "Looking it up."
@@ -157,10 +165,31 @@ def prompt_tokens(body: dict[str, Any]) -> int:
     return max(1, len(json.dumps(body)) // 4)
 
 
+OUTPUT_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+def output_limit(body: dict[str, Any]) -> int | None:
+    """The smallest output limit the request names (None: it names none)."""
+    limits = [body[name] for name in OUTPUT_LIMITS if isinstance(body.get(name), int)]
+    return min(limits) if limits else None
+
+
+def reported_usage(body: dict[str, Any], words: int, behaviour: Behaviour) -> tuple[int, int]:
+    """(input, output) as the usage reports them."""
+    completion = words if behaviour.completion_tokens is None else behaviour.completion_tokens
+    limit = output_limit(body)
+    if behaviour.honours_max_tokens and limit is not None:
+        completion = min(completion, limit)
+    return prompt_tokens(body) + behaviour.hidden_input, completion
+
+
 def openai_completion(
-    body: dict[str, Any], text: str, calls: list[tuple[str, str, str]] | None = None
+    body: dict[str, Any],
+    text: str,
+    calls: list[tuple[str, str, str]] | None = None,
+    behaviour: Behaviour = Behaviour(),
 ) -> dict[str, Any]:
-    prompt, completion = prompt_tokens(body), len(text.split())
+    prompt, completion = reported_usage(body, len(text.split()), behaviour)
     if calls:
         message: dict[str, Any] = {
             "role": "assistant",
@@ -188,7 +217,10 @@ def openai_completion(
 
 
 def openai_events(
-    body: dict[str, Any], pieces: list[str], calls: list[tuple[str, str, str]] | None = None
+    body: dict[str, Any],
+    pieces: list[str],
+    calls: list[tuple[str, str, str]] | None = None,
+    behaviour: Behaviour = Behaviour(),
 ) -> Iterator[bytes]:
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {
@@ -216,15 +248,15 @@ def openai_events(
         frames += [chunk({"content": piece}) for piece in pieces]
         frames.append(chunk({}, "stop"))
     if (body.get("stream_options") or {}).get("include_usage"):
-        prompt = prompt_tokens(body)
+        prompt, completion = reported_usage(body, len(pieces), behaviour)
         frames.append(
             {
                 **chunk({}),
                 "choices": [],
                 "usage": {
                     "prompt_tokens": prompt,
-                    "completion_tokens": len(pieces),
-                    "total_tokens": prompt + len(pieces),
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
                 },
             }
         )
@@ -234,14 +266,19 @@ def openai_events(
 
 
 def anthropic_message(
-    body: dict[str, Any], text: str, calls: list[tuple[str, str, str]] | None = None
+    body: dict[str, Any],
+    text: str,
+    calls: list[tuple[str, str, str]] | None = None,
+    behaviour: Behaviour = Behaviour(),
 ) -> dict[str, Any]:
     if calls:
         content: list[dict[str, Any]] = [{"type": "text", "text": PREAMBLE}]
         content += [
             {"type": "tool_use", "id": i, "name": n, "input": json.loads(a)} for i, n, a in calls
         ]
-        return {**anthropic_message(body, text), "content": content, "stop_reason": "tool_use"}
+        plain = anthropic_message(body, text, behaviour=behaviour)
+        return {**plain, "content": content, "stop_reason": "tool_use"}
+    prompt, completion = reported_usage(body, len(text.split()), behaviour)
     return {
         "id": "msg_loopback",
         "type": "message",
@@ -250,18 +287,22 @@ def anthropic_message(
         "content": [{"type": "text", "text": text}],
         "stop_reason": "end_turn",
         "stop_sequence": None,
-        "usage": {"input_tokens": prompt_tokens(body), "output_tokens": len(text.split())},
+        "usage": {"input_tokens": prompt, "output_tokens": completion},
     }
 
 
 def anthropic_events(
-    body: dict[str, Any], pieces: list[str], calls: list[tuple[str, str, str]] | None = None
+    body: dict[str, Any],
+    pieces: list[str],
+    calls: list[tuple[str, str, str]] | None = None,
+    behaviour: Behaviour = Behaviour(),
 ) -> Iterator[bytes]:
     def event(name: str, data: dict[str, Any]) -> bytes:
         return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
 
+    prompt, completion = reported_usage(body, len(pieces), behaviour)
     start = {**anthropic_message(body, ""), "content": [], "stop_reason": None}
-    start["usage"] = {"input_tokens": prompt_tokens(body), "output_tokens": 1}
+    start["usage"] = {"input_tokens": prompt, "output_tokens": 1}
     yield event("message_start", {"message": start})
     yield event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
     yield event("ping", {})
@@ -281,7 +322,7 @@ def anthropic_events(
         "message_delta",
         {
             "delta": {"stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None},
-            "usage": {"output_tokens": len(pieces)},
+            "usage": {"output_tokens": completion},
         },
     )
     yield event("message_stop", {})
@@ -335,6 +376,21 @@ class LoopbackUpstream:
     def behave(self) -> None:
         self.behaviour = Behaviour()
 
+    def bill(
+        self,
+        *,
+        hidden_input: int = 0,
+        completion_tokens: int | None = None,
+        honours_max_tokens: bool = True,
+    ) -> None:
+        """Answer with usage that adds ``hidden_input`` to every prompt and reports
+        ``completion_tokens`` (cut to the request's output limit unless it is ignored)."""
+        self.behaviour = Behaviour(
+            hidden_input=hidden_input,
+            completion_tokens=completion_tokens,
+            honours_max_tokens=honours_max_tokens,
+        )
+
     def call_tool(
         self,
         name: str,
@@ -385,16 +441,16 @@ def _handler(upstream_ref: list[LoopbackUpstream]) -> type[BaseHTTPRequestHandle
             anthropic = path == ANTHROPIC_PATH
             if not body.get("stream"):
                 answer = (
-                    anthropic_message(body, text, calls)
+                    anthropic_message(body, text, calls, behaviour)
                     if anthropic
-                    else openai_completion(body, text, calls)
+                    else openai_completion(body, text, calls, behaviour)
                 )
                 return self.send_json(200, answer)
             pieces = word_pieces(text, behaviour.pieces)
             events = (
-                anthropic_events(body, pieces, calls)
+                anthropic_events(body, pieces, calls, behaviour)
                 if anthropic
-                else openai_events(body, pieces, calls)
+                else openai_events(body, pieces, calls, behaviour)
             )
             return self.send_stream(upstream, events, behaviour.piece_delay_s)
 

@@ -87,6 +87,17 @@ REPLAY_WRITE_FAILURES = Counter(
     "context_replay_write_failures_total",
     "Replay records the background writer could not write (each is logged with its id).",
 )
+BUDGET_RESERVATION_EXCEEDED = Counter(
+    "context_budget_reservation_exceeded_total",
+    "Gateway calls whose provider-reported usage exceeded their session budget reservation "
+    "(each flagged in its replay record).",
+    ["route"],
+)
+BUDGET_OVERSPENT_TOKENS = Counter(
+    "context_budget_overspent_tokens_total",
+    "Tokens charged past their session budget reservations (what those calls overspent).",
+    ["route"],
+)
 LIVE_CONNECTIONS = Gauge(
     "context_live_stream_connections",
     "Open /ws/metrics/ connections.",
@@ -151,6 +162,11 @@ def observe_compression(route: str, status: str, *, tokens_before: int, tokens_a
     if status == "applied":
         COMPRESSION_TOKENS_BEFORE.labels(route).observe(tokens_before)
         COMPRESSION_TOKENS_AFTER.labels(route).observe(tokens_after)
+
+
+def count_reservation_exceeded(route: str, tokens: int) -> None:
+    BUDGET_RESERVATION_EXCEEDED.labels(route).inc()
+    BUDGET_OVERSPENT_TOKENS.labels(route).inc(tokens)
 
 
 class StageClock:

@@ -120,10 +120,12 @@ def finish_call(
     usage: ProviderUsage | None = None,
     first_call: ProviderUsage | None = None,
     tool_calls: list[dict[str, Any]] | None = None,
+    session_budget: dict[str, Any] | None = None,
 ) -> None:
     """The end of a call whose entry point forwarded it (the gateway): what a hand-back does
     when there is an answer (``response``; None when the call ended without one), the provider's
-    usage and the served tool calls, all into the replay record the resolve left pending, which
+    usage, the session budget's reservation and charge (``session_budget``) and the served tool
+    calls, all into the replay record the resolve left pending, which
     is then written, once. Only the kinds whose after-resolve hook queued something hear the
     answer. The session's message is written before this returns (the conversation's next call
     reads it); the record and the deployment's calibration are written in the background."""
@@ -144,6 +146,10 @@ def finish_call(
             calibration = apply_usage(record, usage, first_call)
         if tool_calls:
             record.tool_calls = list(tool_calls)
+        if session_budget is not None:
+            # The reservation beside the charge (the provider's report, the bill): an auditor
+            # sees which calls went past what they held, and by how much.
+            record.tokens = {**(record.tokens or {}), "session_budget": session_budget}
     finally:
         # The calibration moves in the writer's thread: nothing the caller waits for.
         pending.submit(after=calibration)

@@ -12,7 +12,7 @@ import pytest
 from django_tenants.utils import schema_context
 
 from contextplatform.deployments.models import Deployment
-from contextplatform.routing.gateway.budgets import Reservation, reserve, settle
+from contextplatform.routing.gateway.budgets import Ask, reserve, settle
 from contextplatform.routing.gateway.protocol import GatewayError
 from contextplatform.routing.models import ReplayRecord, Route, SessionSpend
 from sources.models import ChatMessage, UserProfile
@@ -296,16 +296,15 @@ def test_resolve_never_injects_other_tenants_session(pair: Pair) -> None:
 
 def test_session_budgets_are_isolated(pair: Pair) -> None:
     _, owner_tenant, _, intruder_tenant = pair
-    call = Reservation(session="s_1", user="u_1", tokens=100, input_estimate=60, limit=100)
+    call = Ask(key=("s_1", "u_1"), limit=100, input_tokens=60, output_wanted=40)
     with schema_context(owner_tenant.schema):
-        reserve(call)
-        settle(call, 100)
+        settle(reserve(call), 100)
         with pytest.raises(GatewayError):  # the owner's session has spent its budget
             reserve(call)
 
     # The same session and user in the other tenant have a budget of their own, untouched.
     with schema_context(intruder_tenant.schema):
-        reserve(call)
+        assert reserve(call).tokens == 100
         assert list(SessionSpend.objects.values_list("spent", "reserved")) == [(0, 100)]
     with schema_context(owner_tenant.schema):
         assert list(SessionSpend.objects.values_list("spent", "reserved")) == [(100, 0)]

@@ -19,7 +19,7 @@ from django_tenants.utils import tenant_context
 
 from contextplatform.core.errors import ApiError
 from contextplatform.deployments.selectors import Upstream
-from contextplatform.routing.gateway.budgets import HeldBudget, follow_up_cost, hold_budget
+from contextplatform.routing.gateway.budgets import HeldBudget, hold_budget
 from contextplatform.routing.gateway.calls import GatewayCall, gateway_call, resolve_headers
 from contextplatform.routing.gateway.connections import return_to_pool
 from contextplatform.routing.gateway.forward import (
@@ -124,12 +124,14 @@ async def finish(
     *,
     tools: ServedTools | None = None,
     first_usage: ProviderUsage | None = None,
+    held: HeldBudget | None = None,
 ) -> None:
     """The call is over: what a hand-back does (the answer to the session, the hooks of the kinds
     that wait for it), done here so the client needs none, with the provider's usage (and the
     deployment's calibration, from the first call: the one the estimate is of) and the served
     tool calls, into the replay record, written once; ``response`` None when the call ended
-    without an answer. One trip to the database thread; a failure is logged, the answer is the
+    without an answer; ``held``: the settled session budget, whose reservation and charge the
+    record keeps beside the usage. One trip to the database thread; a failure is logged, the answer is the
     client's already."""
     pending = resolution.pending_replay
     if pending is None or pending.submitted:
@@ -144,6 +146,7 @@ async def finish(
                 usage=usage,
                 first_call=first_usage,
                 tool_calls=tools.records if tools is not None else None,
+                session_budget=held.record() if held is not None else None,
             )
         except Exception:
             logger.exception("completing the turn of %s failed", resolution.id)
@@ -157,19 +160,14 @@ async def finish(
         logger.exception("completing the turn of %s failed", resolution.id)
 
 
-def tool_steps(
-    tenant: Tenant, tools: ServedTools, held: HeldBudget, resolution: Resolution
-) -> ToolSteps:
+def tool_steps(tenant: Tenant, tools: ServedTools, held: HeldBudget) -> ToolSteps:
     """How a call's loop serves its reserved calls and holds each follow-up's cost."""
 
     async def serve(calls: list[ToolCall]) -> list[ServedCall]:
         served: list[ServedCall] = await in_tenant(tenant, lambda: tools.serve_round(calls))
         return served
 
-    async def extend(body: dict[str, Any]) -> bool:
-        return await held.extend(*follow_up_cost(resolution, body))
-
-    return ToolSteps(serve=serve, extend=extend)
+    return ToolSteps(serve=serve, extend=held.extend)
 
 
 # Turns completed after their stream: held here so that a task outlives a cancelled response.
@@ -243,19 +241,21 @@ class ChatView(GatewayView):
             upstream, resolution = await in_tenant(
                 tenant, lambda: _prepared(tenant, call, self.protocol, headers)
             )
-            held = await hold_budget(tenant, resolution, call.session, call.user)
+            held = await hold_budget(tenant, resolution, upstream, call.session, call.user)
+            # The output limit lowered to what the session budget granted.
+            forwarded = held.limit_output(resolution.rewritten)
             forward = {"allowlist": tenant.outbound_allowlist, "client_headers": request.headers}
             tools = served_tools(resolution, call.user, tenant.capture_content)
             if call.stream:
                 # The provider's usage is asked for even when the client did not ask for it.
-                body, hide_usage = with_stream_usage(self.protocol, resolution.rewritten)
+                body, hide_usage = with_stream_usage(self.protocol, forwarded)
                 try:
                     upstream_response = await open_stream(upstream, body, **forward)
                 except BaseException:  # refused, failed or cancelled: nothing was spent
                     await held.release()
                     raise
                 if tools:
-                    steps = tool_steps(tenant, tools, held, resolution)
+                    steps = tool_steps(tenant, tools, held)
                     loop = ToolStream(upstream, body, tools, steps, forward, hide_usage)
                     response: HttpResponseBase = self.streamed(
                         tenant, resolution, upstream_response, held=held, loop=loop
@@ -267,9 +267,9 @@ class ChatView(GatewayView):
                 streaming = True  # the stream finishes the call when it ends
             else:
                 try:
-                    answer = await call_upstream(upstream, resolution.rewritten, **forward)
+                    answer = await call_upstream(upstream, forwarded, **forward)
                     looped = await self.looped(
-                        tenant, upstream, answer, tools, held, forward, resolution
+                        tenant, upstream, answer, tools, held, forward, forwarded
                     )
                 except BaseException:
                     await held.release()
@@ -284,6 +284,7 @@ class ChatView(GatewayView):
                     usage,
                     tools=tools,
                     first_usage=looped.first_usage,
+                    held=held,
                 )
                 response = HttpResponse(
                     answer.body, status=answer.status, content_type="application/json"
@@ -313,7 +314,7 @@ class ChatView(GatewayView):
         tools: ServedTools,
         held: HeldBudget,
         forward: dict[str, Any],
-        resolution: Resolution,
+        body: dict[str, Any],
     ) -> LoopedAnswer:
         """The answer after the gateway served the calls of its own tools (unchanged when the
         call has none or the model called none)."""
@@ -325,10 +326,10 @@ class ChatView(GatewayView):
 
         return await answer_with_tools(
             self.protocol,
-            resolution.rewritten,
+            body,
             answer,
             tools,
-            steps=tool_steps(tenant, tools, held, resolution),
+            steps=tool_steps(tenant, tools, held),
             ask=ask,
         )
 
@@ -402,6 +403,7 @@ class ChatView(GatewayView):
                 usage or transcript.provider_usage,
                 tools=loop.tools if loop is not None else None,
                 first_usage=loop.first_usage() if loop is not None else None,
+                held=held,
             )
 
         response = StreamingHttpResponse(

@@ -68,9 +68,12 @@ def async_openai(gateway: Gateway, session: str) -> openai.AsyncOpenAI:
 
 
 def worst_case(gateway: Gateway, resolve_id: str) -> int:
-    """What the gateway reserved for a call: its rewritten request as counted, plus max_tokens."""
+    """What the gateway reserved for a call: its input as the provider counts it, plus the
+    output allowance (the whole max_tokens, when the budget has room)."""
     record = gateway.replay(resolve_id)
-    return int(record["tokens"]["after"]) + MAX_OUTPUT
+    held = record["tokens"]["session_budget"]
+    assert held["output_allowance"] == MAX_OUTPUT
+    return int(held["reserved"])
 
 
 def test_concurrent_calls_never_spend_more_than_the_session_budget(
@@ -125,7 +128,7 @@ def test_concurrent_calls_never_spend_more_than_the_session_budget(
 def test_a_request_larger_than_the_whole_budget_is_refused_in_anthropics_shape(
     gateway: Gateway, upstream: LoopbackUpstream, budget_route: Any, spend: Any
 ) -> None:
-    route = budget_route(50, like=gateway.anthropic_route)
+    route = budget_route(20, like=gateway.anthropic_route)  # less than the request's input
     session = unique("tiny")
     client = anthropic.Anthropic(
         base_url=gateway.server,
@@ -138,7 +141,7 @@ def test_a_request_larger_than_the_whole_budget_is_refused_in_anthropics_shape(
         client.messages.create(model=route, max_tokens=MAX_OUTPUT, messages=messages())
     assert refused.value.status_code == 429
     assert refused.value.body["error"]["type"] == "rate_limit_error"
-    assert "more than the session budget of 50 tokens" in refused.value.body["error"]["message"]
+    assert "more than the session budget of 20 tokens" in refused.value.body["error"]["message"]
     assert upstream.hits == hits  # refused before dispatch
     assert spend(session) == (0, 0)
 

@@ -41,7 +41,7 @@ def openai_client(gateway: Gateway, **headers: str) -> openai.OpenAI:
 @pytest.fixture
 def tiny_budget_routes(gateway: Gateway) -> Iterator[dict[str, str]]:
     """A route per protocol, forwarding to the package's deployments, whose sessions may spend
-    50 tokens: any request with max_tokens 200 is refused with ``budget_exceeded``."""
+    10 tokens, less than any request's input: every call is refused with ``budget_exceeded``."""
     made: dict[str, str] = {}
     with gateway.api() as api:
         for protocol, like in (
@@ -53,7 +53,7 @@ def tiny_budget_routes(gateway: Gateway) -> Iterator[dict[str, str]]:
             body = {
                 "name": name,
                 "model": {"upstream": upstream},
-                "context": {"sources": [], "budget": {"session_max_tokens": 50}},
+                "context": {"sources": [], "budget": {"session_max_tokens": 10}},
             }
             assert api.post("/api/v1/routes", json=body).status_code == 201
             made[protocol] = name
