@@ -29,9 +29,11 @@ class Tenant(TenantMixin):
         blank=True,
         validators=[validate_outbound_allowlist],
         help_text=(
-            'Host names, IPs or CIDRs (e.g. ["search.internal", "10.0.0.0/8"]) that this '
+            "Host names, IPs, host:port or CIDRs (e.g. "
+            '["search.internal", "127.0.0.1:8001", "[::1]:8001", "10.0.0.0/8"]) that this '
             "tenant's outbound requests may reach although they are private, loopback or "
-            "link-local. Anything not listed must be a public address."
+            "link-local; host:port allows that port only. Anything not listed must be a public "
+            "address."
         ),
     )
     memory_max_age_days = models.PositiveIntegerField(

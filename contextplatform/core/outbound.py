@@ -212,12 +212,18 @@ def _is_host_name(text: str) -> bool:
 
 
 def validate_allowlist(entries: Any) -> list[str]:
-    """The entries as given, if each is one of ``ENTRY_FORMS``; ValueError naming the first one
-    that is not, otherwise."""
+    """The entries as given, if each is one of ``ENTRY_FORMS``; ValueError naming each one that
+    is not, otherwise."""
     if not isinstance(entries, list):
         raise ValueError("the outbound allow-list must be a list of strings")
+    problems = []
     for entry in entries:
-        parse_entry(entry)
+        try:
+            parse_entry(entry)
+        except ValueError as error:
+            problems.append(str(error))
+    if problems:
+        raise ValueError("; ".join(problems))
     return entries
 
 
