@@ -18,13 +18,23 @@ def validate_outbound_allowlist(value: Any) -> None:
         raise ValidationError(str(error)) from error
 
 
+class OutboundAllowlistField(models.JSONField):
+    """A JSON list of allow-list entries, read back as a list of strings whatever the column
+    holds (``outbound.readable_allowlist``): every outbound call of the tenant reads it."""
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        from contextplatform.core.outbound import readable_allowlist
+
+        return readable_allowlist(super().from_db_value(value, expression, connection))
+
+
 class Tenant(TenantMixin):
     name = models.CharField(max_length=100, unique=True)
     capture_content = models.BooleanField(
         default=False,
         help_text="Store raw message content in replay records (off by default).",
     )
-    outbound_allowlist = models.JSONField(
+    outbound_allowlist = OutboundAllowlistField(
         default=list,
         blank=True,
         validators=[validate_outbound_allowlist],

@@ -227,6 +227,22 @@ def validate_allowlist(entries: Any) -> list[str]:
     return entries
 
 
+def readable_allowlist(stored: Any) -> list[str]:
+    """A stored allow-list as every reader takes it, a list of strings: one written into the
+    database past the validating write paths may hold anything (a list in a list is unhashable
+    where clients are kept per allow-list). What is not a string allows nothing and is logged."""
+    if stored is None:
+        return []
+    if not isinstance(stored, list):
+        logger.warning("outbound allow-list ignored, not a list: %r", stored)
+        return []
+    strings = [entry for entry in stored if isinstance(entry, str)]
+    if len(strings) != len(stored):
+        dropped = [entry for entry in stored if not isinstance(entry, str)]
+        logger.warning("outbound allow-list entries ignored, not strings: %r", dropped)
+    return strings
+
+
 def _usable_entries(allowlist: Any) -> list[AllowEntry]:
     """The entries of a stored allow-list that parse. Every write path validates the list, but one
     written into the database directly may hold anything: an entry that does not parse allows

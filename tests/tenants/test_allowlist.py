@@ -15,6 +15,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
+from django.db.models import JSONField, Value
 from django.test import Client
 
 from tenants.models import Tenant
@@ -136,3 +137,22 @@ def test_the_platform_admin_saves_port_entries_and_refuses_bad_ones(
     errors = refused.content.decode().split('class="errorlist', 1)[1].split("</ul>", 1)[0]
     assert "the port of &#x27;127.0.0.1:0&#x27; is not a number from 1 to 65535" in errors
     assert allowlist_of("acme") == ["127.0.0.1:8001", "[::1]:8001"]
+
+
+# --- what the database already holds --------------------------------------------------------
+
+
+def test_a_stored_list_reads_back_as_strings_whatever_the_column_holds(
+    acme: TenantFixture, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Written past every validating path (an update, SQL): what is not a string allows nothing,
+    so that no reader of the list (clients are kept per allow-list) fails on it."""
+    connection.set_schema_to_public()
+    tenants = Tenant.objects.filter(schema_name="acme")
+    tenants.update(outbound_allowlist=["127.0.0.1:8001", {"host": "10.0.0.1"}, ["x"], 5, "bad!"])
+    assert tenants.get().outbound_allowlist == ["127.0.0.1:8001", "bad!"]
+    assert "not strings" in caplog.text
+    json_null = Value(None, JSONField())
+    for stored in ({"host": "10.0.0.1"}, "127.0.0.1", 5, json_null):
+        tenants.update(outbound_allowlist=stored)
+        assert tenants.get().outbound_allowlist == []

@@ -58,7 +58,7 @@ def test_a_stored_entry_that_does_not_parse_refuses_the_call_not_a_500(
 ) -> None:
     assert chat(gateway).status_code == 200
     before = upstream.hits
-    stored_allowlist(["not a host!", 5, f"{LOOPBACK}:99999"])
+    stored_allowlist(["not a host!", 5, {"host": LOOPBACK}, [LOOPBACK], f"{LOOPBACK}:99999"])
     refused = first_answer_other_than(gateway, 200)
     assert refused.status_code == 502, refused.text
     error = refused.json()["error"]
