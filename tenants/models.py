@@ -18,20 +18,32 @@ def validate_outbound_allowlist(value: Any) -> None:
         raise ValidationError(str(error)) from error
 
 
+class OutboundAllowlistField(models.JSONField):
+    """A JSON list of allow-list entries, read back as a list of strings whatever the column
+    holds (``outbound.readable_allowlist``): every outbound call of the tenant reads it."""
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        from contextplatform.core.outbound import readable_allowlist
+
+        return readable_allowlist(super().from_db_value(value, expression, connection))
+
+
 class Tenant(TenantMixin):
     name = models.CharField(max_length=100, unique=True)
     capture_content = models.BooleanField(
         default=False,
         help_text="Store raw message content in replay records (off by default).",
     )
-    outbound_allowlist = models.JSONField(
+    outbound_allowlist = OutboundAllowlistField(
         default=list,
         blank=True,
         validators=[validate_outbound_allowlist],
         help_text=(
-            'Host names, IPs or CIDRs (e.g. ["search.internal", "10.0.0.0/8"]) that this '
+            "Host names, IPs, host:port or CIDRs (e.g. "
+            '["search.internal", "127.0.0.1:8001", "[::1]:8001", "10.0.0.0/8"]) that this '
             "tenant's outbound requests may reach although they are private, loopback or "
-            "link-local. Anything not listed must be a public address."
+            "link-local; host:port allows that port only. Anything not listed must be a public "
+            "address."
         ),
     )
     memory_max_age_days = models.PositiveIntegerField(

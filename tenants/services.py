@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
 
+from contextplatform.core.outbound import validate_allowlist
 from tenants.models import ApiKey, Domain, Tenant
 from tenants.scopes import ALL_SCOPES, parse_scopes
 
@@ -53,18 +55,44 @@ def revoke_api_key(*, api_key: ApiKey) -> None:
     api_key.save(update_fields=["revoked_at"])
 
 
+def checked_allowlist(entries: Sequence[str]) -> list[str]:
+    """The outbound allow-list as given, each entry checked (TenantError naming the bad ones)."""
+    try:
+        return validate_allowlist(list(entries))
+    except ValueError as error:
+        raise TenantError(f"invalid outbound allow-list: {error}") from None
+
+
+def set_outbound_allowlist(*, tenant: Tenant, entries: Sequence[str]) -> Tenant:
+    """Replace the tenant's outbound allow-list (no entry clears it). Saved, not updated: the
+    save's signal drops what every process kept of the tenant, its list included."""
+    tenant.outbound_allowlist = checked_allowlist(entries)
+    tenant.save(update_fields=["outbound_allowlist"])
+    return tenant
+
+
 def create_tenant(
-    *, name: str, domain: str | None = None, capture_content: bool = False
+    *,
+    name: str,
+    domain: str | None = None,
+    capture_content: bool = False,
+    outbound_allowlist: Sequence[str] = (),
 ) -> tuple[Tenant, IssuedKey]:
     """Create the tenant's schema (migrated), its admin host ``NAME.localhost`` and a key with all scopes."""
     if not TENANT_NAME_PATTERN.match(name) or name in RESERVED_NAMES or name.startswith("pg_"):
         raise TenantError(
             f"invalid tenant name {name!r}: use lowercase letters, digits and _ (start with a letter)"
         )
+    allowlist = checked_allowlist(outbound_allowlist)
     if Tenant.objects.filter(schema_name=name).exists():
         raise TenantError(f"tenant {name!r} already exists")
     with transaction.atomic():
-        tenant = Tenant(schema_name=name, name=name, capture_content=capture_content)
+        tenant = Tenant(
+            schema_name=name,
+            name=name,
+            capture_content=capture_content,
+            outbound_allowlist=allowlist,
+        )
         tenant.save()
         Domain.objects.create(domain=domain or f"{name}.localhost", tenant=tenant, is_primary=True)
         issued = issue_api_key(tenant=tenant, name="initial")

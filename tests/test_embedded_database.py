@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +16,8 @@ import pytest
 from django.db import connection
 
 from contextplatform.database import from_url, prune_dead_pids
+from tests import live
+from tests.test_production_server import run_command, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 HOLDER = (
@@ -53,6 +56,18 @@ def wait_until_gone(pid: int, attempts: int = 100) -> bool:
     return False
 
 
+def wait_for_holders(datadir: Path, count: int, attempts: int = 600) -> list[int]:
+    """The PIDs in the server's handle file, once ``count`` processes have attached."""
+    pids: list[int] = []
+    for _ in range(attempts):
+        handle = datadir / ".handle_pids.json"
+        pids = json.loads(handle.read_text() or "[]") if handle.exists() else []
+        if len(pids) >= count:
+            break
+        time.sleep(0.1)
+    return pids
+
+
 @pytest.fixture
 def datadir(tmp_path: Path) -> Iterator[Path]:
     path = tmp_path / "pg"
@@ -84,6 +99,39 @@ def test_a_killed_holder_does_not_orphan_the_server(datadir: Path) -> None:
     later = start_holder(datadir, 0)  # attaches, prunes the dead PID, exits as the last holder
     assert later.wait(timeout=30) == 0
     assert wait_until_gone(server), "a SIGKILLed holder's stale PID kept the server alive"
+
+
+def test_ctrl_c_of_make_run_stops_the_server(datadir: Path) -> None:
+    """The server ``make run`` starts, over a data folder of its own, stopped as a terminal's
+    Ctrl-C stops it (SIGINT to the whole process group): its uvicorn workers die by the signal,
+    without their exit hook, and the server must stop with them, its handle file emptied."""
+    port = live.free_port()
+    environment = {**os.environ, "PGSERVER_DATADIR": str(datadir)}
+    environment.pop("DATABASE_URL", None)
+    server = subprocess.Popen(
+        run_command(port, workers=2),
+        cwd=ROOT,
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a group of its own, as the terminal's job
+    )
+    try:
+        wait_for(f"http://127.0.0.1:{port}", server)
+        holders = wait_for_holders(datadir, 2)
+        postmaster = postmaster_pid(datadir)
+        os.killpg(server.pid, signal.SIGINT)
+        code = server.wait(timeout=60)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=10)
+    log = server.stderr.read() if server.stderr else ""
+    assert len(holders) == 2, holders  # both workers held it
+    assert code == 0, log[-3000:]
+    assert wait_until_gone(postmaster), "the server outlived the Ctrl-C of make run"
+    assert json.loads((datadir / ".handle_pids.json").read_text()) == []
 
 
 def test_data_survives_a_restart(datadir: Path) -> None:

@@ -1,7 +1,8 @@
 """Outbound HTTP for tenant-configured sources, guarded against server-side request forgery.
 
 A request may only reach a globally routable address, unless the tenant's allow-list names the
-host, the IP or a network containing it (or the operator sets OUTBOUND_ALLOW_PRIVATE). Addresses
+host, the IP or a network containing it, on any port or on the request's one (``host:port``), or
+the operator sets OUTBOUND_ALLOW_PRIVATE. Addresses
 are checked twice: by an httpx request hook, on every request including each redirect, for a clear
 refusal before anything is sent; and in the connection layer, on the very addresses the socket
 connects to, so that a name which resolves differently the second time (DNS rebinding) is caught.
@@ -13,6 +14,8 @@ import functools
 import http.cookiejar
 import ipaddress
 import json as jsonlib
+import logging
+import re
 import socket
 import ssl
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -30,6 +33,7 @@ ALLOWED_SCHEMES = frozenset({"http", "https"})
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 StreamT = TypeVar("StreamT")
+logger = logging.getLogger(__name__)
 
 SHARED_ADDRESS_SPACE = ipaddress.IPv4Network("100.64.0.0/10")  # carrier-grade NAT
 UNIQUE_LOCAL = ipaddress.IPv6Network("fc00::/7")
@@ -123,27 +127,77 @@ async def resolve_async(host: str, port: int) -> list[IPAddress]:
 
 # --- the allow-list ----------------------------------------------------------------------------
 
+ENTRY_FORMS = "a host name, an IP, host:port, [IPv6]:port or a CIDR"
+BRACKETED = re.compile(r"\[(?P<host>[^\[\]]+)\](?::(?P<port>[^:]*))?")
+
 
 def _normalise_host(host: str) -> str:
     return host.strip().strip("[]").rstrip(".").lower()
 
 
-def _parse_entry(entry: str) -> str | IPNetwork:
+@dataclass(frozen=True)
+class AllowEntry:
+    """One allow-list entry: a host name or a network, on one port or (``port`` None) on any."""
+
+    target: str | IPNetwork
+    port: int | None = None
+
+    def _on(self, port: int) -> bool:
+        return self.port is None or self.port == port
+
+    def names(self, host: str, port: int) -> bool:
+        return isinstance(self.target, str) and self.target == host and self._on(port)
+
+    def covers(self, ip: IPAddress, port: int) -> bool:
+        network = self.target
+        return (
+            not isinstance(network, str)
+            and ip.version == network.version
+            and ip in network
+            and self._on(port)
+        )
+
+
+def _split_port(text: str, entry: str) -> tuple[str, int | None]:
+    """``host:port`` and ``[IPv6]:port`` into host and port; an entry with no port (a name, an
+    IPv4 address, an IPv6 address or network with its colons) as it is."""
+    bracketed = BRACKETED.fullmatch(text)
+    if bracketed:
+        host, port = bracketed["host"], bracketed["port"]
+    elif text.count(":") == 1:
+        host, port = text.split(":")
+    elif text.startswith("[") or text.endswith("]"):
+        raise ValueError(f"not {ENTRY_FORMS}: {entry!r}")
+    else:
+        return text, None
+    if port is None:
+        return host, None
+    if not (port.isascii() and port.isdigit() and 0 < int(port) <= 65535):
+        raise ValueError(f"the port of {entry!r} is not a number from 1 to 65535")
+    return host, int(port)
+
+
+def parse_entry(entry: Any) -> AllowEntry:
+    """The entry parsed; ValueError, naming it, when it is not one of ``ENTRY_FORMS``."""
     if not isinstance(entry, str) or not entry.strip():
-        raise ValueError(f"allow-list entries are host names, IPs or CIDRs, got {entry!r}")
-    text = _normalise_host(entry)
+        raise ValueError(f"allow-list entries are strings ({ENTRY_FORMS}), got {entry!r}")
+    host, port = _split_port(entry.strip(), entry)
+    text = _normalise_host(host)
     try:
         network = ipaddress.ip_network(text, strict=False)
     except ValueError:
         pass
     else:
+        if port is not None and "/" in text:
+            raise ValueError(f"a CIDR covers every port, write it without one: {entry!r}")
         mapped = network.network_address
         if isinstance(mapped, ipaddress.IPv6Address) and mapped.ipv4_mapped is not None:
-            return ipaddress.ip_network(f"{mapped.ipv4_mapped}/{max(network.prefixlen - 96, 0)}")
-        return network
+            prefix = max(network.prefixlen - 96, 0)
+            return AllowEntry(ipaddress.ip_network(f"{mapped.ipv4_mapped}/{prefix}"), port)
+        return AllowEntry(network, port)
     if "/" in text or not _is_host_name(text):
-        raise ValueError(f"not a host name, IP or CIDR: {entry!r}")
-    return text
+        raise ValueError(f"not {ENTRY_FORMS}: {entry!r}")
+    return AllowEntry(text, port)
 
 
 def _is_host_name(text: str) -> bool:
@@ -158,49 +212,87 @@ def _is_host_name(text: str) -> bool:
 
 
 def validate_allowlist(entries: Any) -> list[str]:
-    """The entries as given, if each is a host name, an IP or a CIDR; ValueError otherwise."""
+    """The entries as given, if each is one of ``ENTRY_FORMS``; ValueError naming each one that
+    is not, otherwise."""
     if not isinstance(entries, list):
         raise ValueError("the outbound allow-list must be a list of strings")
+    problems = []
     for entry in entries:
-        _parse_entry(entry)
+        try:
+            parse_entry(entry)
+        except ValueError as error:
+            problems.append(str(error))
+    if problems:
+        raise ValueError("; ".join(problems))
     return entries
+
+
+def readable_allowlist(stored: Any) -> list[str]:
+    """A stored allow-list as every reader takes it, a list of strings: one written into the
+    database past the validating write paths may hold anything (a list in a list is unhashable
+    where clients are kept per allow-list). What is not a string allows nothing and is logged."""
+    if stored is None:
+        return []
+    if not isinstance(stored, list):
+        logger.warning("outbound allow-list ignored, not a list: %r", stored)
+        return []
+    strings = [entry for entry in stored if isinstance(entry, str)]
+    if len(strings) != len(stored):
+        dropped = [entry for entry in stored if not isinstance(entry, str)]
+        logger.warning("outbound allow-list entries ignored, not strings: %r", dropped)
+    return strings
+
+
+def _usable_entries(allowlist: Any) -> list[AllowEntry]:
+    """The entries of a stored allow-list that parse. Every write path validates the list, but one
+    written into the database directly may hold anything: an entry that does not parse allows
+    nothing (its calls are refused by the guard as usual), and is logged, never a failed call."""
+    if allowlist is None:
+        return []
+    if not isinstance(allowlist, list | tuple):
+        logger.warning("outbound allow-list ignored, not a list: %r", allowlist)
+        return []
+    usable = []
+    for entry in allowlist:
+        try:
+            usable.append(parse_entry(entry))
+        except ValueError as error:
+            logger.warning("outbound allow-list entry ignored: %s", error)
+    return usable
 
 
 @dataclass(frozen=True)
 class OutboundPolicy:
-    hosts: frozenset[str]
-    networks: tuple[IPNetwork, ...]
+    """What one tenant's outbound requests may reach besides public addresses: the one policy of
+    every guarded client (httpx, httpx2, aiohttp), so that each reads an entry alike."""
+
+    entries: tuple[AllowEntry, ...]
     allow_private: bool = False
 
     @classmethod
-    def from_allowlist(
-        cls, allowlist: Iterable[str] | None, *, allow_private: bool | None = None
-    ) -> OutboundPolicy:
-        parsed = [_parse_entry(entry) for entry in allowlist or ()]
+    def from_allowlist(cls, allowlist: Any, *, allow_private: bool | None = None) -> OutboundPolicy:
         if allow_private is None:
             allow_private = bool(getattr(settings, "OUTBOUND_ALLOW_PRIVATE", False))
-        return cls(
-            hosts=frozenset(entry for entry in parsed if isinstance(entry, str)),
-            networks=tuple(entry for entry in parsed if not isinstance(entry, str)),
-            allow_private=allow_private,
-        )
+        return cls(entries=tuple(_usable_entries(allowlist)), allow_private=allow_private)
 
-    def names(self, host: str) -> bool:
-        return self.allow_private or _normalise_host(host) in self.hosts
+    def names(self, host: str, port: int) -> bool:
+        """Whether an entry names ``host`` (on ``port``): its addresses are then not checked."""
+        host = _normalise_host(host)
+        return self.allow_private or any(entry.names(host, port) for entry in self.entries)
 
-    def refusal(self, ip: IPAddress) -> str | None:
+    def refusal(self, ip: IPAddress, port: int) -> str | None:
         ip = _canonical(ip)
-        if self.allow_private or any(ip.version == n.version and ip in n for n in self.networks):
+        if self.allow_private or any(entry.covers(ip, port) for entry in self.entries):
             return None
         return refusal_reason(ip)
 
-    def check_addresses(self, host: str, addresses: Sequence[IPAddress]) -> None:
+    def check_addresses(self, host: str, addresses: Sequence[IPAddress], port: int) -> None:
         for address in addresses:
-            reason = self.refusal(address)
+            reason = self.refusal(address, port)
             if reason:
                 shown = host if parse_ip(host) else f"{host} ({address})"
                 raise OutboundBlocked(
-                    f"outbound request to {shown} refused: {reason} address "
+                    f"outbound request to {shown} on port {port} refused: {reason} address "
                     "not in the tenant's outbound allow-list"
                 )
 
@@ -234,16 +326,16 @@ def check_url(url: str, allowlist: Sequence[str], *, allow_private: bool | None 
     """Raise OutboundBlocked unless ``url`` may be fetched for a tenant with ``allowlist``."""
     policy = OutboundPolicy.from_allowlist(allowlist, allow_private=allow_private)
     _, host, port = target(url)
-    if policy.names(host):
+    if policy.names(host, port):
         return
     literal = parse_ip(host)
-    policy.check_addresses(host, [literal] if literal else _resolve(host, port))
+    policy.check_addresses(host, [literal] if literal else _resolve(host, port), port)
 
 
 async def _acheck(policy: OutboundPolicy, url: httpx.URL) -> None:
     _, host, port = target(url)
-    if not policy.names(host):
-        policy.check_addresses(host, await resolve_async(host, port))
+    if not policy.names(host, port):
+        policy.check_addresses(host, await resolve_async(host, port), port)
 
 
 async def checked_targets(
@@ -253,13 +345,13 @@ async def checked_targets(
     when the allow-list names it, else every address it resolves to, each checked (OutboundBlocked
     otherwise) so the socket connects to what was checked. A name that does not resolve raises the
     library's own ``unresolved`` connect error, which its client reports as a failed connection."""
-    if policy.names(host):
+    if policy.names(host, port):
         return [host]
     try:
         addresses = await resolve_async(host, port)
     except OutboundError as failure:
         raise unresolved(str(failure)) from failure
-    policy.check_addresses(host, addresses)
+    policy.check_addresses(host, addresses, port)
     return [str(address) for address in addresses]
 
 

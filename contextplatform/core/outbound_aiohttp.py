@@ -59,7 +59,7 @@ class GuardedResolver(AbstractResolver):
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
-        if self.policy.names(host):
+        if self.policy.names(host, port):
             return await self.inner.resolve(host, port, family)
         addresses = await checked_targets(self.policy, host, port, Unresolved)
         return [
@@ -120,8 +120,8 @@ class GuardedSession:
         """Refuse before sending: an invalid URL, or a host that aiohttp would connect to without
         the resolver's check, unless the address it stands for is allowed."""
         parsed, host, port = checked_url(url)
-        if taken_for_an_address(host) and not self.policy.names(host):
-            self.policy.check_addresses(host, await resolve_async(host, port))
+        if taken_for_an_address(host) and not self.policy.names(host, port):
+            self.policy.check_addresses(host, await resolve_async(host, port), port)
         return parsed
 
     async def post(

@@ -191,13 +191,17 @@ def demo_deployment(environ: Mapping[str, str]) -> dict[str, Any]:
 
 
 def demo_allowlist_entries(deployment: Mapping[str, Any]) -> list[str]:
-    """What the demo tenant's outbound allow-list needs for the deployment: the stand-in's
-    loopback address, or a custom base URL's host (a local OpenAI-compatible server); public
-    providers need none."""
+    """What the demo tenant's outbound allow-list needs for the deployment, and no more: the
+    stand-in's loopback address on its port, or a custom base URL's host on its port (a local
+    OpenAI-compatible server); public providers need none."""
     if deployment["base_url"] in (DEFAULT_OPENAI_BASE_URL, DEFAULT_ANTHROPIC_BASE_URL):
         return []
-    host = urlsplit(deployment["base_url"]).hostname
-    return [host] if host else []
+    url = urlsplit(deployment["base_url"])
+    if not url.hostname:
+        return []
+    host = f"[{url.hostname}]" if ":" in url.hostname else url.hostname
+    port = url.port or (443 if url.scheme == "https" else 80)
+    return [f"{host}:{port}"]
 
 
 # --- what ``make run`` prints: the gateway call with curl and with the official client ----------

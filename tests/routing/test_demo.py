@@ -171,8 +171,9 @@ def test_the_demo_deployment_is_the_stand_in_without_a_provider_key(db: Any) -> 
     assert deployment.protocol == "openai"
     assert deployment.base_url == "http://127.0.0.1:8001/v1"
     assert deployment.may_judge is False and not deployment.api_key_set
-    # The gateway's outbound guard refuses loopback unless the tenant allows it.
-    assert LOOPBACK in Tenant.objects.get(schema_name="demo").outbound_allowlist
+    # The gateway's outbound guard refuses loopback unless the tenant allows it: the stand-in's
+    # port only, not the whole host.
+    assert Tenant.objects.get(schema_name="demo").outbound_allowlist == ["127.0.0.1:8001"]
     assert "local stand-in model at http://127.0.0.1:8001/v1" in done.text
 
     curl = done.gateway_curl()
@@ -185,6 +186,25 @@ def test_the_demo_deployment_is_the_stand_in_without_a_provider_key(db: Any) -> 
     assert snippet.startswith("from openai import OpenAI")
     assert "base_url='http://127.0.0.1:8000/v1'" in snippet and repr(done.key) in snippet
     assert "model='support'" in snippet and "'x-session-id': 's_9'" in snippet
+
+
+@pytest.mark.django_db(transaction=False)
+def test_a_demo_tenant_of_an_earlier_start_is_narrowed_to_the_stand_ins_port(
+    db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bootstrapped()
+    demo = Tenant.objects.filter(schema_name="demo")
+    demo.update(outbound_allowlist=[LOOPBACK])  # what earlier versions granted: the whole host
+    monkeypatch.setenv("STANDIN_PORT", "8118")
+    bootstrapped()
+    assert demo.get().outbound_allowlist == ["127.0.0.1:8118"]
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_SECRET)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://localhost:1234/v1")  # a local server
+    bootstrapped()
+    assert demo.get().outbound_allowlist == ["localhost:1234"]
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    bootstrapped()
+    assert demo.get().outbound_allowlist == []  # a public provider needs none
 
 
 @pytest.mark.django_db(transaction=False)

@@ -4,6 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from contextplatform.core.outbound import ENTRY_FORMS
 from tenants.services import TenantError, create_tenant
 
 
@@ -16,6 +17,14 @@ class Command(BaseCommand):
         parser.add_argument(
             "--capture-content", action="store_true", help="store raw messages in replay records"
         )
+        parser.add_argument(
+            "--allow",
+            action="extend",
+            nargs="+",
+            default=[],
+            metavar="ENTRY",
+            help=f"outbound allow-list entries: {ENTRY_FORMS} (see set_allowlist)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -23,6 +32,7 @@ class Command(BaseCommand):
                 name=options["name"],
                 domain=options["domain"],
                 capture_content=options["capture_content"],
+                outbound_allowlist=options["allow"],
             )
         except TenantError as error:
             raise CommandError(str(error)) from None
@@ -30,6 +40,8 @@ class Command(BaseCommand):
         self.stdout.write(
             f"tenant: {tenant.name} (schema {tenant.schema_name}, admin host {domain})"
         )
+        if tenant.outbound_allowlist:
+            self.stdout.write(f"outbound allow-list: {' '.join(tenant.outbound_allowlist)}")
         self.stdout.write(f"scopes: {','.join(issued.api_key.scopes)}")
         self.stdout.write("API key (shown once, store it now):")
         self.stdout.write(issued.plain_key)

@@ -10,7 +10,6 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django_tenants.utils import schema_context
 
-from contextplatform.core.config_cache import changed
 from contextplatform.core.errors import ApiError
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.services import parse_deployment, upsert_deployment
@@ -35,8 +34,13 @@ from sources.tasks import enqueue_ingestion
 from tenants.admin_users import create_admin_user
 from tenants.models import ApiKey, Tenant
 from tenants.roles import ROLES
-from tenants.selectors import API_KEYS, DOMAINS
-from tenants.services import create_tenant, issue_api_key, revoke_api_key
+from tenants.services import (
+    TenantError,
+    create_tenant,
+    issue_api_key,
+    revoke_api_key,
+    set_outbound_allowlist,
+)
 
 DEMO_TENANT = "demo"
 DEMO_KEY_NAME = "make-run"
@@ -58,16 +62,15 @@ def refresh_demo_admins(tenant: Tenant) -> str:
 
 
 def allow_outbound(tenant: Tenant, entries: list[str]) -> None:
-    """Add ``entries`` to the tenant's outbound allow-list (the gateway's guard refuses loopback
-    and private addresses otherwise); entries an operator added stay."""
-    current = list(tenant.outbound_allowlist or [])
-    missing = [entry for entry in entries if entry not in current]
-    if missing:
-        tenant.outbound_allowlist = current + missing
-        Tenant.objects.filter(pk=tenant.pk).update(outbound_allowlist=tenant.outbound_allowlist)
-        # An update() sends no signal: the keys and hosts kept per process carry the tenant.
-        changed(API_KEYS)
-        changed(DOMAINS)
+    """The demo tenant's outbound allow-list is what its deployment needs and nothing wider (the
+    gateway's guard refuses loopback and private addresses otherwise): ``entries`` replace what
+    an earlier start granted, the whole loopback host of older versions included."""
+    if tenant.outbound_allowlist == entries:
+        return
+    try:
+        set_outbound_allowlist(tenant=tenant, entries=entries)
+    except TenantError as error:  # e.g. an OPENAI_BASE_URL whose host is not a host name
+        raise CommandError(f"cannot allow the demo deployment's address: {error}") from None
 
 
 def save_demo_deployment(data: dict[str, Any]) -> Deployment:
