@@ -40,7 +40,8 @@ browser:
 # (STANDIN_PORT, default 8001): started here in the background, it exits when its parent, this
 # shell that then becomes the server (exec keeps the pid), is gone, so Ctrl-C leaves no process.
 # The server: gunicorn's arbiter over WEB_CONCURRENCY workers running uvicorn's protocol code
-# (httptools, uvloop): picked on `BENCH_ONLY=http_path make bench`'s numbers (docs/benchmarks.md);
+# (httptools, uvloop): picked on `BENCH_ONLY=http_path make bench`'s numbers (docs/benchmarks.md),
+# in the worker class of contextplatform/server.py, which caps a request's line and headers;
 # its listening socket has TCP_NODELAY, so several workers do not wait out delayed ACKs. Its
 # hooks (contextplatform/gunicorn_hooks.py) stop the embedded PostgreSQL after the last worker: the
 # workers die by the signal they caught, without the exit hook that would stop it.
@@ -50,7 +51,7 @@ run: install
 	if [ "$(WEB_CONCURRENCY)" -gt 1 ]; then rm -rf var/prometheus && mkdir -p var/prometheus && \
 		export PROMETHEUS_MULTIPROC_DIR="$(CURDIR)/var/prometheus"; fi; \
 	$(PY) -m contextplatform.routing.standin --parent $$$$ & \
-	exec $(BIN)/gunicorn contextplatform.asgi:application --config contextplatform/gunicorn_hooks.py --worker-class uvicorn_worker.UvicornWorker --workers $(WEB_CONCURRENCY) --bind $(HOST):$(PORT) --keep-alive 5 --no-control-socket
+	exec $(BIN)/gunicorn contextplatform.asgi:application --config contextplatform/gunicorn_hooks.py --worker-class contextplatform.server.UvicornWorker --workers $(WEB_CONCURRENCY) --bind $(HOST):$(PORT) --keep-alive 5 --no-control-socket
 
 # The distributed shape on this machine (scripts/cluster.py): PostgreSQL over TCP (the embedded
 # distribution's binaries, or DATABASE_URL), Redis (or REDIS_URL), the migrations as their own

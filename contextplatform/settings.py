@@ -165,6 +165,9 @@ STATIC_ROOT = BASE_DIR / "var" / "static"
 
 # Request bodies: one limit for every API body, enforced before parsing (413 payload_too_large).
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 4 * 1024 * 1024)
+# Request line and headers together: read by the server's protocol (contextplatform.server), which
+# answers 431 and closes the connection past it, before the application sees the request.
+API_MAX_HEADER_BYTES = env_int("API_MAX_HEADER_BYTES", 64 * 1024)
 # GET /metrics only to `Authorization: Bearer <METRICS_TOKEN>` when set: its labels name every
 # tenant's routes and sources, and it is served on every host (required with DJANGO_ENV=production).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "").strip()

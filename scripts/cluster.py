@@ -65,7 +65,7 @@ def web_command(host: str, port: int, workers: int) -> list[str]:
         str(BIN / "gunicorn"),
         "contextplatform.asgi:application",
         "--worker-class",
-        "uvicorn_worker.UvicornWorker",
+        "contextplatform.server.UvicornWorker",
         "--workers",
         str(workers),
         "--bind",

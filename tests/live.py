@@ -20,6 +20,8 @@ from django.db import connection
 from contextplatform.celery import solo_worker_command
 
 ROOT = Path(__file__).resolve().parent.parent
+# uvicorn on the protocol every server of the project runs (the request head's cap included).
+SERVER_PROTOCOL = ["--http", "contextplatform.server:HeadLimitedHttpToolsProtocol"]
 
 
 def free_port() -> int:
@@ -95,6 +97,7 @@ def live_server(env: dict[str, str] | None = None) -> Iterator[str]:
         "--port",
         str(port),
         "--no-access-log",
+        *SERVER_PROTOCOL,
     ]
     environment = {"DATABASE_URL": test_database_url(), "DB_POOL_MAX_SIZE": "4", **(env or {})}
     with running(args, environment) as server:

@@ -42,7 +42,7 @@ def test_uvicorn_runs_the_lifespan_without_complaint(
 ) -> None:
     port = live.free_port()
     args = [sys.executable, "-m", "uvicorn", "contextplatform.asgi:application"]
-    args += ["--host", "127.0.0.1", "--port", str(port), "--no-access-log"]
+    args += ["--host", "127.0.0.1", "--port", str(port), "--no-access-log", *live.SERVER_PROTOCOL]
     with django_db_blocker.unblock():
         environment = {"DATABASE_URL": live.test_database_url()}
     with live.running(args, environment) as server:

@@ -1,6 +1,7 @@
 """The server ``make run`` starts (the Makefile's ``run`` target, its ``exec`` line as written) with
 several workers: the lifespan answered in each, HTTP on fresh connections, the live stream's
-WebSocket through Channels (accepted with a key, closed 4401 without), and a clean exit on SIGTERM.
+WebSocket through Channels (accepted with a key, closed 4401 without), request headers capped
+(431), and a clean exit on SIGTERM.
 The numbers that picked it are in docs/benchmarks.md (``BENCH_ONLY=http_path make bench``)."""
 
 from __future__ import annotations
@@ -105,6 +106,8 @@ def test_make_runs_server_serves_http_websockets_and_stops_cleanly(
             url = base.replace("http://", "ws://") + "/ws/metrics/"
             outcomes = asyncio.run(socket_outcomes(url, TENANT_KEYS["acme"]))
             metrics_page = httpx.get(f"{base}/metrics", timeout=10)
+            # Headers over API_MAX_HEADER_BYTES (64 KiB): the worker class caps them.
+            long_head = httpx.get(f"{base}/healthz", headers={"X-Long": "a" * 100_000}, timeout=10)
         finally:
             server.terminate()
             try:
@@ -117,6 +120,7 @@ def test_make_runs_server_serves_http_websockets_and_stops_cleanly(
     assert answers == [{"status": "ok"}] * 8
     assert outcomes == ("open", 4401)
     assert metrics_page.status_code == 200
+    assert long_head.status_code == 431
     assert code == 0, log[-3000:]
     assert log.count("Application startup complete") == WORKERS, log[-3000:]
     assert log.count("Application shutdown complete") == WORKERS, log[-3000:]

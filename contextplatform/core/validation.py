@@ -14,6 +14,9 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 _MESSAGES = {
     "extra_forbidden": "unknown field",
     "missing": "field required",
+    # pydantic names the model's class ("a valid dictionary or instance of ..."): ours, not the
+    # caller's vocabulary.
+    "model_type": "Input should be an object",
 }
 
 

@@ -13,6 +13,7 @@ from contextplatform.core import text_limits
 from contextplatform.core.errors import ApiError
 from contextplatform.routing.gateway.protocol import GatewayError, Protocol, invalid_request
 from contextplatform.routing.pipeline.chat import parse_chat_request
+from contextplatform.routing.pipeline.provider_shapes import AnthropicCallRequest
 
 MAX_NAME_LENGTH = 200
 # Credentials stay out of what the resolve sees (and could record).
@@ -61,9 +62,10 @@ def _named(value: Any, where: str) -> str | None:
 
 def check_shape(protocol: Protocol, body: dict[str, Any]) -> None:
     """The body against its provider's whole request shape (routing/pipeline/provider_shapes.py),
-    before anything is resolved, held or sent: a 400 naming the field as the body spells it."""
+    before anything is resolved, held or sent: a 400 naming the field as the body spells it.
+    The body is sent on as it is, so an Anthropic one needs what a Messages call needs."""
     try:
-        parse_chat_request(body, protocol, prefix="")
+        parse_chat_request(body, protocol, prefix="", anthropic_shape=AnthropicCallRequest)
     except ApiError as error:
         raise GatewayError.from_api_error(error) from None
 

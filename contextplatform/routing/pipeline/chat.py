@@ -125,9 +125,11 @@ def parse_chat_request(
     *,
     prefix: str = "request",
     protocol: ChatFormat | None = None,
+    anthropic_shape: type[AnthropicChatRequest] = AnthropicChatRequest,
 ) -> ChatRequest:
     """``explicit``: the format the caller named (the resolve's ``format``, the gateway's endpoint),
-    which wins; ``protocol``: the route's deployment's, for a body valid in both shapes."""
+    which wins; ``protocol``: the route's deployment's, for a body valid in both shapes;
+    ``anthropic_shape``: the gateway's, which requires what Anthropic requires of a call."""
     if explicit:
         chat_format, because = explicit, f"the request names format {explicit!r}"
     elif isinstance(body, dict):
@@ -135,7 +137,7 @@ def parse_chat_request(
     else:
         chat_format, because = "openai", "the body is not an object"
     if chat_format == "anthropic":
-        anthropic = parse(AnthropicChatRequest, body, prefix=prefix)
+        anthropic = parse(anthropic_shape, body, prefix=prefix)
         max_tokens = anthropic.max_tokens
     else:
         openai = parse(OpenAIChatRequest, body, prefix=prefix)

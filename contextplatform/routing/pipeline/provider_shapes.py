@@ -15,7 +15,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationInfo,
+    field_validator,
+)
 
 OTHER = "<other>"
 
@@ -184,13 +192,63 @@ OpenAIAnyMessage = Annotated[
 ]
 
 
+class OpenAIStreamOptions(Passthrough):
+    include_usage: bool | None = None
+    include_obfuscation: bool | None = None
+
+
+class OpenAIToolChoice(Passthrough):
+    type: str
+
+
+class OpenAIResponseFormat(Passthrough):
+    type: str
+
+
+OpenAIStop = Annotated[
+    Annotated[str, Tag(tag("text"))] | Annotated[list[str], Tag(tag("list"))],
+    Discriminator(_text_or_list),
+]
+
+
 class OpenAIChatRequest(Passthrough):
+    """The fields the gateway reads or sends on, with the types and ranges OpenAI enforces (its
+    API reference, the ``openai`` client's ``completion_create_params``); ``null`` is "unset",
+    as OpenAI takes it."""
+
     model: str | None = None
     messages: list[OpenAIAnyMessage] = Field(min_length=1)
+    stream: bool | None = None
+    stream_options: OpenAIStreamOptions | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
+    n: int | None = Field(default=None, ge=1, le=128)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    logit_bias: dict[str, Annotated[float, Field(ge=-100, le=100)]] | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    seed: int | None = None
+    stop: OpenAIStop | None = None
     tools: list[dict[str, Any]] | None = None
+    tool_choice: Literal["none", "auto", "required"] | OpenAIToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: OpenAIResponseFormat | None = None
     user: str | None = None
+    metadata: dict[str, str] | None = None
+    store: bool | None = None
+
+    @field_validator("stream_options")
+    @classmethod
+    def stream_options_need_a_stream(
+        cls, options: OpenAIStreamOptions | None, info: ValidationInfo
+    ) -> OpenAIStreamOptions | None:
+        """OpenAI refuses them on a call that does not stream (``stream`` is checked first)."""
+        if options is not None and info.data.get("stream") is not True:
+            raise ValueError("only allowed when stream is true")
+        return options
 
 
 # --- Anthropic Messages -------------------------------------------------------------------------
@@ -287,10 +345,39 @@ class AnthropicMetadata(Passthrough):
     user_id: str | None = None
 
 
+class AnthropicToolChoice(Passthrough):
+    type: Literal["auto", "any", "tool", "none"]
+    name: str | None = None
+    disable_parallel_tool_use: bool | None = None
+
+
+class AnthropicThinking(Passthrough):
+    type: str
+    budget_tokens: int | None = Field(default=None, ge=1)
+
+
 class AnthropicChatRequest(Passthrough):
+    """The fields the gateway reads or sends on, with the types and ranges Anthropic enforces
+    (its API reference, the ``anthropic`` client's ``message_create_params``). ``max_tokens`` is
+    optional here: the resolve rewrites a body its caller completes before sending it."""
+
     model: str | None = None
     system: AnthropicSystem | None = None
     messages: list[AnthropicMessage] = Field(min_length=1)
     max_tokens: int | None = Field(default=None, ge=1)
+    stream: bool | None = None
+    temperature: float | None = Field(default=None, ge=0, le=1)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    top_k: int | None = Field(default=None, ge=0)
+    stop_sequences: list[str] | None = None
     tools: list[dict[str, Any]] | None = None
+    tool_choice: AnthropicToolChoice | None = None
+    thinking: AnthropicThinking | None = None
     metadata: AnthropicMetadata | None = None
+
+
+class AnthropicCallRequest(AnthropicChatRequest):
+    """A body the gateway sends on to Anthropic as it is: the Messages API requires
+    ``max_tokens``, so a body without it is refused here rather than by Anthropic."""
+
+    max_tokens: int = Field(ge=1)

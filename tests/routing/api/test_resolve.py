@@ -361,6 +361,26 @@ def test_system_prompt_anthropic_by_explicit_format(acme_api: ApiClient) -> None
     assert report["request"]["messages"] == request["messages"]
 
 
+def test_resolve_checks_the_fields_types_but_not_what_only_a_call_needs(
+    acme_api: ApiClient,
+) -> None:
+    """The resolve rewrites a body its caller sends on: an Anthropic body without ``max_tokens``
+    is resolved (the caller adds it), a field of the wrong type is a 400 naming it, as on the
+    gateway."""
+    make_route(acme_api, "typed", [RULES], injection={"mode": "system_prompt"})
+    messages = [{"role": "user", "content": QUESTION}]
+    report = resolved(acme_api, "typed", {"messages": messages}, format="anthropic")
+    assert report["format"] == "anthropic"
+    for request, param in (
+        ({"messages": messages, "stream": "true"}, "request.stream"),
+        ({"messages": messages, "temperature": "hot"}, "request.temperature"),
+        ({"messages": messages, "max_tokens": 64, "top_k": 1.5, "system": "s"}, "request.top_k"),
+    ):
+        response = resolve(acme_api, "typed", request)
+        assert response.status_code == 400, response.content
+        assert response.json()["error"]["param"] == param
+
+
 def assert_valid_openai_tool_conversation(messages: list[dict[str, Any]]) -> None:
     """Every tool message answers a tool call of the assistant message just before the run."""
     index = 0

@@ -23,10 +23,11 @@ def test_the_user_comes_from_the_header_else_the_providers_field() -> None:
     openai_body = body(', "model": "r", "user": "u-body"')
     assert gateway_call("openai", {}, openai_body).user == "u-body"
     assert gateway_call("openai", {"x-user-id": "u-head"}, openai_body).user == "u-head"
-    anthropic_body = body(', "model": "r", "metadata": {"user_id": "u-meta"}')
+    anthropic_body = body(', "model": "r", "max_tokens": 64, "metadata": {"user_id": "u-meta"}')
     assert gateway_call("anthropic", {}, anthropic_body).user == "u-meta"
     # OpenAI's user field means nothing to the Anthropic endpoint.
-    assert gateway_call("anthropic", {}, openai_body).user is None
+    openai_user = body(', "model": "r", "max_tokens": 64, "user": "u-body"')
+    assert gateway_call("anthropic", {}, openai_user).user is None
 
 
 def test_session_memory_switch_and_stream() -> None:
@@ -44,6 +45,7 @@ def test_session_memory_switch_and_stream() -> None:
         ({}, body(), "no route"),
         ({"x-memory-store": "maybe"}, body(', "model": "r"'), "x-memory-store"),
         ({}, body(', "model": 7'), "model: expected a string"),
+        ({}, body(', "model": "r", "stream": "true"'), "stream: Input should be a valid boolean"),
     ],
 )
 def test_bad_requests_are_400(headers: dict[str, str], raw: bytes, says: str) -> None:
