@@ -18,8 +18,10 @@ reservation and the charge go into the replay record (``Settlement``). A report 
 reservation (a provider that ignores the output limit, input it adds without publishing it) is
 flagged there and in ``context_budget_reservation_exceeded_total``, and widens the deployment's
 next reservations (``reservation_margins``); its overspend is bounded by the calls in flight, as
-no call is admitted once the session's spend reaches its limit. A call that fails gives its
-reservation back.
+no call is admitted once the session's spend reaches its limit. A deployment this process has not
+seen answer has no margin yet: its budgeted calls wait for its first one's report before they
+reserve (``margin_probes``), so that a first burst is not admitted on a guess. A call that fails
+gives its reservation back.
 
 ``Ledger`` is the statements over any table of (key columns, spent, reserved): a session's row
 here, another owner's (a key's budget) the same way."""
@@ -39,6 +41,7 @@ from contextplatform.core import metrics
 from contextplatform.core.estimation import count_json, default_estimator
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.routing.gateway.connections import return_to_pool
+from contextplatform.routing.gateway.margin_probes import PROBES, Probe
 from contextplatform.routing.gateway.output_limits import client_output_limit, with_output_limit
 from contextplatform.routing.gateway.protocol import GatewayError, Protocol
 from contextplatform.routing.gateway.provider_input import published_overhead
@@ -338,11 +341,17 @@ def settlement_of(
 def learn(
     route: str, reservation: Reservation, usage: ProviderUsage | None, paid: Settlement
 ) -> None:
-    """A report widens its deployment's margin; one past its reservation is counted."""
+    """A report widens its deployment's margin (an answer without one only marks it known); one
+    past its reservation is counted."""
     margin_key = reservation.ask.margin_key
-    if usage is not None and margin_key is not None:
+    if margin_key is not None:
         expected = reservation.estimated_input + reservation.granted_output
-        MARGINS.observe(margin_key, Report(expected=expected, reported=usage.input + usage.output))
+        report = (
+            Report(expected=expected, reported=usage.input + usage.output)
+            if usage is not None
+            else None
+        )
+        MARGINS.observe(margin_key, report)
     if paid.exceeded_by:
         metrics.count_reservation_exceeded(route, paid.exceeded_by)
         logger.warning(
@@ -356,13 +365,15 @@ def learn(
 @dataclass
 class HeldBudget:
     """A gateway call's reservation while it runs (nothing to hold when its route sets no
-    session budget): settled once with what the call used, or released when it failed."""
+    session budget): settled once with what the call used, or released when it failed. When the
+    call is its cold deployment's probe, the calls waiting for it go on once it is over."""
 
     tenant: Tenant
     reservation: Reservation | None
     route: str = ""
     upstream: Upstream | None = None
     counting: EstimatorChoice | None = None
+    probe: Probe | None = None
     settlement: Settlement | None = field(default=None, init=False)
 
     def limit_output(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -429,8 +440,12 @@ class HeldBudget:
             return
         paid = settlement_of(reservation, usage, estimated_output)
         self.settlement = paid
-        await self._close(paid.charged)
-        learn(self.route, reservation, usage, paid)
+        try:
+            await self._close(paid.charged)
+            learn(self.route, reservation, usage, paid)
+        finally:
+            # Settled and learned first: the waiting calls reserve with the margin it taught.
+            self._end_probe()
 
     async def settle_answer(self, protocol: Protocol, payload: dict[str, Any]) -> None:
         if self.reservation is not None:
@@ -446,7 +461,15 @@ class HeldBudget:
             await self._settle(reported, text_tokens(transcript.text))
 
     async def release(self) -> None:
-        await self._close(None)
+        try:
+            await self._close(None)
+        finally:
+            self._end_probe()  # no report: the next waiting call becomes the probe
+
+    def _end_probe(self) -> None:
+        probe, self.probe = self.probe, None
+        if probe is not None:
+            probe.end()
 
     def record(self) -> dict[str, Any] | None:
         """The settlement as the replay record keeps it, once the call is settled."""
@@ -462,11 +485,12 @@ async def hold_budget(
 ) -> HeldBudget:
     """Reserve the call's input and grant its output allowance against its session's budget
     (429 ``budget_exceeded`` when they do not fit); a database round trip only for a route that
-    sets a budget and a call that names a session."""
+    sets a budget and a call that names a session. While the deployment is cold, after its
+    probe's report (or as the probe)."""
     limit = session_limit(resolution)
     if limit is None or not session:
         return HeldBudget(tenant, None)
-    ask = ask_for(tenant, resolution, upstream, (session, user or ""), limit)
+    probe = await PROBES.admit(margin_key_of(tenant, upstream), upstream.timeout_ms / 1000)
 
     def run() -> Reservation:
         try:
@@ -475,13 +499,21 @@ async def hold_budget(
         finally:
             return_to_pool()
 
-    reservation = await sync_to_async(run, thread_sensitive=True)()
+    try:
+        # Asked after the wait: with the margin the probe taught.
+        ask = ask_for(tenant, resolution, upstream, (session, user or ""), limit)
+        reservation = await sync_to_async(run, thread_sensitive=True)()
+    except BaseException:
+        if probe is not None:
+            probe.end()  # refused or failed before the upstream: the next call probes
+        raise
     return HeldBudget(
         tenant,
         reservation,
         route=resolution.route,
         upstream=upstream,
         counting=resolution.counting,
+        probe=probe,
     )
 
 

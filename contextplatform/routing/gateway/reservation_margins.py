@@ -11,8 +11,11 @@ what grows with the size).
 
 The margin is bounded (``MAX_MARGIN_TOKENS``), so that one absurd report cannot shut a
 deployment out of every budget, and fades with a half-life of ``HALF_LIFE_S``, so that a margin no
-report renews gives the budget back. Kept per process (each worker learns from the calls it
-settles), by tenant schema and deployment name. No database, no I/O.
+report renews gives the budget back. A deployment is ``known`` while an answer of it was settled
+within that half-life, whether or not the answer went past its estimate (a margin of 0 is learned
+too): until then its budgeted calls wait for a first one's report (``margin_probes``). Kept per
+process (each worker learns from the calls it settles), by tenant schema and deployment name. No
+database, no I/O.
 """
 
 from __future__ import annotations
@@ -35,11 +38,13 @@ MarginKey = tuple[str, str]  # (tenant schema, deployment name)
 class Margin:
     tokens: float = 0.0
     at: float = 0.0
+    answered_at: float | None = None  # when an answer of the deployment was last settled
 
     def faded(self, now: float) -> Margin:
         if not self.tokens:
             return self
-        return Margin(self.tokens * 0.5 ** (max(now - self.at, 0.0) / HALF_LIFE_S), now)
+        tokens = self.tokens * 0.5 ** (max(now - self.at, 0.0) / HALF_LIFE_S)
+        return Margin(tokens, now, self.answered_at)
 
 
 @dataclass(frozen=True)
@@ -65,18 +70,26 @@ class MarginBook:
             self._margins.move_to_end(key)
         return math.ceil(margin.faded(time.monotonic()).tokens)
 
-    def observe(self, key: MarginKey, report: Report) -> Margin:
+    def known(self, key: MarginKey) -> bool:
+        """Whether an answer of the deployment was settled within the last ``HALF_LIFE_S``: its
+        margin is what its reports taught, not a guess."""
+        with self._lock:
+            margin = self._margins.get(key)
+        answered_at = margin.answered_at if margin is not None else None
+        return answered_at is not None and time.monotonic() - answered_at < HALF_LIFE_S
+
+    def observe(self, key: MarginKey, report: Report | None) -> Margin:
         """Widen the deployment's margin to what ``report`` needed (it never narrows here: it
-        fades with time)."""
-        missed = report.reported - report.expected
+        fades with time); None: an answer that reported no usage, which teaches nothing but that
+        the deployment answers (its charge is the platform's own estimate)."""
+        missed = report.reported - report.expected if report is not None else 0
         needed = min(float(MAX_MARGIN_TOKENS), missed * HEADROOM) if missed > 0 else 0.0
         now = time.monotonic()
         with self._lock:
             margin = self._margins.get(key, Margin()).faded(now)
-            widened = Margin(max(margin.tokens, needed), now)
-            if widened.tokens:
-                self._margins[key] = widened
-                self._margins.move_to_end(key)
+            widened = Margin(max(margin.tokens, needed), now, answered_at=now)
+            self._margins[key] = widened
+            self._margins.move_to_end(key)
             while len(self._margins) > MAX_DEPLOYMENTS:
                 self._margins.popitem(last=False)
         return widened
