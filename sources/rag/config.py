@@ -72,7 +72,7 @@ class ExternalApiConfig(Strict):
     endpoint: str = Field(min_length=1, max_length=2000)
     method: Literal["POST", "GET"] = "POST"
     headers: SecretHeaders = Field(
-        default_factory=dict, max_length=32, description="values write-only, stored encrypted"
+        default_factory=dict, description="values write-only, stored encrypted"
     )
     request_format: Any = Field(
         default_factory=lambda: {"query": "{{query}}", "top_k": "{{top_k}}"},

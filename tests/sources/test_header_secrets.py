@@ -15,6 +15,7 @@ import pytest
 from django.apps import apps
 from django.core.management import call_command
 from django.db import connection
+from django.db.migrations.loader import MigrationLoader
 from django.test import Client
 from django.urls import reverse
 from django_tenants.utils import schema_context
@@ -255,3 +256,42 @@ def test_a_deployment_refuses_headers_a_provider_reads_its_key_from(
     error = response.json()["error"]
     assert error["param"] == "headers"
     assert "the key goes in api_key" in error["message"]
+
+
+def test_the_migration_encrypts_the_header_values_deployments_stored_in_plain_text(
+    acme: TenantFixture,
+) -> None:
+    """The row as an earlier version stored it (a plain ``headers`` column), through the data
+    step of deployments 0003: the values become tokens that decrypt to them."""
+    migration = importlib.import_module(
+        "contextplatform.deployments.migrations.0003_headers_encrypted"
+    )
+    loader = MigrationLoader(connection)
+    state = loader.project_state(("deployments", "0002_calibration"))
+    for operation in migration.Migration.operations[:1]:  # headers_encrypted added
+        operation.state_forwards("deployments", state)
+    with schema_context(acme.schema), connection.cursor() as cursor:
+        cursor.execute(
+            "ALTER TABLE deployments_deployment ADD COLUMN headers jsonb NOT NULL DEFAULT '{}'"
+        )
+        try:
+            historical = state.apps.get_model("deployments", "Deployment")
+            historical.objects.create(
+                name="old",
+                protocol="openai",
+                base_url="https://api.openai.com/v1",
+                model="m",
+                headers=DEPLOYMENT_HEADERS,
+            )
+            migration.encrypt_headers(state.apps, None)
+            row = raw_text(acme.schema, "deployments_deployment")
+            assert "Helicone-Auth" in row
+            deployment = Deployment.objects.get(name="old")
+            assert upstream_of(deployment).headers == DEPLOYMENT_HEADERS
+            assert set(deployment.headers_encrypted) == set(DEPLOYMENT_HEADERS)
+            assert not any(
+                value in str(deployment.headers_encrypted) for value in DEPLOYMENT_HEADERS.values()
+            )
+        finally:
+            Deployment.objects.filter(name="old").delete()
+            cursor.execute("ALTER TABLE deployments_deployment DROP COLUMN headers")
