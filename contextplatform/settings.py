@@ -322,12 +322,14 @@ VECTOR_LOCAL_ROOT = Path(os.environ.get("VECTOR_LOCAL_ROOT") or BASE_DIR / "var"
 # unless the tenant's allow-list names them; True lets every address through (trusted networks).
 OUTBOUND_ALLOW_PRIVATE = env_bool("OUTBOUND_ALLOW_PRIVATE", False)
 
+# Every log record passes contextplatform.core.log_redaction first: no credential in a log line.
+LOGGING_CONFIG = "contextplatform.core.log_redaction.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
         "json": {
-            "()": "pythonjsonlogger.json.JsonFormatter",
+            "()": "contextplatform.core.log_redaction.RedactingJsonFormatter",
             "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s",
             "rename_fields": {"asctime": "time", "levelname": "level", "message": "msg"},
         }

@@ -17,8 +17,17 @@ refused: tokens never leave the platform, and one copied from elsewhere (another
 must not decrypt into this tenant's configuration. ``redact`` runs where a layer is shown.
 ``SecretValue.reveal`` runs where a backend is built for a fetch: only there is the secret plain.
 
+Header values are secrets too (``SecretHeaders``: an external API backend's ``headers``, a
+``realtime_apis`` connector's): every value, whatever its name, since an operator's header names
+(``X-Goog-Api-Key``, ``Helicone-Auth``, ``X-Tenant-Token``) say too little to tell a credential
+from a constant. Each value is its own secret, as above: the names stay shown
+(``{"Authorization": {"set": true}}``), and a GET body written back keeps each stored value.
+A value stored in plain text before headers were secrets is still read (and shown redacted);
+``seal_plain`` (a migration) and ``rotate`` encrypt it.
+
 Where a kind keeps its secrets is the kind's to say (``register_secret_locator``): the rag kind
-finds them through its backend's config model, whose ``Secret`` fields are read off the model.
+finds them through its backend's config model, whose ``Secret`` fields (and ``SecretHeaders``
+fields, one secret per header) are read off the model.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, PlainSerializer, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, BeforeValidator, PlainSerializer, WithJsonSchema
 
 from contextplatform.core import secrets
 from contextplatform.core.errors import ApiError
@@ -37,9 +46,11 @@ ENCRYPTED = "encrypted"
 SHOWN: dict[str, Any] = {"set": True}
 MAX_SECRET_CHARS = 4096
 
+MAX_HEADER_VALUE_CHARS = 8192  # bearer tokens and JWTs run long
+
 # A path inside one source's settings, e.g. ("backend_config", "primary", "backend_config",
-# "token").
-Path = tuple[str, ...]
+# "token"), or ("connectors", 0, "headers", "Authorization"): a number steps into a list.
+Path = tuple[str | int, ...]
 Locator = Callable[[dict[str, Any]], list[Path]]
 
 
@@ -76,7 +87,12 @@ class SecretMarker:
     """Marks a settings field as a secret (found by ``secret_fields``)."""
 
 
+class SecretHeadersMarker:
+    """Marks a settings field as headers whose values are secrets (``secret_header_fields``)."""
+
+
 SECRET_MARK = SecretMarker()
+SECRET_HEADERS_MARK = SecretHeadersMarker()
 
 
 def _parse(value: Any) -> SecretValue | None:
@@ -113,6 +129,49 @@ Secret = Annotated[
 ]
 
 
+def _parse_header_value(value: Any) -> SecretValue | None:
+    if value is None or is_placeholder(value):
+        return None  # {"set": true} not matched to a stored value: the header is not sent
+    if isinstance(value, str):
+        if len(value) > MAX_HEADER_VALUE_CHARS:
+            raise ValueError(f"a header value holds at most {MAX_HEADER_VALUE_CHARS} characters")
+        if any(c in value for c in "\r\n\0"):
+            raise ValueError("a header value must not contain line breaks")
+        return SecretValue(plain=value)
+    if is_envelope(value):
+        return SecretValue(token=value[ENCRYPTED])
+    raise ValueError('write each header value as a string, or {"set": true} to keep the stored one')
+
+
+def _sent_headers(headers: dict[str, SecretValue | None]) -> dict[str, SecretValue]:
+    return {name: value for name, value in headers.items() if value is not None}
+
+
+# The value of one header, a secret (an empty value, hiding nothing, is stored as it is).
+SecretHeaderValue = Annotated[
+    SecretValue | None,
+    BeforeValidator(_parse_header_value),
+    PlainSerializer(_shown),
+    WithJsonSchema(
+        {
+            "description": 'write-only: the value as a string; shown as {"set": true}, which '
+            "written back keeps the stored value",
+            "anyOf": [{"type": "string"}, {"type": "object"}],
+        }
+    ),
+]
+# Headers (name → value) whose values are write-only secrets; a header kept with {"set": true}
+# and nothing stored is left out.
+SecretHeaders = Annotated[
+    dict[str, SecretHeaderValue], AfterValidator(_sent_headers), SECRET_HEADERS_MARK
+]
+
+
+def revealed_headers(headers: dict[str, SecretValue]) -> dict[str, str]:
+    """The headers as they are sent: where a request is built, and only there."""
+    return {name: value.reveal() for name, value in headers.items()}
+
+
 def secret_fields(model: type[BaseModel]) -> list[str]:
     """The names of ``model``'s fields typed ``Secret``."""
     return [
@@ -120,6 +179,20 @@ def secret_fields(model: type[BaseModel]) -> list[str]:
         for name, info in model.model_fields.items()
         if any(isinstance(meta, SecretMarker) for meta in info.metadata)
     ]
+
+
+def secret_header_fields(model: type[BaseModel]) -> list[str]:
+    """The names of ``model``'s fields typed ``SecretHeaders``."""
+    return [
+        name
+        for name, info in model.model_fields.items()
+        if any(isinstance(meta, SecretHeadersMarker) for meta in info.metadata)
+    ]
+
+
+def header_paths(headers: Any, at: Path) -> list[Path]:
+    """The path of each header value in ``headers`` (as written) found at ``at``."""
+    return [(*at, name) for name in headers] if isinstance(headers, dict) else []
 
 
 def is_placeholder(value: Any) -> bool:
@@ -151,26 +224,36 @@ def locations(source: Any) -> list[Path]:
     return locator(source) if locator else []
 
 
+def _step(data: Any, key: str | int) -> tuple[bool, Any]:
+    """``data[key]`` where it is there: a name in an object, a number in a list."""
+    if isinstance(key, int):
+        found = isinstance(data, list) and 0 <= key < len(data)
+    else:
+        found = isinstance(data, dict) and key in data
+    return found, data[key] if found else None
+
+
 def _get(data: Any, path: Path) -> Any:
     for key in path:
-        if not isinstance(data, dict) or key not in data:
+        found, data = _step(data, key)
+        if not found:
             return None
-        data = data[key]
     return data
 
 
 def _has(data: Any, path: Path) -> bool:
     for key in path[:-1]:
-        if not isinstance(data, dict):
+        found, data = _step(data, key)
+        if not found:
             return False
-        data = data.get(key)
     return isinstance(data, dict) and path[-1] in data
 
 
 def _container(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    container: Any = data
     for key in path[:-1]:
-        data = data[key]
-    return data
+        container = container[key]
+    return container  # type: ignore[no-any-return]
 
 
 def source_name(source: Any) -> str | None:
@@ -208,7 +291,9 @@ def seal(context: Any, previous: Any = None, *, param: str = "context") -> Any:
         container, key = _container(source, path), path[-1]
         value = container[key]
         before = _get(stored.get(source_name(source)), path)
-        where = f"{param}.sources[{index}].{'.'.join(path)}"
+        where = f"{param}.sources[{index}]" + "".join(
+            f"[{key}]" if isinstance(key, int) else f".{key}" for key in path
+        )
         if isinstance(value, str) and value:
             container[key] = {ENCRYPTED: secrets.encrypt(value)}
         elif is_placeholder(value):
@@ -239,8 +324,19 @@ def redact(context: Any) -> Any:
 
 
 def rotate(context: Any) -> tuple[Any, int]:
-    """The layer with every stored secret re-encrypted under the newest key, and how many.
-    ``secrets.SecretUnreadable`` when a token is readable by none of the keys."""
+    """The layer with every stored secret re-encrypted under the newest key (and every value
+    still in plain text, such as a header stored before header values were secrets, encrypted),
+    and how many. ``secrets.SecretUnreadable`` when a token is readable by none of the keys."""
+    return _encrypted(context, rotate_tokens=True)
+
+
+def seal_plain(context: Any) -> tuple[Any, int]:
+    """The layer with every secret still stored in plain text encrypted, and how many; stored
+    tokens are left as they are (a migration runs this, whatever keys are configured)."""
+    return _encrypted(context, rotate_tokens=False)
+
+
+def _encrypted(context: Any, *, rotate_tokens: bool) -> tuple[Any, int]:
     found = [item for item in _each_secret(context if isinstance(context, dict) else {})]
     if not found:
         return context, 0
@@ -248,7 +344,11 @@ def rotate(context: Any) -> tuple[Any, int]:
     count = 0
     for _, source, path in _each_secret(rotated):
         container, key = _container(source, path), path[-1]
-        if is_envelope(container[key]):
-            container[key] = {ENCRYPTED: secrets.rotate(container[key][ENCRYPTED])}
+        value = container[key]
+        if rotate_tokens and is_envelope(value):
+            container[key] = {ENCRYPTED: secrets.rotate(value[ENCRYPTED])}
+            count += 1
+        elif isinstance(value, str) and value:
+            container[key] = {ENCRYPTED: secrets.encrypt(value)}
             count += 1
     return rotated, count

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import ValidationError
@@ -10,6 +11,14 @@ from django.http import HttpRequest
 
 from tenants.models import ApiKey, Domain, Tenant
 from tenants.services import issue_api_key
+
+
+class WriteOnlyTextarea(forms.Textarea):
+    """A textarea that never renders a value: what was typed into it (headers holding
+    credentials) is not sent back."""
+
+    def format_value(self, value: Any) -> str | None:
+        return None
 
 
 def on_public_schema(request: HttpRequest) -> bool:

@@ -1,5 +1,7 @@
 """Operators' pages of deployments. The key is a write-only password field: blank keeps the stored
-key, "clear" removes it; the page never shows it. Saves go through the services, validated by the
+key, "clear" removes it; the page never shows it. Header values are write-only too (as an MCP
+server's): a JSON object typed into a field that is never shown again (blank keeps the stored
+headers, "remove" clears them); the pages list the header names only. Saves go through the services, validated by the
 API's own schema, so the admin accepts exactly what the API accepts. A deployment that routes name
 is neither deleted (its page, the bulk action) nor renamed: the page says which routes name it and
 nothing changes (``usage``)."""
@@ -23,7 +25,7 @@ from contextplatform.deployments import services, usage
 from contextplatform.deployments.errors import DeploymentInUse
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.schema import DeploymentSpec
-from tenants.admin import TenantOnlyAdmin
+from tenants.admin import TenantOnlyAdmin, WriteOnlyTextarea
 
 WRITTEN = (
     "name",
@@ -33,7 +35,6 @@ WRITTEN = (
     "timeout_ms",
     "context_window",
     "max_output_tokens",
-    "headers",
     "may_judge",
 )
 
@@ -46,6 +47,15 @@ class DeploymentForm(forms.ModelForm):
         help_text="Write-only: stored encrypted, never shown. Leave blank to keep the stored key.",
     )
     clear_api_key = forms.BooleanField(required=False, label="Remove the stored key")
+    headers = forms.JSONField(
+        required=False,
+        widget=WriteOnlyTextarea(attrs={"rows": 3, "autocomplete": "off", "spellcheck": "false"}),
+        help_text=(
+            'Write-only, as JSON: {"Helicone-Auth": "Bearer ..."}. Stored encrypted, never shown. '
+            "Leave blank to keep the stored headers; what you type replaces them all."
+        ),
+    )
+    clear_headers = forms.BooleanField(required=False, label="Remove the stored headers")
 
     class Meta:
         model = Deployment
@@ -56,8 +66,8 @@ class DeploymentForm(forms.ModelForm):
         if self.errors:
             return cleaned
         written = {name: cleaned.get(name) for name in WRITTEN}
-        if written["headers"] is None:
-            written["headers"] = {}
+        if self.typed_headers():
+            written["headers"] = cleaned["headers"]
         if cleaned.get("api_key"):
             written["api_key"] = cleaned["api_key"]
         try:
@@ -74,6 +84,12 @@ class DeploymentForm(forms.ModelForm):
             if refused is not None:
                 self.add_error("name", refused.message)
         return cleaned
+
+    def typed_headers(self) -> bool:
+        return self.cleaned_data.get("headers") not in (None, "", {})
+
+    def replace_headers(self) -> bool:
+        return self.typed_headers() or bool(self.cleaned_data.get("clear_headers"))
 
     def key_change(self) -> services.KeyChange:
         if self.cleaned_data.get("api_key"):
@@ -113,6 +129,7 @@ class DeploymentAdmin(TenantOnlyAdmin):
     list_filter = ("protocol", "may_judge")
     readonly_fields = (
         "key_stored",
+        "headers_stored",
         "calibration",
         "calibration_samples",
         "created_at",
@@ -124,12 +141,17 @@ class DeploymentAdmin(TenantOnlyAdmin):
         ("Limits", {"fields": ("timeout_ms", "context_window", "max_output_tokens")}),
         # Kept by the gateway from the provider's usage; budgets multiply estimates by it.
         ("Token calibration", {"fields": ("calibration", "calibration_samples")}),
-        ("Other", {"fields": ("headers", "may_judge", "created_at", "updated_at")}),
+        ("Headers", {"fields": ("headers", "clear_headers", "headers_stored")}),
+        ("Other", {"fields": ("may_judge", "created_at", "updated_at")}),
     )
 
     @admin.display(boolean=True, description="key stored")
     def key_stored(self, deployment: Deployment) -> bool:
         return deployment.api_key_set
+
+    @admin.display(description="headers stored")
+    def headers_stored(self, deployment: Deployment) -> str:
+        return ", ".join(deployment.header_names) or "none"
 
     def save_model(self, request: HttpRequest, obj: Deployment, form: Any, change: bool) -> None:
         spec: DeploymentSpec = form.spec
@@ -137,7 +159,10 @@ class DeploymentAdmin(TenantOnlyAdmin):
             if change:
                 original = Deployment.objects.get(pk=obj.pk)
                 saved = services.update_deployment(
-                    deployment=original, spec=spec, api_key=form.key_change()
+                    deployment=original,
+                    spec=spec,
+                    api_key=form.key_change(),
+                    replace_headers=form.replace_headers(),
                 )
             else:
                 saved = services.create_deployment(spec=spec, api_key=form.key_change())

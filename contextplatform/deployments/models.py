@@ -24,7 +24,9 @@ class Deployment(models.Model):
     timeout_ms = models.PositiveIntegerField(default=60_000)
     context_window = models.PositiveIntegerField(default=128_000)
     max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
-    headers = models.JSONField(default=dict, blank=True, help_text="extra request headers")
+    # Extra request headers, {name: Fernet token of its value}: the names are shown, the values
+    # never (write-only, like the key).
+    headers_encrypted = models.JSONField(default=dict, blank=True, editable=False)
     may_judge = models.BooleanField(
         default=True, help_text="whether the relevance judge may send documents to it"
     )
@@ -46,3 +48,7 @@ class Deployment(models.Model):
     @property
     def api_key_set(self) -> bool:
         return bool(self.api_key_encrypted)
+
+    @property
+    def header_names(self) -> list[str]:
+        return sorted(self.headers_encrypted or {}, key=str.lower)

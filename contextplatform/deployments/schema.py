@@ -26,25 +26,32 @@ MAX_TIMEOUT_MS = 600_000
 
 # RFC 9110 token characters: what a header name may hold.
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-# The key has its own (encrypted, write-only) field; a header holding it would be stored and
-# shown in plain text. The others are the HTTP client's to set for each request.
-REFUSED_HEADERS = frozenset(
+# The headers a provider reads its API key from: the key has its own field (api_key), which the
+# gateway sends as the protocol's header (Authorization: Bearer, or x-api-key), and a header of
+# these names would fight it or carry a second copy of the key. Other credentials a deployment
+# needs (a proxy's or an AI gateway's own, such as Helicone-Auth) are headers like any other:
+# every header value is write-only and stored encrypted.
+KEY_HEADERS = frozenset(
     {
         "authorization",
-        "x-api-key",
         "proxy-authorization",
-        "api-key",
-        "host",
-        "content-length",
-        "content-type",
-        "transfer-encoding",
-        "connection",
+        "x-api-key",
+        "api-key",  # Azure OpenAI
+        "x-goog-api-key",  # Google's Gemini endpoints
+        "ocp-apim-subscription-key",  # Azure API Management
+        "anthropic-api-key",
+        "openai-api-key",
     }
+)
+# The HTTP client's to set for each request.
+TRANSPORT_HEADERS = frozenset(
+    {"host", "content-length", "content-type", "transfer-encoding", "connection"}
 )
 
 # Fields a representation carries that a write ignores (a GET body posted back is accepted).
 READ_ONLY_FIELDS = (
     "api_key_set",
+    "headers_set",
     "calibration",
     "calibration_samples",
     "created_at",
@@ -53,8 +60,9 @@ READ_ONLY_FIELDS = (
 
 
 class DeploymentSpec(BaseModel):
-    """A deployment as written. ``api_key`` is write-only: the service decides what its absence
-    means (keep the stored key on PUT)."""
+    """A deployment as written. ``api_key`` and the values of ``headers`` are write-only: the
+    service decides what their absence means (keep the stored key, and headers, on PUT); an object
+    of headers replaces them all, ``null`` or ``{}`` removes them."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -66,7 +74,9 @@ class DeploymentSpec(BaseModel):
     timeout_ms: int = Field(default=60_000, ge=MIN_TIMEOUT_MS, le=MAX_TIMEOUT_MS)
     context_window: int = Field(default=128_000, ge=256, le=10_000_000)
     max_output_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
-    headers: dict[str, str] = Field(default_factory=dict, max_length=MAX_HEADERS)
+    headers: dict[str, str] | None = Field(
+        default=None, max_length=MAX_HEADERS, description="write-only values: stored encrypted"
+    )
     may_judge: bool = Field(
         default=True, description="whether the relevance judge may send documents to it"
     )
@@ -78,11 +88,15 @@ class DeploymentSpec(BaseModel):
 
     @field_validator("headers")
     @classmethod
-    def plain_headers(cls, value: dict[str, str]) -> dict[str, str]:
-        for name, text in value.items():
+    def plain_headers(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        lowered: set[str] = set()
+        for name, text in (value or {}).items():
             problem = header_problem(name, text)
             if problem:
                 raise ValueError(problem)
+            if name.lower() in lowered:
+                raise ValueError(f"header {name!r} is given twice (names are case-insensitive)")
+            lowered.add(name.lower())
         return value
 
     @field_validator("api_key")
@@ -107,9 +121,9 @@ def checked_base_url(value: str) -> str:
 def header_problem(name: str, value: str) -> str | None:
     if not _HEADER_NAME.match(name) or len(name) > MAX_HEADER_NAME_CHARS:
         return f"header name {name[:MAX_HEADER_NAME_CHARS]!r} is not a valid HTTP header name"
-    if name.lower() in REFUSED_HEADERS:
-        if name.lower() in ("authorization", "x-api-key", "proxy-authorization", "api-key"):
-            return f"header {name!r} is refused: the key goes in api_key, stored encrypted"
+    if name.lower() in KEY_HEADERS:
+        return f"header {name!r} is refused: the key goes in api_key, stored encrypted"
+    if name.lower() in TRANSPORT_HEADERS:
         return f"header {name!r} is set by the gateway for each request"
     if len(value) > MAX_HEADER_VALUE_CHARS:
         return f"header {name!r}: value longer than {MAX_HEADER_VALUE_CHARS} characters"

@@ -60,25 +60,29 @@ class Upstream:
     timeout_ms: int
     context_window: int
     max_output_tokens: int | None
-    headers: dict[str, str]
+    headers: dict[str, str] = field(repr=False)
     may_judge: bool
     name: str
 
 
 def upstream_of(deployment: Deployment) -> Upstream:
-    """The deployment with its key decrypted; a key no configured secret key reads is the
-    operator's to fix (503, naming the deployment, never the key)."""
-    api_key = None
-    if deployment.api_key_encrypted:
-        try:
-            api_key = secrets.decrypt(deployment.api_key_encrypted)
-        except secrets.SecretUnreadable:
-            raise ApiError(
-                "deployment_key_unreadable",
-                f"deployment {deployment.name!r}: its API key cannot be decrypted with the "
-                "configured DEPLOYMENT_SECRET_KEYS",
-                status=503,
-            ) from None
+    """The deployment with its key and header values decrypted; one no configured secret key
+    reads is the operator's to fix (503, naming the deployment, never the secret)."""
+    try:
+        api_key = (
+            secrets.decrypt(deployment.api_key_encrypted) if deployment.api_key_encrypted else None
+        )
+        headers = {
+            str(name): secrets.decrypt(token)
+            for name, token in (deployment.headers_encrypted or {}).items()
+        }
+    except secrets.SecretUnreadable:
+        raise ApiError(
+            "deployment_key_unreadable",
+            f"deployment {deployment.name!r}: its API key or a header value cannot be decrypted "
+            "with the configured DEPLOYMENT_SECRET_KEYS",
+            status=503,
+        ) from None
     return Upstream(
         protocol=deployment.protocol,
         base_url=deployment.base_url,
@@ -87,7 +91,7 @@ def upstream_of(deployment: Deployment) -> Upstream:
         timeout_ms=deployment.timeout_ms,
         context_window=deployment.context_window,
         max_output_tokens=deployment.max_output_tokens,
-        headers={str(k): str(v) for k, v in (deployment.headers or {}).items()},
+        headers=headers,
         may_judge=deployment.may_judge,
         name=deployment.name,
     )

@@ -1,7 +1,7 @@
 """Writes of deployments: create, update, delete (validated), and re-encryption of their keys.
 
-The API key is write-only. It is encrypted here, before it reaches the model, and no function of
-this module logs it or puts it in an error message.
+The API key and the header values are write-only. They are encrypted here, before they reach the
+model, and no function of this module logs them or puts them in an error message.
 """
 
 from __future__ import annotations
@@ -45,7 +45,19 @@ def key_change(spec: DeploymentSpec) -> KeyChange:
     return spec.api_key if "api_key" in spec.model_fields_set else KEEP_KEY
 
 
-def _apply(deployment: Deployment, spec: DeploymentSpec, api_key: KeyChange) -> None:
+def headers_given(spec: DeploymentSpec) -> bool:
+    """Whether the written body names its headers: absent keeps the stored ones, an object
+    replaces them all, ``null`` or ``{}`` removes them."""
+    return "headers" in spec.model_fields_set
+
+
+def encrypted_headers(headers: dict[str, str] | None) -> dict[str, str]:
+    return {name: secrets.encrypt(value) for name, value in (headers or {}).items()}
+
+
+def _apply(
+    deployment: Deployment, spec: DeploymentSpec, api_key: KeyChange, replace_headers: bool
+) -> None:
     deployment.name = spec.name
     deployment.protocol = spec.protocol
     deployment.base_url = spec.base_url
@@ -53,7 +65,8 @@ def _apply(deployment: Deployment, spec: DeploymentSpec, api_key: KeyChange) -> 
     deployment.timeout_ms = spec.timeout_ms
     deployment.context_window = spec.context_window
     deployment.max_output_tokens = spec.max_output_tokens
-    deployment.headers = dict(spec.headers)
+    if replace_headers:
+        deployment.headers_encrypted = encrypted_headers(spec.headers)
     deployment.may_judge = spec.may_judge
     if api_key is not KEEP_KEY:
         deployment.api_key_encrypted = secrets.encrypt(api_key) if api_key else ""
@@ -66,7 +79,7 @@ def _conflict(name: str) -> ApiError:
 def create_deployment(*, spec: DeploymentSpec, api_key: KeyChange = KEEP_KEY) -> Deployment:
     """Save a new deployment; ``api_key`` defaults to the spec's own (none when absent)."""
     deployment = Deployment()
-    _apply(deployment, spec, spec.api_key if api_key is KEEP_KEY else api_key)
+    _apply(deployment, spec, spec.api_key if api_key is KEEP_KEY else api_key, True)
     try:
         with transaction.atomic():
             deployment.save()
@@ -76,12 +89,18 @@ def create_deployment(*, spec: DeploymentSpec, api_key: KeyChange = KEEP_KEY) ->
 
 
 def update_deployment(
-    *, deployment: Deployment, spec: DeploymentSpec, api_key: KeyChange = KEEP_KEY
+    *,
+    deployment: Deployment,
+    spec: DeploymentSpec,
+    api_key: KeyChange = KEEP_KEY,
+    replace_headers: bool | None = None,
 ) -> Deployment:
-    """Replace a deployment's fields; the key changes only as ``api_key`` says."""
+    """Replace a deployment's fields; the key changes only as ``api_key`` says, the headers only
+    when the spec names them (or as ``replace_headers`` says)."""
     if spec.name != deployment.name and Deployment.objects.filter(name=spec.name).exists():
         raise _conflict(spec.name)
-    _apply(deployment, spec, api_key)
+    replace = headers_given(spec) if replace_headers is None else replace_headers
+    _apply(deployment, spec, api_key, replace)
     try:
         with transaction.atomic():
             deployment.save()
@@ -108,22 +127,35 @@ def delete_deployment(*, deployment: Deployment) -> None:
 
 
 def rotate_keys() -> int:
-    """Re-encrypt every stored key of the current schema under the newest key; the count.
+    """Re-encrypt every stored key and header value of the current schema under the newest key;
+    the count.
 
     A token no configured key decrypts is reported, not skipped: rotation that leaves a key
     behind would let the operator drop the only key that still reads it."""
     rotated = 0
     with transaction.atomic():
-        for deployment in Deployment.objects.select_for_update().exclude(api_key_encrypted=""):
+        for deployment in Deployment.objects.select_for_update():
             try:
-                token = secrets.rotate(deployment.api_key_encrypted)
+                token = (
+                    secrets.rotate(deployment.api_key_encrypted)
+                    if deployment.api_key_encrypted
+                    else ""
+                )
+                headers = {
+                    name: secrets.rotate(value)
+                    for name, value in (deployment.headers_encrypted or {}).items()
+                }
             except secrets.SecretUnreadable:
                 raise invalid_request(
-                    f"deployment {deployment.name!r}: its key is not readable with "
+                    f"deployment {deployment.name!r}: its key or a header is not readable with "
                     "DEPLOYMENT_SECRET_KEYS; add the key it was written with, then rotate again"
                 ) from None
-            Deployment.objects.filter(pk=deployment.pk).update(api_key_encrypted=token)
-            rotated += 1
+            if not token and not headers:
+                continue
+            Deployment.objects.filter(pk=deployment.pk).update(
+                api_key_encrypted=token, headers_encrypted=headers
+            )
+            rotated += bool(token) + len(headers)
         if rotated:
             changed(DEPLOYMENTS)  # an update() sends no signal; kept copies hold the old tokens
     return rotated

@@ -1,5 +1,6 @@
 """HTTP endpoints of deployments: list, create, read, replace, merge-patch, delete. Thin: parse,
-call a service or selector, present. No representation holds the key, only ``api_key_set``. A
+call a service or selector, present. No representation holds the key or a header value, only
+``api_key_set`` and ``headers_set`` (the header names). A
 delete or rename of a deployment that routes name raises ``DeploymentInUse``, an ``ApiError``: the
 API's envelope, 409 ``conflict``, naming them."""
 
@@ -22,7 +23,8 @@ from contextplatform.deployments.schema import DeploymentSpec
 
 
 def written_fields(deployment: Deployment) -> dict[str, Any]:
-    """What PUT takes, less the key (the base of a merge patch)."""
+    """What PUT takes, less the key and the headers (the base of a merge patch: write-only, a
+    patch naming ``headers`` replaces them all)."""
     return {
         "name": deployment.name,
         "protocol": deployment.protocol,
@@ -31,15 +33,15 @@ def written_fields(deployment: Deployment) -> dict[str, Any]:
         "timeout_ms": deployment.timeout_ms,
         "context_window": deployment.context_window,
         "max_output_tokens": deployment.max_output_tokens,
-        "headers": deployment.headers,
         "may_judge": deployment.may_judge,
     }
 
 
 # What a deployment's representation adds to what it writes; a write ignores them
-# (core/read_back.py). ``api_key_set`` among them: a body without ``api_key`` keeps the stored key.
+# (core/read_back.py). ``api_key_set`` and ``headers_set`` among them: a body without ``api_key``
+# (``headers``) keeps the stored key (headers).
 READ_ONLY = frozenset(
-    {"api_key_set", "calibration", "calibration_samples", "created_at", "updated_at"}
+    {"api_key_set", "headers_set", "calibration", "calibration_samples", "created_at", "updated_at"}
 )
 
 
@@ -47,6 +49,7 @@ def deployment_representation(deployment: Deployment) -> dict[str, Any]:
     return {
         **written_fields(deployment),
         "api_key_set": deployment.api_key_set,
+        "headers_set": deployment.header_names,  # write-only values: the names alone are shown
         # Read-only: kept by the gateway from the provider's reported usage.
         "calibration": deployment.calibration,
         "calibration_samples": deployment.calibration_samples,
@@ -91,8 +94,8 @@ class DeploymentDetailView(ApiView):
     @extend_schema(
         request=DeploymentSpec,
         responses={200: dict, 409: dict},
-        summary="Replace a deployment (without api_key the stored key stays; null clears it; "
-        "a rename is refused with 409 while routes name it)",
+        summary="Replace a deployment (without api_key or headers the stored ones stay; null "
+        "clears them; a rename is refused with 409 while routes name it)",
     )
     def put(self, request: Request, name: str) -> Response:
         deployment = existing_deployment(name)
@@ -105,7 +108,8 @@ class DeploymentDetailView(ApiView):
     @extend_schema(
         request=dict,
         responses={200: dict, 409: dict},
-        summary="Change part of a deployment (JSON merge patch; api_key null clears the key)",
+        summary="Change part of a deployment (JSON merge patch; api_key null clears the key; "
+        "headers replace the stored ones, null clears them)",
     )
     def patch(self, request: Request, name: str) -> Response:
         deployment = existing_deployment(name)
@@ -117,7 +121,12 @@ class DeploymentDetailView(ApiView):
         api_key: services.KeyChange = services.KEEP_KEY
         if "api_key" in request.data:
             api_key = spec.api_key
-        updated = services.update_deployment(deployment=deployment, spec=spec, api_key=api_key)
+        updated = services.update_deployment(
+            deployment=deployment,
+            spec=spec,
+            api_key=api_key,
+            replace_headers="headers" in patch,  # null: merge patch removes them all
+        )
         return Response(deployment_representation(updated))
 
     @extend_schema(

@@ -32,6 +32,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 import httpx
@@ -52,6 +53,14 @@ from sources.base import (
 )
 from sources.fetch import failure_text
 from sources.kinds import realtime_clients
+from sources.secret_settings import (
+    SecretHeaders,
+    SecretUnavailable,
+    SecretValue,
+    header_paths,
+    register_secret_locator,
+    revealed_headers,
+)
 
 logger = logging.getLogger("contextplatform.sources")
 
@@ -72,7 +81,8 @@ class Connector(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,47}$")
     method: Literal["GET", "POST"] = "GET"
     url: str = Field(min_length=1, max_length=2000)
-    headers: dict[str, str] = Field(default_factory=dict, max_length=32)
+    # Values write-only, stored encrypted (sources.secret_settings): every value, templated or not.
+    headers: SecretHeaders = Field(default_factory=dict, max_length=32)
     body: Any = None
     select: str = Field(default="$", max_length=500)
     timeout_ms: int | None = Field(
@@ -97,8 +107,11 @@ class Connector(BaseModel):
 
     @field_validator("headers")
     @classmethod
-    def valid_headers(cls, headers: dict[str, str]) -> dict[str, str]:
-        templates.check_headers(headers)
+    def valid_headers(cls, headers: dict[str, SecretValue]) -> dict[str, SecretValue]:
+        # The templates of values written now; a stored value was checked when it was written.
+        templates.check_headers(
+            {name: value.plain for name, value in headers.items() if value.plain is not None}
+        )
         lowered = [name.lower() for name in headers]
         if len(set(lowered)) != len(lowered):
             raise ValueError("a header is named twice (header names ignore case)")
@@ -128,9 +141,21 @@ class Connector(BaseModel):
         """The request values this connector's templates need."""
         return (
             set(templates.fields_of(self.url))
-            | templates.check_headers(self.headers)
+            | self.header_fields()
             | templates.body_fields(self.body)
         )
+
+    def header_fields(self) -> set[str]:
+        try:
+            return templates.check_headers(self.plain_headers)
+        except SecretUnavailable:
+            return set()  # the request is not built either: the connector fails, naming why
+
+    @cached_property
+    def plain_headers(self) -> dict[str, str]:
+        """The header templates decrypted (once per loaded connector): a request is being built.
+        ``SecretUnavailable`` when a stored value is readable by no configured key."""
+        return revealed_headers(self.headers)
 
 
 class RealtimeApisSettings(SourceSettings):
@@ -208,7 +233,7 @@ def prepare(connector: Connector, request: ContextRequest) -> Prepared | str:
     if missing:
         return f"needs {', '.join('{' + name + '}' for name in missing)}: the request has none"
     filled = {name: value for name, value in values.items() if value}
-    headers = templates.render_headers(connector.headers, filled)
+    headers = templates.render_headers(connector.plain_headers, filled)
     if not any(name.lower() == "accept" for name in headers):
         headers["Accept"] = "application/json"
     return Prepared(
@@ -351,11 +376,28 @@ async def run_connector(
             await remember(key, outcome.values, connector.cache_ttl_seconds)
     except ConnectorTimeout as error:
         outcome.status, outcome.error = "timeout", str(error)
-    except (ConnectorError, templates.RenderError) as error:
+    except (ConnectorError, templates.RenderError, SecretUnavailable) as error:
         outcome.status, outcome.error = "failed", str(error)
     finally:
         outcome.ms = round((time.perf_counter() - started) * 1000, 3)
     return outcome
+
+
+def connector_header_paths(source: dict[str, Any]) -> list[tuple[str | int, ...]]:
+    """Where a ``realtime_apis`` source (as written) keeps its secrets: each connector's header
+    values."""
+    connectors = source.get("connectors")
+    if not isinstance(connectors, list):
+        return []
+    return [
+        path
+        for index, connector in enumerate(connectors)
+        if isinstance(connector, dict)
+        for path in header_paths(connector.get("headers"), ("connectors", index, "headers"))
+    ]
+
+
+register_secret_locator("realtime_apis", connector_header_paths)
 
 
 @register_source_kind

@@ -28,16 +28,9 @@ from contextplatform.core.form_errors import error_text
 from sources.mcp import client, selectors, services
 from sources.mcp.config import McpServerSpec
 from sources.models import McpServer
-from tenants.admin import TenantOnlyAdmin
+from tenants.admin import TenantOnlyAdmin, WriteOnlyTextarea
 
 WRITTEN = ("name", "url", "timeout_ms")
-
-
-class WriteOnlyTextarea(forms.Textarea):
-    """A textarea that never renders a value: what was typed into it is not sent back."""
-
-    def format_value(self, value: Any) -> str | None:
-        return None
 
 
 class McpServerForm(forms.ModelForm):

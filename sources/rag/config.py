@@ -18,7 +18,14 @@ from sources.base import SourceSettings
 from sources.matching import MatchConfig
 from sources.mcp.config import McpBackendConfig
 from sources.rag.vector_configs import MilvusConfig, OpenAiSearchConfig, QdrantConfig
-from sources.secret_settings import Path, register_secret_locator, secret_fields
+from sources.secret_settings import (
+    Path,
+    SecretHeaders,
+    header_paths,
+    register_secret_locator,
+    secret_fields,
+    secret_header_fields,
+)
 
 Backend = Literal["vectorstore", "external_api", "hybrid", "milvus", "qdrant", "openai", "mcp"]
 # Backends over another vector database: they recall by embedding (theirs or the platform's).
@@ -64,7 +71,9 @@ class ResponseMapping(Strict):
 class ExternalApiConfig(Strict):
     endpoint: str = Field(min_length=1, max_length=2000)
     method: Literal["POST", "GET"] = "POST"
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: SecretHeaders = Field(
+        default_factory=dict, description="values write-only, stored encrypted"
+    )
     request_format: Any = Field(
         default_factory=lambda: {"query": "{{query}}", "top_k": "{{top_k}}"},
         description='JSON body template; "{{query}}", "{{top_k}}" and "{{filter}}" are filled in',
@@ -163,7 +172,13 @@ def backend_secret_paths(backend: Any, config: Any, at: Path) -> list[Path]:
             )
         ]
     model = BACKEND_CONFIGS.get(backend)
-    return [(*at, name) for name in secret_fields(model)] if model else []
+    if model is None:
+        return []
+    return [(*at, name) for name in secret_fields(model)] + [
+        path
+        for name in secret_header_fields(model)
+        for path in header_paths(config.get(name), (*at, name))
+    ]
 
 
 register_secret_locator(

@@ -24,6 +24,7 @@ from sources import fetch_deadline
 from sources.rag.backends import BackendError, BackendTimeout, RagBackend, RetrievalRequest
 from sources.rag.config import ExternalApiConfig, ResponseMapping
 from sources.recall import RecallHit
+from sources.secret_settings import SecretUnavailable, revealed_headers
 
 DEFAULT_SCORE_PATHS = {
     "pinecone": "score",
@@ -146,6 +147,7 @@ class ExternalApiBackend(RagBackend):
 
     async def ask(self, request: RetrievalRequest, body: Any, seconds: float) -> Any:
         config = self.config
+        headers = sent_headers(config)
         async with guarded_async_client(allowlist=request.allowlist, timeout_s=seconds) as client:
             if config.method == "GET":
                 params = {k: as_text(v) for k, v in body.items()} if isinstance(body, dict) else {}
@@ -153,16 +155,24 @@ class ExternalApiBackend(RagBackend):
                 # its place; a template parameter of the same name wins.
                 url = str(httpx.URL(config.endpoint).copy_merge_params(params))
                 return await fetch_json_limited(
-                    client, "GET", url, headers=config.headers, max_bytes=config.response_limit
+                    client, "GET", url, headers=headers, max_bytes=config.response_limit
                 )
             return await fetch_json_limited(
                 client,
                 "POST",
                 config.endpoint,
                 json=body,
-                headers=config.headers,
+                headers=headers,
                 max_bytes=config.response_limit,
             )
+
+
+def sent_headers(config: ExternalApiConfig) -> dict[str, str]:
+    """The configured headers in plain text (decrypted now: the request is being built)."""
+    try:
+        return revealed_headers(config.headers)
+    except SecretUnavailable as error:
+        raise BackendError(str(error)) from None
 
 
 def timeout_words(timeout_ms: int, seconds: float, source_binds: bool) -> str:

@@ -1,5 +1,6 @@
 """A realtime_apis source on the route page: its connectors in their own column (a JSON list),
-stored as written, shown again on the change page, and every error of a connector next to the
+stored as written (header values encrypted), shown again on the change page (header values as
+{"set": true}, which resubmitted keep them), and every error of a connector next to the
 column, naming the connector and its field."""
 
 from __future__ import annotations
@@ -65,12 +66,20 @@ def test_connectors_are_stored_as_written_and_shown_again(
     response = operator.post(f"{ROUTES}add/", route_form(rows=[live_row()]))
     assert response.status_code == 302, field_errors(response)
     route = stored_route()
+    stored = route.context["sources"][0]["connectors"]
+    assert set(stored[0]["headers"]["X-User"]) == {"encrypted"}
+    shown = [{**CONNECTORS[0], "headers": {"X-User": {"set": True}}}, CONNECTORS[1]]
     assert route.context["sources"] == [
-        {"name": "live", "type": "realtime_apis", "priority": 70, "connectors": CONNECTORS}
+        {
+            "name": "live",
+            "type": "realtime_apis",
+            "priority": 70,
+            "connectors": [{**shown[0], "headers": stored[0]["headers"]}, CONNECTORS[1]],
+        }
     ]
     page = operator.get(change_url(route)).content.decode()
     data = form_data(page, "route_form")
-    assert json.loads(data["sources-0-connectors"][0]) == CONNECTORS
+    assert json.loads(data["sources-0-connectors"][0]) == shown
     assert data["sources-0-settings"] == [""]  # nothing left for "other settings"
     assert operator.post(change_url(route), data).status_code == 302  # resubmitted unchanged
     assert stored_route().context == route.context
@@ -123,4 +132,6 @@ def test_connectors_written_in_other_settings_still_work(
     row = live_row("", settings=json.dumps({"connectors": CONNECTORS}))
     response = operator.post(f"{ROUTES}add/", route_form(rows=[row]))
     assert response.status_code == 302, field_errors(response)
-    assert stored_route().context["sources"][0]["connectors"] == CONNECTORS
+    stored = stored_route().context["sources"][0]["connectors"]
+    assert stored == [{**CONNECTORS[0], "headers": stored[0]["headers"]}, CONNECTORS[1]]
+    assert set(stored[0]["headers"]["X-User"]) == {"encrypted"}

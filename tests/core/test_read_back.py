@@ -38,7 +38,7 @@ def created(api: ApiClient, path: str, body: dict[str, Any], status: int = 201) 
 
 
 def test_every_resource_reads_back_as_written(acme_api: ApiClient, globex_api: ApiClient) -> None:
-    # Deployments: the key is write-only.
+    # Deployments: the key and the header values are write-only.
     created(
         acme_api,
         "/api/v1/deployments",
@@ -53,9 +53,11 @@ def test_every_resource_reads_back_as_written(acme_api: ApiClient, globex_api: A
     )
     deployment = acme_api.get("/api/v1/deployments/gpt").json()
     assert deployment["api_key_set"] is True
+    assert deployment["headers_set"] == ["OpenAI-Organization"]
     copied = created(globex_api, "/api/v1/deployments", deployment)
-    same(copied, deployment, besides={"api_key_set"})
+    same(copied, deployment, besides={"api_key_set", "headers_set"})
     assert copied["api_key_set"] is False  # the key it could not see is not invented
+    assert copied["headers_set"] == []  # nor the headers
     put = acme_api.put("/api/v1/deployments/gpt", deployment)
     assert put.status_code == 200, put.content
     same(put.json(), deployment)

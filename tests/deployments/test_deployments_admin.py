@@ -56,7 +56,8 @@ def test_the_key_is_written_kept_and_removed_but_never_shown(acme: TenantFixture
     assert added.status_code == 302, added.content.decode()[:2000]
     deployment, key = stored(acme)
     assert key == KEY
-    assert deployment.headers == {"anthropic-beta": "tools-2024"}
+    with schema_context(acme.schema):
+        assert upstream_of(deployment).headers == {"anthropic-beta": "tools-2024"}
 
     page = client.get(change_url(deployment))
     assert page.status_code == 200

@@ -70,7 +70,8 @@ def test_create_read_list_replace_patch_delete(
     assert representation["name"] == "gpt"
     assert representation["protocol"] == "openai"
     assert representation["model"] == "gpt-4o-mini"
-    assert representation["headers"] == {"OpenAI-Organization": "org-1"}
+    assert representation["headers_set"] == ["OpenAI-Organization"]
+    assert "headers" not in representation
     assert representation["may_judge"] is True
     assert representation["api_key_set"] is True
     assert "api_key" not in representation
@@ -86,6 +87,10 @@ def test_create_read_list_replace_patch_delete(
     assert replaced.json()["timeout_ms"] == 5000
     assert replaced.json()["api_key_set"] is True
     assert plain_key(acme, "gpt") == KEY
+    with schema_context(acme.schema):
+        assert upstream_of(Deployment.objects.get(name="gpt")).headers == {
+            "OpenAI-Organization": "org-1"
+        }
 
     # A new key through PUT, then PATCH: absent keeps, null clears.
     assert acme_api.put("/api/v1/deployments/gpt", body(api_key="sk-new")).status_code == 200
@@ -93,7 +98,7 @@ def test_create_read_list_replace_patch_delete(
     patched = acme_api.patch("/api/v1/deployments/gpt", {"may_judge": False, "headers": None})
     assert patched.status_code == 200, patched.content
     assert patched.json()["may_judge"] is False
-    assert patched.json()["headers"] == {}
+    assert patched.json()["headers_set"] == []
     assert plain_key(acme, "gpt") == "sk-new"
     cleared = acme_api.patch("/api/v1/deployments/gpt", {"api_key": None})
     assert cleared.json()["api_key_set"] is False
@@ -210,12 +215,16 @@ def test_rotation_re_encrypts_with_the_new_key_and_the_old_key_alone_no_longer_r
     assert plain_key(acme, "gpt") == KEY  # both keys read until the rotation ran
     output = io.StringIO()
     call_command("rotate_deployment_keys", stdout=output)
-    assert "acme: 1 key(s) re-encrypted" in output.getvalue()
+    assert "acme: 2 secret(s) re-encrypted" in output.getvalue()  # the key and the header
     after = stored(acme, "gpt").api_key_encrypted
     assert after != before and KEY not in after
 
     settings.DEPLOYMENT_SECRET_KEYS = new
     assert plain_key(acme, "gpt") == KEY
+    with schema_context(acme.schema):
+        assert upstream_of(Deployment.objects.get(name="gpt")).headers == {
+            "OpenAI-Organization": "org-1"
+        }
     settings.DEPLOYMENT_SECRET_KEYS = old
     with pytest.raises(secrets.SecretUnreadable):
         secrets.decrypt(after)

@@ -275,7 +275,8 @@ class SourceRowForm(forms.Form):
         help_text='realtime_apis: a JSON list, one object per connector: "name", "method" (GET, '
         'POST), "url" ({user}, {session}, {query} in its path or query string only), "headers", '
         '"body" (POST), "select" (a JSON path: $, .key, [n], [*]), "timeout_ms", '
-        '"cache_ttl_seconds", "max_items", "max_response_bytes".',
+        '"cache_ttl_seconds", "max_items", "max_response_bytes". Header values are write-only: '
+        'a stored one shows as {"set": true}, which kept as it is keeps the value.',
         widget=forms.Textarea(attrs={"rows": 3, "cols": 36}),
     )
     settings = JsonTextField(
