@@ -18,7 +18,9 @@ on the demo route (``scripts/bench_lazy.py``; ``BENCH_ONLY=lazy``); the HTTP pat
 (``BENCH_ONLY=http_path``), the request path's profile (``BENCH_ONLY=request_profile``); (12) a
 hanging source's work after its deadline (``BENCH_ONLY=hanging``); (13) the soak: the cluster
 shape of ``make cluster`` under a fixed rate of mixed work for ten minutes
-(``scripts/bench_soak.py``; ``BENCH_ONLY=soak``).
+(``scripts/bench_soak.py``; ``BENCH_ONLY=soak``); the replay spool's cost in resolves/s and the
+replay records a worker SIGKILLed under load loses, before the spool and now
+(``scripts/bench_faults.py``; ``BENCH_ONLY=faults``).
 The vector backends (``milvus`` on Milvus Lite, ``qdrant`` in local mode) beside ``vectorstore``
 over the retrieval section's 100,000 chunks run right after it (``scripts/bench_backends.py``;
 ``BENCH_ONLY=backends`` runs it alone).
@@ -42,6 +44,7 @@ from scripts.bench_backends import run_backends
 from scripts.bench_compression import run_compression
 from scripts.bench_connectors import run_connectors
 from scripts.bench_env import environment, git_revision
+from scripts.bench_faults import run_faults
 from scripts.bench_gateway import run_gateway
 from scripts.bench_hanging import run_hanging
 from scripts.bench_http import measure_http, server_config
@@ -88,6 +91,7 @@ from scripts.report import (
 from scripts.report_backends import print_backends, write_backends
 from scripts.report_compression import print_compression, write_compression
 from scripts.report_connectors import print_connectors, write_connectors
+from scripts.report_faults import print_faults, write_faults
 from scripts.report_gateway import print_gateway, write_gateway
 from scripts.report_hanging import print_hanging, write_hanging
 from scripts.report_memory import print_memory, write_memory
@@ -276,6 +280,7 @@ SECTIONS = {
     "http_path": Section(run_http_path, write_http_path, print_http_path),
     "request_profile": Section(run_profile, write_profile, print_profile),
     "hanging": Section(run_hanging, write_hanging, print_hanging),
+    "faults": Section(run_faults, write_faults, print_faults),
     # The cluster shape brings its own PostgreSQL and Redis: not the bench's database.
     "soak": Section(run_soak, write_soak, print_soak, database=False),
 }

@@ -170,12 +170,12 @@ class ProfileResults:
         return next((r for r in self.runs if r.code == code and r.target == target), None)
 
 
-def extract_before(folder: Path) -> Path:
-    """The code of ``BEFORE`` in ``folder`` (replaced), as git has it."""
+def extract_before(folder: Path, commit: str = BEFORE) -> Path:
+    """The code of ``commit`` in ``folder`` (replaced), as git has it."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     archive = subprocess.run(
-        ["git", "archive", "--format=tar", BEFORE], cwd=ROOT, capture_output=True, check=True
+        ["git", "archive", "--format=tar", commit], cwd=ROOT, capture_output=True, check=True
     ).stdout
     with tempfile.TemporaryFile() as handle:
         handle.write(archive)

@@ -408,15 +408,25 @@ def server_env(workers: int, redis_url: str | None, metrics_dir: Path | None) ->
     return env
 
 
-def start(kind: ServerKind, app: str, workers: int, env: dict[str, str]) -> Served:
+def start(
+    kind: ServerKind,
+    app: str,
+    workers: int,
+    env: dict[str, str],
+    *,
+    cwd: Path = ROOT,
+    log_name: str = "",
+) -> Served:
+    """``kind`` serving ``app`` from the code in ``cwd`` (another commit's, extracted), its output
+    in ``log_name``.log (named after the server by default: two servers up at once need two)."""
     FOLDER.mkdir(parents=True, exist_ok=True)
     short = "bare" if app == BARE_APP else "platform"
-    log_path = FOLDER / f"{kind.name}-{short}-w{workers}.log"
+    log_path = FOLDER / f"{log_name or f'{kind.name}-{short}-w{workers}'}.log"
     port = free_port()
     with log_path.open("wb") as sink:
         process = subprocess.Popen(
             kind.command(app, port, workers),
-            cwd=ROOT,
+            cwd=cwd,
             env=env,
             stdout=sink,
             stderr=subprocess.STDOUT,
@@ -468,8 +478,16 @@ def stop(served: Served) -> None:
 
 
 @contextlib.contextmanager
-def serving(kind: ServerKind, app: str, workers: int, env: dict[str, str]) -> Iterator[Served]:
-    served = start(kind, app, workers, env)
+def serving(
+    kind: ServerKind,
+    app: str,
+    workers: int,
+    env: dict[str, str],
+    *,
+    cwd: Path = ROOT,
+    log_name: str = "",
+) -> Iterator[Served]:
+    served = start(kind, app, workers, env, cwd=cwd, log_name=log_name)
     try:
         yield served
     finally:
