@@ -100,8 +100,9 @@ WRITES = {
     "route filter (JSON import)": Write(
         "POST",
         "/api/v1/routes/import",
-        '{"routes": [{"name": "other", "context": {"sources": [' + RAG + "]}}]}",
-        "routes[0].context.sources[0].filter.n",
+        '{"routes": [{"name": "other", "plugins": [{"type": "context", "configuration": '
+        '{"sources": [' + RAG + "]}}]}]}",
+        "routes[0].plugins[0].configuration.sources[0].filter.n",
     ),
     "resolve": Write(
         "POST",
@@ -115,13 +116,15 @@ WRITES = {
 YAML_IMPORT = """\
 routes:
   - name: other
-    context:
-      sources:
-        - type: rag
-          name: kb
-          backend: vectorstore
-          backend_config: {collection: docs}
-          filter: {n: %s}
+    plugins:
+      - type: context
+        configuration:
+          sources:
+            - type: rag
+              name: kb
+              backend: vectorstore
+              backend_config: {collection: docs}
+              filter: {n: %s}
 """
 
 
@@ -174,8 +177,25 @@ def test_a_yaml_number_that_does_not_round_trip_is_refused_naming_the_field(
         content_type="application/yaml",
     )
     assert response.status_code == 400, response.content
-    assert envelope_error(response)["param"] == "routes[0].context.sources[0].filter.n"
+    param = "routes[0].plugins[0].configuration.sources[0].filter.n"
+    assert envelope_error(response) == {
+        "code": "invalid_request",
+        "message": f"{param}: a number must be finite and within ±{BIGGEST}",
+        "param": param,
+    }
     assert row_counts(acme.schema) == before
+
+
+@pytest.mark.parametrize("number", [BIGGEST, "1.0e+18"])
+def test_the_same_document_with_a_number_that_round_trips_imports(
+    acme_api: ApiClient, probe: dict[str, str], number: str
+) -> None:
+    response = acme_api.post(
+        "/api/v1/routes/import", raw=YAML_IMPORT % number, content_type="application/yaml"
+    )
+    assert response.status_code in (200, 201), response.content
+    (source,) = acme_api.get("/api/v1/routes/other").json()["context"]["sources"]
+    assert source["filter"] == {"n": float(number) if "e" in number else int(number)}
 
 
 @pytest.mark.parametrize("value", [BIGGEST, "-" + BIGGEST, "9.2e18", "1.5e-300", "-0.5"])
