@@ -193,15 +193,11 @@ def refuse_bad_text(value: Any, prefix: str = "") -> None:
     refuse_bad_value(value, prefix, numbers=False)
 
 
-class _NonFinite(float):
-    """NaN or an infinity as the standard library reads it, kept apart to be named."""
-
-
 def _second_parse(raw: bytes) -> Any:
     """The body as the standard library reads it (it takes what orjson refused: escaped
     surrogates, NaN and the infinities), or None."""
     try:
-        return json.loads(raw.decode("utf-8"), parse_constant=lambda name: float(name))
+        return json.loads(raw.decode("utf-8"), parse_constant=float)
     except (ValueError, RecursionError):
         return None
 
