@@ -6,9 +6,10 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import ValidationError
-from django.db import connection
+from django.db import connection, models
 from django.http import HttpRequest
 
+from contextplatform.core.json_form_field import BoundedJSONField
 from tenants.models import ApiKey, Domain, Tenant
 from tenants.services import issue_api_key
 
@@ -63,7 +64,10 @@ admin.site.login_form = HostAwareLoginForm
 
 class SchemaScopedAdmin(admin.ModelAdmin):
     """Shown and usable only on the hosts whose schema holds the model's rows: every permission,
-    not only viewing, so that no add or change form posts into the wrong schema."""
+    not only viewing, so that no add or change form posts into the wrong schema. Every JSON field
+    under the boundary's limits of nesting, numbers and text, as the REST API's bodies."""
+
+    formfield_overrides = {models.JSONField: {"form_class": BoundedJSONField}}
 
     def served_here(self, request: HttpRequest) -> bool:
         raise NotImplementedError

@@ -1,11 +1,12 @@
 """Request bodies and response bodies of the REST API, through orjson.
 
-Parsing: several times faster than the standard library on the request bodies a resolve carries,
-nesting bounded by orjson's own limit (a clear 400, never a RecursionError), and a string with a
-NUL character or an unpaired surrogate refused with a 400 naming its field, never handed to the
+Parsing: several times faster than the standard library on the request bodies a resolve carries;
+nesting past 64 levels, a number jsonb and the renderer do not round-trip, and a string with a NUL
+character or an unpaired surrogate refused with a 400 naming its field, never handed to the
 estimator or the database (``core/text_limits.py``). Rendering: the same compact UTF-8 JSON DRF
-writes, with DRF's own forms of the values JSON has no type for (times with
-``Z`` and milliseconds, decimals, UUIDs, lazy strings)."""
+writes, with DRF's own forms of the values JSON has no type for (times with ``Z`` and
+milliseconds, decimals, UUIDs, lazy strings), and for whatever is already stored (an integer past
+64 bits, nesting past orjson's limit: ``core/safe_json.py``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.utils.encoders import JSONEncoder
 
-from contextplatform.core import text_limits
+from contextplatform.core import safe_json, text_limits
 
 
 class AnyJSONParser(JSONParser):
@@ -43,7 +44,7 @@ class FastJSONRenderer(JSONRenderer):
             return b""
         if self.get_indent(accepted_media_type or "", renderer_context or {}):
             return super().render(data, accepted_media_type, renderer_context)  # asked to indent
-        return orjson.dumps(
+        return safe_json.dumps(
             data,
             default=_drf_forms.default,
             option=orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS,

@@ -25,6 +25,7 @@ from django.urls import URLPattern, path
 
 from contextplatform.core.errors import ApiError
 from contextplatform.core.form_errors import error_text
+from contextplatform.core.json_form_field import BoundedJSONField
 from sources.mcp import client, selectors, services
 from sources.mcp.config import McpServerSpec
 from sources.models import McpServer
@@ -34,7 +35,7 @@ WRITTEN = ("name", "url", "timeout_ms")
 
 
 class McpServerForm(forms.ModelForm):
-    headers = forms.JSONField(
+    headers = BoundedJSONField(
         required=False,
         widget=WriteOnlyTextarea(attrs={"rows": 3, "autocomplete": "off", "spellcheck": "false"}),
         help_text=(

@@ -12,6 +12,8 @@ from django.core.cache import caches
 from django.core.cache.backends.base import BaseCache
 from django.core.cache.backends.locmem import LocMemCache
 
+from contextplatform.core import safe_json
+
 
 def cache_key(
     *,
@@ -23,7 +25,7 @@ def cache_key(
     user: str | None,
     token: str,
 ) -> str:
-    payload = orjson.dumps(
+    payload = safe_json.dumps(  # a route's stored filter may hold what orjson refuses
         {
             "schema": schema,
             "route": route,

@@ -6,13 +6,19 @@ bounded and derandomized, so a run is the same run every time.
 
 The operations come from the schema generated in this process, and the first test checks that it
 is the document the live server serves at ``/api/schema/`` (schemathesis' schemas loaded from a
-fixture do not run under this pytest). The server commits what the calls write:
+fixture do not run under this pytest). The last test runs schemathesis' own command line over the
+whole served schema with every phase it has (boundary values of each parameter, fuzzing, and
+stateful sequences that create a resource and then read it, such as a collection's documents),
+on the data the earlier calls left: no answer may be a server error. The server commits what the calls write:
 ``tests/reliability/probes.py`` puts acme's schema back as it was when the module ends, so later
 tests see the tenant they expect."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,3 +72,45 @@ def test_the_live_server_answers_every_operation_as_documented(
     case: Any, live_url: str, session: requests.Session
 ) -> None:
     case.call_and_validate(base_url=live_url, session=session, checks=CHECKS, timeout=30)
+
+
+# Bounded and seeded, as above: about a minute over the whole schema.
+CLI_EXAMPLES = 50
+CLI_SEED = 1
+
+
+# The whole schema; and a collection's operations on their own, so that its documents are read
+# after fuzzed documents were written into a collection the same run created.
+@pytest.mark.parametrize("paths", [".*", "/collections"], ids=["whole schema", "collections"])
+def test_schemathesis_phases_find_no_server_error(
+    live_url: str, tmp_path: Path, paths: str
+) -> None:
+    command = Path(sys.executable).parent / "st"
+    run = subprocess.run(
+        [
+            str(command),
+            "run",
+            f"{live_url}/api/schema/?format=json",
+            "--header",
+            f"Authorization: Bearer {TENANT_KEYS['acme']}",
+            "--include-path-regex",
+            paths,
+            "--checks",
+            "not_a_server_error",
+            "--max-examples",
+            str(CLI_EXAMPLES),
+            "--seed",
+            str(CLI_SEED),
+            "--workers",
+            "1",
+            "--continue-on-failure",
+            "--request-timeout",
+            "30",
+            "--no-color",
+        ],
+        cwd=tmp_path,  # what the command line keeps of a run (its replays) stays out of the tree
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stdout[-20_000:] + run.stderr[-4_000:]

@@ -24,6 +24,7 @@ from contextplatform.core.form_errors import (
     leading_name,
     refined_param,
 )
+from contextplatform.core.json_form_field import BoundedJSONField
 from contextplatform.routing import services
 from contextplatform.routing.models import Route, TenantDefaults
 from sources.base import SOURCE_KINDS, OnFailure, SourceSettings, source_kind
@@ -102,7 +103,7 @@ ROUTE_PARAMS: dict[str, str] = {
 }
 
 
-class JsonTextField(forms.JSONField):
+class JsonTextField(BoundedJSONField):
     """JSON in a textarea; blank stands for "not written" (``None``)."""
 
     def __init__(self, *, indent: int | None = None, **kwargs: Any):
@@ -128,7 +129,7 @@ class ConnectorsField(JsonTextField):
     """A realtime_apis source's connectors: a JSON list of objects; blank stands for none."""
 
     def clean(self, value: Any) -> Any:
-        cleaned = forms.JSONField.clean(self, value)
+        cleaned = BoundedJSONField.clean(self, value)
         if cleaned is not None and not (
             isinstance(cleaned, list) and all(isinstance(each, dict) for each in cleaned)
         ):

@@ -5,13 +5,18 @@ document written offline (``migrate_config``) against what the import would refu
 from __future__ import annotations
 
 import json
-import math
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from contextplatform.core.errors import ApiError, invalid_request
-from contextplatform.core.text_limits import BadText, text_problem
+from contextplatform.core.text_limits import (
+    DEPTH_PROBLEM,
+    MAX_JSON_DEPTH,
+    BadText,
+    number_problem,
+    text_problem,
+)
 from contextplatform.routing.configuration.layering import effective_context
 from contextplatform.routing.configuration.schema import (
     ConfigDocument,
@@ -33,7 +38,6 @@ if TYPE_CHECKING:
 
 EXPORT_FORMATS = ("yaml", "json")
 MAX_DOCUMENT_VALUES = 200_000
-MAX_DOCUMENT_DEPTH = 64
 
 
 def export_document(route: Route) -> dict[str, Any]:
@@ -62,13 +66,14 @@ def dump_yaml(document: Any) -> str:
     return yaml.safe_dump(document, sort_keys=False, allow_unicode=True, default_flow_style=False)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number JSON allows")
+def _constant(name: str) -> float:
+    """NaN and the infinities, read to be refused naming where they are (``_plain``)."""
+    return float(name)
 
 
 def _load_json(text: str) -> Any:
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_constant)
     except ValueError as error:
         raise invalid_request(f"body: not valid JSON: {error}") from None
 
@@ -85,12 +90,13 @@ def _load_yaml(text: str) -> Any:
 
 def _plain(value: Any, path: str, budget: list[int], depth: int = 0) -> Any:
     """The document as JSON values (YAML also has dates, sets, binary, non-string keys, and aliases
-    that repeat a subtree: the budget of values bounds what the aliases expand to)."""
+    that repeat a subtree: the budget of values bounds what the aliases expand to), under the
+    boundary's limits of nesting, numbers and text (core/text_limits.py)."""
     budget[0] -= 1
     if budget[0] < 0:
         raise invalid_request(f"body: over {MAX_DOCUMENT_VALUES} values; split the document")
-    if depth > MAX_DOCUMENT_DEPTH:
-        raise invalid_request(f"{path or 'body'}: nested deeper than {MAX_DOCUMENT_DEPTH} levels")
+    if isinstance(value, dict | list) and depth >= MAX_JSON_DEPTH:
+        raise invalid_request(f"{path or 'body'}: {DEPTH_PROBLEM}", path or None)
     if isinstance(value, dict):
         plain: dict[str, Any] = {}
         for key, member in value.items():
@@ -105,8 +111,8 @@ def _plain(value: Any, path: str, budget: list[int], depth: int = 0) -> Any:
         return plain
     if isinstance(value, list):
         return [_plain(item, f"{path}[{i}]", budget, depth + 1) for i, item in enumerate(value)]
-    if isinstance(value, float) and not math.isfinite(value):
-        raise invalid_request(f"{path}: not a finite number", path)
+    if problem := number_problem(value):
+        raise invalid_request(f"{path or 'body'}: {problem}", path or None)
     if isinstance(value, str) and (problem := text_problem(value)):
         raise BadText(path or None, problem).error()
     if value is None or isinstance(value, bool | int | float | str):
@@ -132,12 +138,12 @@ def decode_document(body: bytes, content_type: str) -> Any:
             data = _load_yaml(text)
         else:
             try:
-                data = json.loads(text, parse_constant=_reject_constant)
+                data = json.loads(text, parse_constant=_constant)
             except ValueError:
                 data = _load_yaml(text)
         return _plain(data, "", [MAX_DOCUMENT_VALUES])
     except RecursionError:
-        raise invalid_request(f"body: nested deeper than {MAX_DOCUMENT_DEPTH} levels") from None
+        raise invalid_request(f"body: {DEPTH_PROBLEM}") from None
 
 
 def import_problem(data: Any) -> str | None:

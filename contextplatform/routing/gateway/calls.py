@@ -35,10 +35,12 @@ class GatewayCall:
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
-    """The body as JSON: orjson (several times faster, nesting bounded), a string with a NUL or
-    an unpaired surrogate refused naming its field, as on the REST API (core/text_limits.py)."""
+    """The body as JSON: orjson (several times faster), nesting past 64 levels and a string with
+    a NUL or an unpaired surrogate refused naming its field, as on the REST API
+    (core/text_limits.py). Numbers are the provider's to judge: what the gateway stores of the
+    body is read back through core/safe_json.py, whatever its numbers."""
     try:
-        body = text_limits.loads(raw) if raw.strip() else None
+        body = text_limits.loads(raw, numbers=False) if raw.strip() else None
     except text_limits.MalformedJson as error:
         raise invalid_request(f"malformed request body: {error}") from None
     except ApiError as error:

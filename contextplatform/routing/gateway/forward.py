@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-import orjson
 from django.conf import settings
 from tenacity import (
     AsyncRetrying,
@@ -24,6 +23,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from contextplatform.core import safe_json
 from contextplatform.core.loop_clients import LoopClients
 from contextplatform.core.outbound import OutboundBlocked, OutboundError, display_url
 from contextplatform.core.outbound_aiohttp import GuardedSession, checked_url, guarded_session
@@ -240,7 +240,7 @@ async def _send(
             f"the upstream deployment {upstream.name!r} has a base_url that is not a valid URL "
             f"({error}); correct it with PUT /api/v1/deployments/{upstream.name}"
         ) from error
-    content = orjson.dumps(upstream_body(upstream, body))
+    content = safe_json.dumps(upstream_body(upstream, body))  # history read back from jsonb
     headers = upstream_headers(upstream, client_headers)
     try:
         sent = await _send_retrying(client, url, content, headers, upstream, where)
