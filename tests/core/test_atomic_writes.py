@@ -53,9 +53,7 @@ def test_a_route_whose_answer_fails_is_not_created(
     from contextplatform.routing.api import routes as route_views
 
     monkeypatch.setattr(route_views, "Response", broken)
-    response = acme_api.post(
-        "/api/v1/routes", {"name": "atomic-route", "context": {"sources": []}}
-    )
+    response = acme_api.post("/api/v1/routes", {"name": "atomic-route", "context": {"sources": []}})
     assert response.status_code == 500
     assert rows(acme.schema, Route, name="atomic-route") == 0
 
