@@ -215,6 +215,9 @@ REPLAY_SPOOL_DIR = Path(
     os.environ.get("REPLAY_SPOOL_DIR", "").strip() or BASE_DIR / "var" / "replay-spool"
 )
 
+# Seconds the cache waits to connect to Redis, and for each answer.
+REDIS_TIMEOUT_S = env_int("REDIS_TIMEOUT_MS", 1000) / 1000
+
 # Celery: eager in the embedded default, a real broker with REDIS_URL.
 if REDIS_URL:
     CELERY_BROKER_URL = f"{REDIS_URL.rstrip('/')}"
@@ -356,6 +359,13 @@ if REDIS_URL:
             # Several runs sharing one Redis (the test suite's live servers) keep apart by prefix.
             "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "cp"),
             "TIMEOUT": 3600,
+            # The cache is on the request path (the rate limit, the retrieval cache): a Redis that
+            # stops answering without refusing (a partition) must cost a call this long, not TCP's
+            # own timeout of minutes. Both fail the way Redis down does (docs/deploy.md).
+            "OPTIONS": {
+                "socket_connect_timeout": REDIS_TIMEOUT_S,
+                "socket_timeout": REDIS_TIMEOUT_S,
+            },
         }
     }
 else:

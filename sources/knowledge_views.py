@@ -173,6 +173,7 @@ class CollectionListView(ApiView):
 
 class DocumentListView(ApiView):
     required_scopes = {"GET": "ingest", "POST": "ingest"}
+    atomic_writes = False  # an eager job ingests in the request, page by page
 
     @extend_schema(
         parameters=[

@@ -110,3 +110,33 @@ def test_celery_hands_a_killed_workers_task_out_again_within_a_minute() -> None:
         transport["unacked_restore_interval"] * transport["unacked_restore_throttle"]
     )
     assert found_within < 60
+
+
+def test_the_cache_gives_up_on_a_redis_that_does_not_answer() -> None:
+    """A Redis that accepts connections and never answers (a partition) costs a cache read the
+    configured timeout (``REDIS_TIMEOUT_MS``, to connect and for each answer): the read raises
+    redis' TimeoutError, which the rate limit and the retrieval cache treat as Redis down."""
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel accepts; nobody ever reads or answers
+        port = silent.getsockname()[1]
+        code = (
+            "import django; django.setup(); from django.core.cache import cache\n"
+            "pool = cache._cache._get_connection_pool(False).connection_kwargs\n"
+            "print(pool['socket_connect_timeout'], pool['socket_timeout'])\n"
+            "try:\n    cache.get('anything')\nexcept Exception as error:\n"
+            "    print(type(error).__module__, type(error).__name__)\n"
+        )
+        result = started(
+            code,
+            **{
+                **GOOD,
+                "DJANGO_ENV": None,
+                "REDIS_URL": f"redis://127.0.0.1:{port}/0",
+                "REDIS_TIMEOUT_MS": "300",
+            },
+        )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["0.3", "0.3", "redis.exceptions", "TimeoutError"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from django.db import transaction
 from django.http import HttpResponse, HttpResponseBase
 from django.template.response import SimpleTemplateResponse
 from pydantic import BaseModel
@@ -17,11 +18,28 @@ from contextplatform.core.validation import parse
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
 
 class ApiView(APIView):
     """An API view: key-authenticated, scope-checked, JSON in and out, errors in the envelope."""
 
     required_scopes: dict[str, str] | str = {}
+    # A write and its answer are one transaction: the answer is rendered before the commit, so a
+    # write whose answer fails (or whose view ends in a server error) leaves nothing behind, and a
+    # retrying client makes no duplicate. Views that fetch sources or call models (resolve, its
+    # previews, pre-warm, hand-back, ingestion's inline job) set it off: they would hold a
+    # transaction across the network, and they write through services that are atomic themselves.
+    atomic_writes = True
+
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if not (self.atomic_writes and request.method in WRITE_METHODS):
+            return super().dispatch(request, *args, **kwargs)
+        with transaction.atomic():
+            response = super().dispatch(request, *args, **kwargs)
+            if response.status_code >= 500:
+                transaction.set_rollback(True)
+            return response
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         """After the key and its scope, before the handler: path and query parameters with a NUL

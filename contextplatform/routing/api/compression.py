@@ -100,6 +100,7 @@ def preview_config(
 
 class CompressionPreviewView(ApiView):
     required_scopes = {"POST": "compression.preview"}
+    atomic_writes = False  # writes nothing; it may call a judge
 
     @extend_schema(
         request=CompressionPreviewBody,

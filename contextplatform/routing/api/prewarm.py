@@ -22,6 +22,7 @@ class PrewarmBody(BaseModel):
 
 class SessionPrewarmView(ApiView):
     required_scopes = {"POST": "resolve"}
+    atomic_writes = False  # it fetches sources (core/views.py)
 
     @extend_schema(
         request=PrewarmBody,

@@ -54,6 +54,7 @@ class ResponseBody(BaseModel):
 
 class ResolveView(ApiView):
     required_scopes = {"POST": "resolve"}
+    atomic_writes = False  # it fetches sources (core/views.py)
 
     @extend_schema(
         request=ResolveBody, responses={200: dict}, summary="Resolve context for a chat request"
@@ -83,6 +84,7 @@ class ResolveView(ApiView):
 
 class ContextPreviewView(ApiView):
     required_scopes = {"POST": "routes.read"}
+    atomic_writes = False  # writes nothing; it fetches sources
 
     @extend_schema(
         request=PreviewBody, responses={200: dict}, summary="Preview a route's RAG retrieval"
@@ -103,6 +105,7 @@ class ContextPreviewView(ApiView):
 
 class ResolveResponseView(ApiView):
     required_scopes = {"POST": "resolve"}
+    atomic_writes = False  # it waits for a record another worker writes
 
     @extend_schema(
         request=ResponseBody, responses={202: dict}, summary="Hand the model's answer back"
