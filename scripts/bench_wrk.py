@@ -408,39 +408,6 @@ def server_env(workers: int, redis_url: str | None, metrics_dir: Path | None) ->
     return env
 
 
-def start(
-    kind: ServerKind,
-    app: str,
-    workers: int,
-    env: dict[str, str],
-    *,
-    cwd: Path = ROOT,
-    log_name: str = "",
-) -> Served:
-    """``kind`` serving ``app`` from the code in ``cwd`` (another commit's, extracted), its output
-    in ``log_name``.log (named after the server by default: two servers up at once need two)."""
-    FOLDER.mkdir(parents=True, exist_ok=True)
-    short = "bare" if app == BARE_APP else "platform"
-    log_path = FOLDER / f"{log_name or f'{kind.name}-{short}-w{workers}'}.log"
-    port = free_port()
-    with log_path.open("wb") as sink:
-        process = subprocess.Popen(
-            kind.command(app, port, workers),
-            cwd=cwd,
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: stopped whole, nothing left behind
-        )
-    served = Served(kind, app, workers, process, port, log_path)
-    try:
-        wait_ready(served)
-    except BaseException:
-        stop(served)
-        raise
-    return served
-
-
 def wait_ready(served: Served) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -487,8 +454,25 @@ def serving(
     cwd: Path = ROOT,
     log_name: str = "",
 ) -> Iterator[Served]:
-    served = start(kind, app, workers, env, cwd=cwd, log_name=log_name)
+    """``kind`` serving ``app`` from the code in ``cwd`` (another commit's, extracted), its output
+    in ``log_name``.log (named after the server by default: two servers up at once need two);
+    stopped on leaving, or when it never gets ready."""
+    FOLDER.mkdir(parents=True, exist_ok=True)
+    short = "bare" if app == BARE_APP else "platform"
+    log_path = FOLDER / f"{log_name or f'{kind.name}-{short}-w{workers}'}.log"
+    port = free_port()
+    with log_path.open("wb") as sink:
+        process = subprocess.Popen(
+            kind.command(app, port, workers),
+            cwd=cwd,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: stopped whole, nothing left behind
+        )
+    served = Served(kind, app, workers, process, port, log_path)
     try:
+        wait_ready(served)
         yield served
     finally:
         stop(served)

@@ -22,6 +22,33 @@ class WriteOnlyTextarea(forms.Textarea):
         return None
 
 
+def write_only_headers(example: str) -> BoundedJSONField:
+    """The field of an outbound call's headers, whose values may be credentials: a JSON object
+    typed in and never shown again (``example`` names a header the form's model is sent)."""
+    return BoundedJSONField(
+        required=False,
+        widget=WriteOnlyTextarea(attrs={"rows": 3, "autocomplete": "off", "spellcheck": "false"}),
+        help_text=(
+            f'Write-only, as JSON: {{"{example}": "Bearer ..."}}. Stored encrypted, never shown. '
+            "Leave blank to keep the stored headers; what you type replaces them all."
+        ),
+    )
+
+
+class WriteOnlyHeadersForm(forms.ModelForm):
+    """A model's form with write-only ``headers`` (the subclass declares the field with
+    ``write_only_headers``): blank keeps the stored headers, what is typed replaces them all,
+    "remove" clears them."""
+
+    clear_headers = forms.BooleanField(required=False, label="Remove the stored headers")
+
+    def typed_headers(self) -> bool:
+        return self.cleaned_data.get("headers") not in (None, "", {})
+
+    def replace_headers(self) -> bool:
+        return self.typed_headers() or bool(self.cleaned_data.get("clear_headers"))
+
+
 def on_public_schema(request: HttpRequest) -> bool:
     return connection.schema_name == "public"
 

@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 import httpx
 import pytest
@@ -40,14 +41,39 @@ def test_database_url() -> str:
     return f"postgresql://{user}:{password}@{host}:{settings['PORT']}/{name}"
 
 
+def uvicorn_command(port: int, *, access_log: bool = False) -> list[str]:
+    """uvicorn serving the project on loopback, as every server of the project runs it; its access
+    log (a line per request) off unless asked for."""
+    args = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "contextplatform.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *SERVER_PROTOCOL,
+    ]
+    return args if access_log else [*args, "--no-access-log"]
+
+
 @contextmanager
-def running(args: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+def running(
+    args: list[str],
+    env: dict[str, str],
+    *,
+    stdout: int | IO[str] = subprocess.DEVNULL,
+    stderr: int | IO[str] = subprocess.PIPE,
+) -> Iterator[subprocess.Popen[str]]:
+    """The process in the repository's folder, the test's environment with ``env`` over it;
+    stopped on leaving (killed if it has not exited 20 s after SIGTERM)."""
     process = subprocess.Popen(
         args,
         cwd=ROOT,
         env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=stdout,
+        stderr=stderr,
         text=True,
     )
     try:
@@ -87,18 +113,7 @@ def drained(process: subprocess.Popen[str]) -> Callable[[], str]:
 @contextmanager
 def live_server(env: dict[str, str] | None = None) -> Iterator[str]:
     port = free_port()
-    args = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "contextplatform.asgi:application",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--no-access-log",
-        *SERVER_PROTOCOL,
-    ]
+    args = uvicorn_command(port)
     environment = {"DATABASE_URL": test_database_url(), "DB_POOL_MAX_SIZE": "4", **(env or {})}
     with running(args, environment) as server:
         log_tail = drained(server)

@@ -7,13 +7,9 @@ its standard output and error searched for each key and the secret part of each.
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
 import subprocess
-import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,45 +19,6 @@ import pytest
 from tests import live
 from tests.conftest import TENANT_KEYS
 from tests.test_production_server import run_command, wait_for
-
-
-def uvicorn_command(port: int) -> list[str]:
-    """uvicorn as tests.live starts it, but with its access log (one line per request) on."""
-    return [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "contextplatform.asgi:application",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
-
-
-@contextmanager
-def server_writing_to(
-    command: list[str], log: Path, environment: dict[str, str]
-) -> Iterator[subprocess.Popen[str]]:
-    """The server with its standard output and error both in ``log``, stopped on leaving."""
-    with log.open("w") as output:
-        server = subprocess.Popen(
-            command,
-            cwd=live.ROOT,
-            env={**os.environ, **environment},
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-    try:
-        yield server
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=10)
 
 
 async def open_socket(url: str) -> None:
@@ -105,7 +62,10 @@ def test_no_log_line_shows_a_key(server: str, django_db_setup: Any, django_db_bl
     with django_db_blocker.unblock():
         database = live.test_database_url()
     key, bad_key = TENANT_KEYS["acme"], "cp_" + secrets.token_urlsafe(24)
-    command = uvicorn_command(port) if server == "uvicorn" else run_command(port, 2)
+    if server == "uvicorn":
+        command = live.uvicorn_command(port, access_log=True)
+    else:
+        command = run_command(port, 2)
     with tempfile.TemporaryDirectory() as folder:
         log_file = Path(folder) / "server.log"
         environment = {
@@ -114,7 +74,10 @@ def test_no_log_line_shows_a_key(server: str, django_db_setup: Any, django_db_bl
             "LOG_LEVEL": "INFO",
             "PROMETHEUS_MULTIPROC_DIR": folder,
         }
-        with server_writing_to(command, log_file, environment) as process:
+        with (
+            log_file.open("w") as output,
+            live.running(command, environment, stdout=output, stderr=subprocess.STDOUT) as process,
+        ):
             wait_for(base, process)
             send_requests_with_keys(base, key, bad_key)
         log = log_file.read_text(encoding="utf-8")

@@ -25,7 +25,7 @@ from contextplatform.deployments import services, usage
 from contextplatform.deployments.errors import DeploymentInUse
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.schema import DeploymentSpec
-from tenants.admin import TenantOnlyAdmin, WriteOnlyTextarea
+from tenants.admin import TenantOnlyAdmin, WriteOnlyHeadersForm, write_only_headers
 
 WRITTEN = (
     "name",
@@ -39,7 +39,7 @@ WRITTEN = (
 )
 
 
-class DeploymentForm(forms.ModelForm):
+class DeploymentForm(WriteOnlyHeadersForm):
     api_key = forms.CharField(
         required=False,
         strip=True,
@@ -47,15 +47,7 @@ class DeploymentForm(forms.ModelForm):
         help_text="Write-only: stored encrypted, never shown. Leave blank to keep the stored key.",
     )
     clear_api_key = forms.BooleanField(required=False, label="Remove the stored key")
-    headers = forms.JSONField(
-        required=False,
-        widget=WriteOnlyTextarea(attrs={"rows": 3, "autocomplete": "off", "spellcheck": "false"}),
-        help_text=(
-            'Write-only, as JSON: {"Helicone-Auth": "Bearer ..."}. Stored encrypted, never shown. '
-            "Leave blank to keep the stored headers; what you type replaces them all."
-        ),
-    )
-    clear_headers = forms.BooleanField(required=False, label="Remove the stored headers")
+    headers = write_only_headers("Helicone-Auth")
 
     class Meta:
         model = Deployment
@@ -84,12 +76,6 @@ class DeploymentForm(forms.ModelForm):
             if refused is not None:
                 self.add_error("name", refused.message)
         return cleaned
-
-    def typed_headers(self) -> bool:
-        return self.cleaned_data.get("headers") not in (None, "", {})
-
-    def replace_headers(self) -> bool:
-        return self.typed_headers() or bool(self.cleaned_data.get("clear_headers"))
 
     def key_change(self) -> services.KeyChange:
         if self.cleaned_data.get("api_key"):

@@ -25,25 +25,16 @@ from django.urls import URLPattern, path
 
 from contextplatform.core.errors import ApiError
 from contextplatform.core.form_errors import error_text
-from contextplatform.core.json_form_field import BoundedJSONField
 from sources.mcp import client, selectors, services
 from sources.mcp.config import McpServerSpec
 from sources.models import McpServer
-from tenants.admin import TenantOnlyAdmin, WriteOnlyTextarea
+from tenants.admin import TenantOnlyAdmin, WriteOnlyHeadersForm, write_only_headers
 
 WRITTEN = ("name", "url", "timeout_ms")
 
 
-class McpServerForm(forms.ModelForm):
-    headers = BoundedJSONField(
-        required=False,
-        widget=WriteOnlyTextarea(attrs={"rows": 3, "autocomplete": "off", "spellcheck": "false"}),
-        help_text=(
-            'Write-only, as JSON: {"Authorization": "Bearer ..."}. Stored encrypted, never shown. '
-            "Leave blank to keep the stored headers; what you type replaces them all."
-        ),
-    )
-    clear_headers = forms.BooleanField(required=False, label="Remove the stored headers")
+class McpServerForm(WriteOnlyHeadersForm):
+    headers = write_only_headers("Authorization")
 
     class Meta:
         model = McpServer
@@ -65,12 +56,6 @@ class McpServerForm(forms.ModelForm):
                 field = (problem.param or "").split(".")[0].split("[")[0]
                 self.add_error(field if field in self.fields else None, error_text(problem))
         return cleaned
-
-    def typed_headers(self) -> bool:
-        return self.cleaned_data.get("headers") not in (None, "", {})
-
-    def replace_headers(self) -> bool:
-        return self.typed_headers() or bool(self.cleaned_data.get("clear_headers"))
 
 
 @admin.register(McpServer)

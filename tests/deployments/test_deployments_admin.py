@@ -87,6 +87,7 @@ def test_the_admin_refuses_what_the_api_refuses_next_to_the_field(acme: TenantFi
     add = reverse("admin:deployments_deployment_add")
     for fields, field in (
         ({"headers": '{"Authorization": "Bearer sk-x"}'}, "headers"),
+        ({"headers": "[" * 5000 + "]" * 5000}, "headers"),  # past the boundary's nesting
         ({"base_url": "ftp://models.example.com"}, "base_url"),
         ({"timeout_ms": "5"}, "timeout_ms"),
     ):

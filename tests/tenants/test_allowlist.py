@@ -5,8 +5,6 @@ writes nothing."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from io import StringIO
 from typing import Any
 
@@ -61,19 +59,6 @@ def test_set_allowlist_refuses_a_bad_entry_by_name(acme: TenantFixture, bad: str
 def test_set_allowlist_names_an_unknown_tenant(db: Any) -> None:
     with pytest.raises(CommandError, match="no tenant named 'nobody'"):
         set_allowlist("nobody", "127.0.0.1")
-
-
-@pytest.fixture
-def new_tenant_name(db: Any) -> Iterator[str]:
-    name = f"t_{uuid.uuid4().hex[:10]}"
-    yield name
-    connection.set_schema_to_public()
-    tenant = Tenant.objects.filter(schema_name=name).first()
-    if tenant is not None:
-        # The test runs in a transaction; fire deferred FK checks so the schema can be dropped.
-        with connection.cursor() as cursor:
-            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-        tenant.delete(force_drop=True)
 
 
 def test_create_tenant_with_allow(new_tenant_name: str) -> None:

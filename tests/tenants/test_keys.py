@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import uuid
-from collections.abc import Iterator
 from io import StringIO
 from typing import Any
 
@@ -108,20 +106,6 @@ def test_use_marks_last_used(acme: TenantFixture) -> None:
 
 
 # --- management commands --------------------------------------------------------------------
-
-
-@pytest.fixture
-def new_tenant_name(db: Any) -> Iterator[str]:
-    name = f"t_{uuid.uuid4().hex[:10]}"
-    yield name
-    connection.set_schema_to_public()
-    tenant = Tenant.objects.filter(schema_name=name).first()
-    if tenant is not None:
-        # The test runs in a transaction; fire deferred FK checks so the schema can be dropped.
-        with connection.cursor() as cursor:
-            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-        tenant.delete(force_drop=True)
-    assert not Tenant.objects.filter(schema_name=name).exists()
 
 
 def test_create_tenant_prints_a_working_key_with_all_scopes(new_tenant_name: str) -> None:

@@ -79,6 +79,24 @@ def row_id(row: tuple[str, Any, str]) -> str:
     return f"{field}={'missing' if value is MISSING else repr(value)}"
 
 
+def post_chat_completions(gateway: Gateway, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(
+        f"{gateway.openai_base_url}/chat/completions",
+        json=body,
+        headers={"Authorization": f"Bearer {gateway.key}"},
+        timeout=30,
+    )
+
+
+def post_messages(gateway: Gateway, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(
+        f"{gateway.server}/v1/messages",
+        json=body,
+        headers={"x-api-key": gateway.key, "anthropic-version": "2023-06-01"},
+        timeout=30,
+    )
+
+
 @pytest.mark.parametrize("row", OPENAI_BAD, ids=row_id)
 def test_a_chat_completions_body_openai_would_refuse_is_a_400_in_its_shape(
     gateway: Gateway, upstream: LoopbackUpstream, row: tuple[str, Any, str]
@@ -86,12 +104,7 @@ def test_a_chat_completions_body_openai_would_refuse_is_a_400_in_its_shape(
     field, value, named = row
     body = with_field({"model": gateway.openai_route, "messages": MESSAGES}, field, value)
     before = upstream.hits
-    response = httpx.post(
-        f"{gateway.openai_base_url}/chat/completions",
-        json=body,
-        headers={"Authorization": f"Bearer {gateway.key}"},
-        timeout=30,
-    )
+    response = post_chat_completions(gateway, body)
     assert (response.status_code, upstream.hits - before) == (400, 0), response.text
     error = response.json()["error"]
     assert error["type"] == "invalid_request_error"
@@ -108,12 +121,7 @@ def test_a_messages_body_anthropic_would_refuse_is_a_400_in_its_shape(
     plain = {"model": gateway.anthropic_route, "max_tokens": 64, "messages": MESSAGES}
     body = with_field(plain, field, value)
     before = upstream.hits
-    response = httpx.post(
-        f"{gateway.server}/v1/messages",
-        json=body,
-        headers={"x-api-key": gateway.key, "anthropic-version": "2023-06-01"},
-        timeout=30,
-    )
+    response = post_messages(gateway, body)
     assert (response.status_code, upstream.hits - before) == (400, 0), response.text
     answer = response.json()
     assert answer["type"] == "error"
@@ -157,20 +165,10 @@ def test_the_same_fields_well_typed_are_forwarded(
         "stream": False,
     }
     before = upstream.hits
-    openai_answer = httpx.post(
-        f"{gateway.openai_base_url}/chat/completions",
-        json=openai_body,
-        headers={"Authorization": f"Bearer {gateway.key}"},
-        timeout=30,
-    )
+    openai_answer = post_chat_completions(gateway, openai_body)
     assert openai_answer.status_code == 200, openai_answer.text
     assert upstream.last.body["temperature"] == 2
-    anthropic_answer = httpx.post(
-        f"{gateway.server}/v1/messages",
-        json=anthropic_body,
-        headers={"x-api-key": gateway.key, "anthropic-version": "2023-06-01"},
-        timeout=30,
-    )
+    anthropic_answer = post_messages(gateway, anthropic_body)
     assert anthropic_answer.status_code == 200, anthropic_answer.text
     assert upstream.last.body["top_k"] == 40
     assert upstream.hits - before == 2

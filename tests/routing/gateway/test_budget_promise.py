@@ -67,15 +67,6 @@ def budget_route(gateway: Gateway, upstream: LoopbackUpstream) -> Iterator[Any]:
             api.delete(f"/api/v1/deployments/{deployment}")
 
 
-def set_budget(gateway: Gateway, route: str, session_max_tokens: int) -> None:
-    with gateway.api() as api:
-        response = api.patch(
-            f"/api/v1/routes/{route}",
-            json={"context": {"budget": {"session_max_tokens": session_max_tokens}}},
-        )
-    assert response.status_code == 200, response.text
-
-
 def messages() -> list[Any]:
     return [{"role": "user", "content": "How much is left of my budget?"}]
 
