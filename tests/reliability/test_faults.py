@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import sys
 import threading
 import time
 import uuid
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import psycopg
@@ -435,6 +437,18 @@ def test_an_asgi_worker_killed_under_load_loses_no_acknowledged_replay_record(
 # --- SIGTERM with requests in flight --------------------------------------------------------------
 
 
+def grant(cluster: Cluster, url: str) -> None:
+    """Let the demo tenant reach ``url``'s host and port, beside what its allow-list holds (the
+    stand-in's port only), through the operators' own command."""
+    with psycopg.connect(cluster.database_url, autocommit=True) as connection:
+        found = connection.execute(
+            "SELECT outbound_allowlist FROM public.tenants_tenant WHERE schema_name = %s", [SCHEMA]
+        ).fetchone()
+    entries = [*(found[0] if found else []), urlsplit(url).netloc]
+    command = [sys.executable, "manage.py", "set_allowlist", SCHEMA, *entries]
+    cluster.run_step("set_allowlist", command)
+
+
 def slow_route(url: str) -> dict[str, Any]:
     """A route whose one source waits on a slow live service: its resolves stay in flight."""
     connector = {"name": "slow", "url": url, "select": "$.items[*]"}
@@ -457,6 +471,7 @@ def test_sigterm_drains_requests_in_flight_and_the_replay_writer(cluster: Cluste
 
     with running_service() as service:
         service.responder = slow
+        grant(cluster, service.url("/"))
         route = slow_route(service.url("/live/{user}"))
         assert fresh(cluster, "POST", "/api/v1/routes", route).status_code == 201
         body = resolve_body(route["name"], "u_123", "What is my balance?")
