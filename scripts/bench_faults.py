@@ -1,9 +1,9 @@
 """Section "faults": what the replay writer's write-ahead spool costs and what it saves.
 
 The code of ``BEFORE`` (the commit before the spool, extracted with ``git archive``: same
-virtualenv, same database, migrated by the working tree's code only: the migrations since
-``BEFORE`` alter no table the older code reads or writes) and the working tree ("now") are
-served side by side as ``make run`` serves them (gunicorn + ``uvicorn_worker.UvicornWorker``,
+virtualenv, same PostgreSQL server) and the working tree ("now") are served side by side, each on a
+database of its own that its own code migrated and filled with ``bootstrap_demo`` (later
+migrations changed tables the older code reads: a deployment's headers became tokens), as ``make run`` serves them (gunicorn + ``uvicorn_worker.UvicornWorker``,
 2 workers), the replay writer in its default background mode, each with a ``REPLAY_SPOOL_DIR``
 of its own under var/bench.
 
@@ -24,22 +24,26 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
+import psycopg
 
 from scripts.bench_env import load_average, utc_now
-from scripts.bench_gateway import DEMO_TENANT, ensure_demo_documents, ensure_wrk
-from scripts.bench_hanging import api_key
+from scripts.bench_gateway import DEMO_TENANT, ensure_wrk
 from scripts.bench_profile import database_url, extract_before
-from scripts.bench_setup import ROOT, log, manage
+from scripts.bench_setup import ROOT, log
 from scripts.bench_wrk import (
     FOLDER,
     GUNICORN,
@@ -48,7 +52,6 @@ from scripts.bench_wrk import (
     Request,
     Served,
     WrkRun,
-    delete_resolve_replay,
     measure,
     requests_for,
     server_env,
@@ -125,17 +128,72 @@ class FaultsResults:
         ]
 
 
-def code_env(spool: Path, metrics: Path) -> dict[str, str]:
+@dataclass(frozen=True)
+class Code:
+    """One code under test: where it is, its own database, and the resolve its demo answers."""
+
+    name: str  # "before" or "now"
+    folder: Path
+    database_url: str
+    request: Request  # the demo route's resolve, with the key this code's bootstrap_demo issued
+
+
+def own_database(name: str) -> str:
+    """A new, empty database for one code on the bench's PostgreSQL server: its URL."""
+    server = database_url()
+    database = f"bench_faults_{name}"
+    with psycopg.connect(server, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        connection.execute(f'CREATE DATABASE "{database}"')
+    return urlsplit(server)._replace(path=f"/{database}").geturl()
+
+
+def drop_database(url: str) -> None:
+    database = urlsplit(url).path.lstrip("/")
+    with psycopg.connect(database_url(), autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
+def manage_in(folder: Path, url: str, *args: str) -> str:
+    """``manage.py`` of the code in ``folder`` on the database at ``url``: its output."""
+    env = {**os.environ, "DATABASE_URL": url}
+    env.pop("REDIS_URL", None)
+    completed = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"{folder.name}: manage.py {' '.join(args)}: {completed.stderr[-3000:]}")
+    return completed.stdout
+
+
+def prepared(name: str, folder: Path) -> Code:
+    """``name``'s code on a database of its own: migrated and given the demo by that code."""
+    url = own_database(name)
+    log(f"faults: {name}: migrate_schemas and bootstrap_demo …")
+    manage_in(folder, url, "migrate_schemas", "--noinput", "-v", "0")
+    printed = manage_in(folder, url, "bootstrap_demo")
+    key = re.search(r"\bcp_[A-Za-z0-9_-]+", printed)
+    if key is None:
+        raise RuntimeError(f"{name}: bootstrap_demo printed no API key")
+    return Code(name, folder, url, requests_for(key.group(0))[RESOLVE])
+
+
+def code_env(code: Code, spool: Path, metrics: Path) -> dict[str, str]:
     env = server_env(WORKERS, None, metrics)
-    env["DATABASE_URL"] = database_url()
+    env["DATABASE_URL"] = code.database_url
     env["REPLAY_SPOOL_DIR"] = str(spool)
     env.pop("REPLAY_WRITES", None)  # the default: the background writer
     return env
 
 
 @contextlib.contextmanager
-def served(code: str, folder: Path, name: str) -> Iterator[Served]:
-    """A production server of ``code`` (its code in ``folder``) with its own spool and metrics."""
+def served(code: Code, name: str) -> Iterator[Served]:
+    """A production server of ``code`` with its own spool and metrics."""
     spool = FOLDER / f"faults-spool-{name}"
     shutil.rmtree(spool, ignore_errors=True)
     metrics = Path(tempfile.mkdtemp(prefix="bench-prometheus-"))
@@ -144,8 +202,8 @@ def served(code: str, folder: Path, name: str) -> Iterator[Served]:
             GUNICORN,
             PLATFORM_APP,
             WORKERS,
-            code_env(spool, metrics),
-            cwd=folder,
+            code_env(code, spool, metrics),
+            cwd=code.folder,
             log_name=f"faults-{name}",
         ) as server:
             yield server
@@ -157,14 +215,11 @@ def served(code: str, folder: Path, name: str) -> Iterator[Served]:
 # 1. Speed ----------------------------------------------------------------------------------------
 
 
-def measure_speed(
-    wrk: str, results: FaultsResults, folders: dict[str, Path], request: Request
-) -> None:
+def measure_speed(wrk: str, results: FaultsResults, codes: dict[str, Code]) -> None:
     plan = results.plan
     with contextlib.ExitStack() as stack:
         servers = {
-            code: stack.enter_context(served(code, folders[code], f"speed-{code}"))
-            for code in CODES
+            code: stack.enter_context(served(codes[code], f"speed-{code}")) for code in CODES
         }
         for number in range(plan.rounds):
             for code in CODES if number % 2 == 0 else CODES[::-1]:
@@ -172,7 +227,7 @@ def measure_speed(
                 run = measure(
                     wrk,
                     servers[code],
-                    request,
+                    codes[code].request,
                     target=RESOLVE,
                     redis=False,
                     seconds=plan.seconds,
@@ -212,13 +267,12 @@ def resolve_until(
         session.close()
 
 
-def without_record(ids: list[str]) -> int:
-    from django_tenants.utils import schema_context
-
-    from contextplatform.routing.models import ReplayRecord
-
-    with schema_context(DEMO_TENANT):
-        written = set(ReplayRecord.objects.filter(id__in=ids).values_list("id", flat=True))
+def without_record(code: Code, ids: list[str]) -> int:
+    with psycopg.connect(code.database_url, autocommit=True) as connection:
+        found = connection.execute(
+            f'SELECT id FROM "{DEMO_TENANT}".routing_replayrecord WHERE id = ANY(%s)', [ids]
+        ).fetchall()
+    written = {row[0] for row in found}
     return sum(1 for record_id in ids if record_id not in written)
 
 
@@ -231,10 +285,11 @@ def wait_for(condition: Callable[[], bool], timeout_s: float) -> bool:
     return False
 
 
-def kill_under_load(code: str, folder: Path, number: int, plan: Plan, request: Request) -> KillRun:
+def kill_under_load(code: Code, number: int, plan: Plan) -> KillRun:
     answered: list[str] = []
     failed: list[str] = []
-    with served(code, folder, f"kill-{code}-{number}") as server:
+    request = code.request
+    with served(code, f"kill-{code.name}-{number}") as server:
         stop = threading.Event()
         clients = [
             threading.Thread(
@@ -246,10 +301,10 @@ def kill_under_load(code: str, folder: Path, number: int, plan: Plan, request: R
             client.start()
         try:
             if not wait_for(lambda: len(answered) >= plan.kill_after_answers, WARM_TIMEOUT_S):
-                raise RuntimeError(f"{code}: {len(answered)} answers in {WARM_TIMEOUT_S:g} s")
+                raise RuntimeError(f"{code.name}: {len(answered)} answers in {WARM_TIMEOUT_S:g} s")
             victim = server.worker_processes()[0].pid
             os.kill(victim, signal.SIGKILL)
-            log(f"faults: {code}: SIGKILL to worker {victim} after {len(answered)} answers …")
+            log(f"faults: {code.name}: SIGKILL to worker {victim} after {len(answered)} answers …")
             time.sleep(plan.after_kill_s)
         finally:
             stop.set()
@@ -264,11 +319,12 @@ def kill_under_load(code: str, folder: Path, number: int, plan: Plan, request: R
             raise RuntimeError(f"gunicorn did not replace worker {victim}")
         # The replacement replays the dead worker's spool as it starts; the records the killed
         # worker held only in memory never come.
-        wait_for(lambda: without_record(answered) == 0, WRITTEN_TIMEOUT_S)
-        lost = without_record(answered)
-    result = KillRun(code, number, len(answered), lost, len(failed), without_record(answered))
+        wait_for(lambda: without_record(code, answered) == 0, WRITTEN_TIMEOUT_S)
+        lost = without_record(code, answered)
+    after_stop = without_record(code, answered)
+    result = KillRun(code.name, number, len(answered), lost, len(failed), after_stop)
     log(
-        f"faults: {code}: {result.lost} of {result.answered} answered resolves without a replay "
+        f"faults: {code.name}: {result.lost} of {result.answered} answered resolves without a replay "
         f"record ({result.lost_after_stop} after a clean stop), {result.failed} calls failed"
     )
     return result
@@ -278,7 +334,7 @@ def kill_under_load(code: str, folder: Path, number: int, plan: Plan, request: R
 
 
 def run_faults(quick: bool) -> FaultsResults:
-    started, began = time.perf_counter(), time.time()
+    started = time.perf_counter()
     plan = QUICK if quick else FULL
     results = FaultsResults(
         date=utc_now(), quick=quick, before=BEFORE, plan=plan, load_average_start=load_average()
@@ -287,31 +343,22 @@ def run_faults(quick: bool) -> FaultsResults:
     if wrk is None:
         results.problems.append("wrk is missing and apt-get could not install it")
         return results
-    from django_tenants.utils import schema_context
-
-    from tenants.models import Tenant
-
-    if not Tenant.objects.filter(schema_name=DEMO_TENANT).exists():
-        log("faults: bootstrap_demo …")
-        manage("bootstrap_demo")
-    with schema_context(DEMO_TENANT):
-        ensure_demo_documents()
     folders = {"before": extract_before(FOLDER / "faults-before", BEFORE), "now": ROOT}
+    codes: dict[str, Code] = {}
     try:
-        with api_key(Tenant.objects.get(schema_name=DEMO_TENANT)) as key:
-            request = requests_for(key)[RESOLVE]
-            measure_speed(wrk, results, folders, request)
-            for number in range(plan.kill_rounds):
-                for code in CODES:
-                    results.kills.append(
-                        kill_under_load(code, folders[code], number, plan, request)
-                    )
+        for name in CODES:
+            codes[name] = prepared(name, folders[name])
+        measure_speed(wrk, results, codes)
+        for number in range(plan.kill_rounds):
+            for name in CODES:
+                results.kills.append(kill_under_load(codes[name], number, plan))
     finally:
         shutil.rmtree(folders["before"], ignore_errors=True)
         for written in FOLDER.glob("wrk-*.lua"):
-            written.unlink()  # they hold the run's key
-        with contextlib.suppress(Exception):
-            log(f"faults: removed {delete_resolve_replay(began)} replay records of the resolves")
+            written.unlink()  # they hold the run's keys
+        for code in codes.values():
+            with contextlib.suppress(Exception):
+                drop_database(code.database_url)
     results.load_average_end = load_average()
     results.runtime_s = time.perf_counter() - started
     return results

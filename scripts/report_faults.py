@@ -132,8 +132,9 @@ def section(results: FaultsResults, commit: str) -> str:
         "## Faults: the replay spool's cost, and what a killed worker loses",
         f"Run {results.date} on {commit}, before = commit `{results.before}` (the code before "
         "the replay write-ahead spool, extracted with `git archive`: same virtualenv, same "
-        "database, migrated by the working tree's code only: its one migration since then, "
-        "`tenants.0005`, alters no column, `sqlmigrate` prints a no-op). Both served as `make run` serves them "
+        "PostgreSQL server). Each code runs on a database of its own, migrated and given the "
+        "demo (`bootstrap_demo`) by that code, since later migrations changed tables the older "
+        "code reads. Both served as `make run` serves them "
         f"(gunicorn + `uvicorn_worker.UvicornWorker`, {WORKERS} workers), the replay writer in "
         "its default background mode, each server with a `REPLAY_SPOOL_DIR` of its own. Load "
         f"average at start {results.load_average_start}, at end {results.load_average_end}; "
