@@ -3,9 +3,11 @@
 The code of ``BEFORE`` (the commit before the spool, extracted with ``git archive``: same
 virtualenv, same PostgreSQL server) and the working tree ("now") are served side by side, each on a
 database of its own that its own code migrated and filled with ``bootstrap_demo`` (later
-migrations changed tables the older code reads: a deployment's headers became tokens), as ``make run`` serves them (gunicorn + ``uvicorn_worker.UvicornWorker``,
-2 workers), the replay writer in its default background mode, each with a ``REPLAY_SPOOL_DIR``
-of its own under var/bench.
+migrations changed tables the older code reads: a deployment's headers became tokens), as
+``make run`` serves them but with uvicorn's own worker class (gunicorn +
+``uvicorn_worker.UvicornWorker``, 2 workers: the older code has not the project's, so only the
+spool differs), the replay writer in its default background mode, each with a
+``REPLAY_SPOOL_DIR`` of its own under var/bench.
 
 1. Speed: the demo route's ``POST /api/v1/resolve`` under ``wrk -t2 -c32`` in alternating paired
    rounds (both servers up, each round loading one then the other, the first of a round
@@ -23,6 +25,8 @@ of its own under var/bench.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import os
 import re
 import shutil
@@ -52,6 +56,7 @@ from scripts.bench_wrk import (
     Request,
     Served,
     WrkRun,
+    gunicorn_argv,
     measure,
     requests_for,
     server_env,
@@ -59,6 +64,11 @@ from scripts.bench_wrk import (
 )
 
 BEFORE = "f7d288f"  # the commit before the replay spool
+# The server make run starts, with uvicorn's own worker class: the code before has not the
+# project's (which caps the request head), so both codes run this one and only the spool differs.
+STOCK_GUNICORN = dataclasses.replace(
+    GUNICORN, argv=functools.partial(gunicorn_argv, worker_class="uvicorn_worker.UvicornWorker")
+)
 CODES = ("before", "now")
 WORKERS = 2
 SPEED_TARGET = 0.90  # now's resolve requests/s at least this share of before's, same run
@@ -199,7 +209,7 @@ def served(code: Code, name: str) -> Iterator[Served]:
     metrics = Path(tempfile.mkdtemp(prefix="bench-prometheus-"))
     try:
         with serving(
-            GUNICORN,
+            STOCK_GUNICORN,
             PLATFORM_APP,
             WORKERS,
             code_env(code, spool, metrics),

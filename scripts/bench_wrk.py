@@ -12,8 +12,8 @@ processes; the platform's targets also with ``REDIS_URL`` (cache, channel layer,
 counters in Redis). Several workers get an emptied ``PROMETHEUS_MULTIPROC_DIR``, as ``make run``
 gives them.
 
-Servers: uvicorn on h11 and asyncio, uvicorn on httptools and uvloop, gunicorn with uvicorn's
-worker class (``uvicorn_worker.UvicornWorker``) and granian (``--interface asgi``). The server
+Servers: uvicorn on h11 and asyncio, uvicorn on httptools and uvloop, gunicorn with the project's
+worker class (``contextplatform.server.UvicornWorker``: uvicorn's, the request head capped) and granian (``--interface asgi``). The server
 ``make run`` starts (PRODUCTION) is measured on every target; the others on the targets that
 compare servers (bare app, /healthz, resolve). What each run reports: requests/s, latency
 percentiles, errors (non-2xx and socket errors), the load average, the CPU of the server's
@@ -152,14 +152,20 @@ def uvicorn_argv(loop: str, http: str) -> Callable[[str, int, int], list[str]]:
     return argv
 
 
-def gunicorn_argv(app: str, port: int, workers: int) -> list[str]:
+# make run's worker class: uvicorn's protocol with the request head capped (contextplatform/server.py).
+PROJECT_WORKER = "contextplatform.server.UvicornWorker"
+
+
+def gunicorn_argv(
+    app: str, port: int, workers: int, worker_class: str = PROJECT_WORKER
+) -> list[str]:
     return [
         sys.executable,
         "-m",
         "gunicorn",
         app,
         "--worker-class",
-        "uvicorn_worker.UvicornWorker",
+        worker_class,
         "--workers",
         str(workers),
         "--bind",
@@ -207,7 +213,7 @@ UVICORN = ServerKind(
 )
 GUNICORN = ServerKind(
     "gunicorn",
-    "gunicorn + UvicornWorker (httptools + uvloop)",
+    "gunicorn + the project's UvicornWorker (httptools + uvloop, the request head capped)",
     gunicorn_argv,
     "Application startup complete",
     ("gunicorn", "uvicorn-worker", "httptools", "uvloop"),
