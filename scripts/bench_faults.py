@@ -31,8 +31,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -47,7 +45,7 @@ import psycopg
 from scripts.bench_env import load_average, utc_now
 from scripts.bench_gateway import DEMO_TENANT, ensure_wrk
 from scripts.bench_profile import database_url, extract_before
-from scripts.bench_setup import ROOT, log
+from scripts.bench_setup import ROOT, log, manage
 from scripts.bench_wrk import (
     FOLDER,
     GUNICORN,
@@ -168,17 +166,7 @@ def manage_in(folder: Path, url: str, *args: str) -> str:
     """``manage.py`` of the code in ``folder`` on the database at ``url``: its output."""
     env = {**os.environ, "DATABASE_URL": url}
     env.pop("REDIS_URL", None)
-    completed = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if completed.returncode != 0:
-        raise RuntimeError(f"{folder.name}: manage.py {' '.join(args)}: {completed.stderr[-3000:]}")
-    return completed.stdout
+    return manage(*args, cwd=folder, env=env)
 
 
 def prepared(name: str, folder: Path) -> Code:

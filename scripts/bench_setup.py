@@ -17,11 +17,13 @@ SOURCE_COUNT = 6
 TOTAL_ITEMS = 100
 
 
-def manage(*args: str) -> str:
-    """Run ``manage.py`` in a subprocess (as ``make run`` does) and return its stdout."""
+def manage(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> str:
+    """Run ``manage.py`` in a subprocess (as ``make run`` does) and return its stdout; ``cwd``:
+    another commit's code, extracted; ``env``: the subprocess' environment (default: ours)."""
     completed = subprocess.run(
         [sys.executable, "manage.py", *args],
-        cwd=ROOT,
+        cwd=cwd,
+        env=env,
         capture_output=True,
         text=True,
         check=False,
