@@ -33,14 +33,12 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import connection
-from django_tenants.utils import tenant_context
 
 from contextplatform.core import metrics
 from contextplatform.core.estimation import count_json, default_estimator
 from contextplatform.deployments.selectors import Upstream
-from contextplatform.routing.gateway.connections import return_to_pool
+from contextplatform.routing.gateway.connections import in_tenant
 from contextplatform.routing.gateway.margin_probes import PROBES, Probe
 from contextplatform.routing.gateway.output_limits import client_output_limit, with_output_limit
 from contextplatform.routing.gateway.protocol import GatewayError, Protocol
@@ -389,17 +387,13 @@ class HeldBudget:
             return
 
         def run() -> None:
-            try:
-                with tenant_context(self.tenant):
-                    if spent is None:
-                        release(reservation)
-                    else:
-                        settle(reservation, spent)
-            finally:
-                return_to_pool()
+            if spent is None:
+                release(reservation)
+            else:
+                settle(reservation, spent)
 
         try:
-            await sync_to_async(run, thread_sensitive=True)()
+            await in_tenant(self.tenant, run)
         except Exception:
             # The reservation stays held: the session may get less than its budget, never more.
             logger.exception("settling the session budget of %r failed", reservation.key[0])
@@ -415,14 +409,7 @@ class HeldBudget:
         input_tokens = estimate + (MARGINS.tokens(margin_key) if margin_key else 0)
         tokens = input_tokens + reservation.output_tokens
 
-        def run() -> bool:
-            try:
-                with tenant_context(self.tenant):
-                    return extend(reservation, tokens)
-            finally:
-                return_to_pool()
-
-        if not await sync_to_async(run, thread_sensitive=True)():
+        if not await in_tenant(self.tenant, lambda: extend(reservation, tokens)):
             return False
         self.reservation = replace(
             reservation,
@@ -491,18 +478,10 @@ async def hold_budget(
     if limit is None or not session:
         return HeldBudget(tenant, None)
     probe = await PROBES.admit(margin_key_of(tenant, upstream), upstream.timeout_ms / 1000)
-
-    def run() -> Reservation:
-        try:
-            with tenant_context(tenant):
-                return reserve(ask)
-        finally:
-            return_to_pool()
-
     try:
         # Asked after the wait: with the margin the probe taught.
         ask = ask_for(tenant, resolution, upstream, (session, user or ""), limit)
-        reservation = await sync_to_async(run, thread_sensitive=True)()
+        reservation = await in_tenant(tenant, lambda: reserve(ask))
     except BaseException:
         if probe is not None:
             probe.end()  # refused or failed before the upstream: the next call probes

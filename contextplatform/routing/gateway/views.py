@@ -7,21 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from typing import Any, ClassVar
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
-from django_tenants.utils import tenant_context
 
 from contextplatform.core.errors import ApiError
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.routing.gateway.budgets import HeldBudget, hold_budget
 from contextplatform.routing.gateway.calls import GatewayCall, gateway_call, resolve_headers
-from contextplatform.routing.gateway.connections import return_to_pool
+from contextplatform.routing.gateway.connections import in_tenant
 from contextplatform.routing.gateway.forward import (
     UpstreamAnswer,
     UpstreamBroke,
@@ -78,19 +76,6 @@ def authenticated_tenant(request: HttpRequest) -> Tenant:
         raise forbidden(f"this API key lacks the scope {SCOPE!r}")
     tenant: Tenant = api_key.tenant
     return tenant
-
-
-def in_tenant(tenant: Tenant, work: Callable[[], Any]) -> Any:
-    """Run ORM work on the request's thread (its connection) in the tenant's schema."""
-
-    def run() -> Any:
-        try:
-            with tenant_context(tenant):
-                return work()
-        finally:
-            return_to_pool()
-
-    return sync_to_async(run, thread_sensitive=True)()
 
 
 def _prepared(
