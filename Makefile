@@ -50,7 +50,7 @@ run: install
 	$(PY) manage.py bootstrap_demo
 	if [ "$(WEB_CONCURRENCY)" -gt 1 ]; then rm -rf var/prometheus && mkdir -p var/prometheus && \
 		export PROMETHEUS_MULTIPROC_DIR="$(CURDIR)/var/prometheus"; fi; \
-	$(PY) -m contextplatform.routing.standin --parent $$$$ & \
+	$(PY) -m contextplatform.demo.standin --parent $$$$ & \
 	exec $(BIN)/gunicorn contextplatform.asgi:application --config contextplatform/gunicorn_hooks.py --worker-class contextplatform.server.UvicornWorker --workers $(WEB_CONCURRENCY) --bind $(HOST):$(PORT) --keep-alive 5 --no-control-socket
 
 # The distributed shape on this machine (scripts/cluster.py): PostgreSQL over TCP (the embedded

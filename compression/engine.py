@@ -70,7 +70,7 @@ TARGET_OF_KIND = {
 RECOVERY_KEY_CHARS = 24
 TRUNCATE_ATTEMPTS = 8
 # The compress stage's judge reads the first 2,000 characters of each text it is given
-# (``routing/pipeline/compression_stage.py``), about 500 tokens: a longer block is shown as its own
+# (``resolve/compression_stage.py``), about 500 tokens: a longer block is shown as its own
 # extractive compression to that size, the chunks that match its query, not as its beginning.
 JUDGE_VIEW_TOKENS = 500
 

@@ -132,7 +132,7 @@ django_application = ReusedThreadsASGIHandler()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from contextplatform.live import TenantAuthMiddlewareStack, websocket_urlpatterns  # noqa: E402
-from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER  # noqa: E402
+from contextplatform.replay.writer import REPLAY_WRITER  # noqa: E402
 
 
 async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:

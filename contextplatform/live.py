@@ -1,7 +1,7 @@
 """Live metrics: ``/ws/metrics/`` streams each source outcome of a resolve to its own tenant.
 
 The resolver publishes one group message per resolve to ``metrics.<schema>``
-(``contextplatform.routing.pipeline.live_events`` over the bus in ``contextplatform.core.live_events``);
+(``contextplatform.resolve.live_events`` over the bus in ``contextplatform.core.live_events``);
 the consumer sends one WebSocket frame per source outcome: ``{"source", "type", "status", "items",
 "kept", "ms", "route", "at", "error"}``.
 

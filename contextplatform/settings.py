@@ -94,7 +94,11 @@ TENANT_APPS = [
     "compression",
     "memory",
     "contextplatform.deployments",
-    "contextplatform.routing",
+    "contextplatform.routes",
+    "contextplatform.replay",
+    "contextplatform.resolve",
+    "contextplatform.gateway",
+    "contextplatform.demo",
 ]
 INSTALLED_APPS = SHARED_APPS + [app for app in TENANT_APPS if app not in SHARED_APPS]
 
@@ -209,7 +213,7 @@ REPLAY_WRITES = os.environ.get("REPLAY_WRITES", "background").strip() or "backgr
 if REPLAY_WRITES not in ("background", "inline"):
     raise ImproperlyConfigured("REPLAY_WRITES must be 'background' or 'inline'")
 # The background writer's write-ahead spool: each record is on this local disk before its answer
-# (routing/pipeline/replay_spool.py). Every process of one host shares it; keep it on a volume that
+# (replay/spool.py). Every process of one host shares it; keep it on a volume that
 # outlives the host's processes (and the host, to keep what a lost host had not written).
 REPLAY_SPOOL_DIR = Path(
     os.environ.get("REPLAY_SPOOL_DIR", "").strip() or BASE_DIR / "var" / "replay-spool"

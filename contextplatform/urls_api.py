@@ -4,8 +4,10 @@ from django.urls import path
 
 from compression import views as compression
 from contextplatform.deployments import views as deployments
-from contextplatform.routing.api import compression as compression_views
-from contextplatform.routing.api import prewarm, replay, resolve, routes
+from contextplatform.replay import api as replay
+from contextplatform.resolve.api import compression as compression_views
+from contextplatform.resolve.api import prewarm, resolve
+from contextplatform.routes import api as routes
 from memory import views as memory
 from sources import knowledge_views as knowledge
 from sources import views as sources

@@ -10,7 +10,7 @@ from contextplatform.core.metrics import metrics_view
 urlpatterns = [
     path("api/v1/", include("contextplatform.urls_api")),
     # The OpenAI- and Anthropic-compatible gateway, where the providers' SDKs call.
-    path("v1/", include("contextplatform.routing.gateway.urls")),
+    path("v1/", include("contextplatform.gateway.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("healthz", health.healthz, name="healthz"),

@@ -64,7 +64,7 @@ from compression.engine import (
 from compression.segments import parse_segments
 from compression.text import TextResult, compress_extractive, truncate_middle
 from contextplatform.core.estimation import TokenEstimator, count_json, default_estimator
-from contextplatform.routing.pipeline.budget import plan_budget
+from contextplatform.resolve.budget import plan_budget
 from scripts.bench_env import cpu_model, load_average, utc_now
 from scripts.bench_setup import ROOT, log
 

@@ -40,7 +40,7 @@ from typing import Any
 import httpx
 import psutil
 
-from contextplatform.routing.demo import DEMO_QUESTION, DEMO_USER, SUPPORT_ROUTE
+from contextplatform.demo.defaults import DEMO_QUESTION, DEMO_USER, SUPPORT_ROUTE
 from scripts.bench_env import load_average, utc_now
 from scripts.bench_gateway_upstream import ANSWER_PIECES
 from scripts.bench_http import (
@@ -322,8 +322,8 @@ def prepare_tenant(upstream_port: int) -> Prepared:
     from django_tenants.utils import schema_context
 
     from contextplatform.deployments.services import parse_deployment, upsert_deployment
-    from contextplatform.routing.configuration.schema import validate_route_spec
-    from contextplatform.routing.services import upsert_route
+    from contextplatform.routes.configuration.schema import validate_route_spec
+    from contextplatform.routes.services import upsert_route
     from tenants.models import Tenant
     from tenants.services import issue_api_key
 
@@ -369,8 +369,9 @@ def clean_tenant(prepared: Prepared | None) -> None:
 
     from contextplatform.deployments.selectors import deployment_named
     from contextplatform.deployments.services import delete_deployment
-    from contextplatform.routing.models import ReplayRecord, Route
-    from contextplatform.routing.services import delete_route
+    from contextplatform.replay.models import ReplayRecord
+    from contextplatform.routes.models import Route
+    from contextplatform.routes.services import delete_route
     from tenants.models import ApiKey
     from tenants.services import revoke_api_key
 

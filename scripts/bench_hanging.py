@@ -184,7 +184,7 @@ def report_clock() -> None:
     """In the bench's own servers only: the report also carries, on the machine's monotonic clock
     (``time.perf_counter``, the same in every process), when the stuck source's deadline fell and
     when the fetch ended, so the client can time the answer from them."""
-    from contextplatform.routing.pipeline.resolver import Resolution
+    from contextplatform.resolve.resolver import Resolution
 
     plain = Resolution.report
 
@@ -342,7 +342,7 @@ def stuck_source(kind: str, silent_port: int) -> dict[str, Any] | None:
 
 
 def route_of(kind: str, silent_port: int) -> dict[str, Any]:
-    from contextplatform.routing.demo import SUPPORT_ROUTE
+    from contextplatform.demo.defaults import SUPPORT_ROUTE
 
     route = copy.deepcopy(SUPPORT_ROUTE)
     route["name"] = f"{ROUTE_PREFIX}{kind}"
@@ -359,10 +359,11 @@ def prepared(silent_port: int, mcp_port: int) -> Iterator[Any]:
     removed afterwards. Yields the tenant."""
     from django_tenants.utils import get_public_schema_name, schema_context
 
-    from contextplatform.routing.configuration.schema import validate_route_spec
-    from contextplatform.routing.models import ReplayRecord, Route
-    from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER
-    from contextplatform.routing.services import upsert_route
+    from contextplatform.replay.models import ReplayRecord
+    from contextplatform.replay.writer import REPLAY_WRITER
+    from contextplatform.routes.configuration.schema import validate_route_spec
+    from contextplatform.routes.models import Route
+    from contextplatform.routes.services import upsert_route
     from scripts.bench_prewarm import ensure_demo_documents
     from sources.mcp.services import create_server, parse_server
     from sources.models import ChatSession, McpServer
@@ -439,7 +440,7 @@ def hang_for(kind: str) -> Iterator[None]:
 
 
 def body_of(kind: str) -> dict[str, Any]:
-    from contextplatform.routing.demo import DEMO_RESOLVE_BODY, DEMO_USER
+    from contextplatform.demo.defaults import DEMO_RESOLVE_BODY, DEMO_USER
 
     return {
         **DEMO_RESOLVE_BODY,
@@ -451,8 +452,8 @@ def body_of(kind: str) -> dict[str, Any]:
 
 def resolve_in_process(tenant: Any, kind: str, *, strict: bool = True) -> Sample:
     """One ``resolve_context`` of the kind's route."""
-    from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER
-    from contextplatform.routing.use_cases import ResolveCall, resolve_context
+    from contextplatform.replay.writer import REPLAY_WRITER
+    from contextplatform.resolve.use_cases import ResolveCall, resolve_context
 
     body = body_of(kind)
     started = time.perf_counter()

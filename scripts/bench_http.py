@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from contextplatform.routing.demo import DEMO_RESOLVE_BODY
+from contextplatform.demo.defaults import DEMO_RESOLVE_BODY
 from scripts.bench_env import busy_fraction
 from scripts.bench_setup import ROOT
 

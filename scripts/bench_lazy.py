@@ -82,7 +82,7 @@ class LazyResults:
 
 
 def route_named(name: str, match: dict[str, Any] | None, lazy: bool) -> dict[str, Any]:
-    from contextplatform.routing.demo import SUPPORT_ROUTE
+    from contextplatform.demo.defaults import SUPPORT_ROUTE
 
     route = copy.deepcopy(SUPPORT_ROUTE)
     route["name"] = name
@@ -105,8 +105,8 @@ def route_names() -> dict[tuple[str, str], str]:
 def prepare() -> Any:
     from django_tenants.utils import schema_context
 
-    from contextplatform.routing.models import Route
-    from contextplatform.routing.services import create_route, prepare_route
+    from contextplatform.routes.models import Route
+    from contextplatform.routes.services import create_route, prepare_route
     from scripts.bench_prewarm import ensure_demo_documents
     from tenants.models import Tenant
 
@@ -126,7 +126,7 @@ def prepare() -> Any:
 
 
 def resolve_once(tenant: Any, route: str, question: str) -> Any:
-    from contextplatform.routing.pipeline.resolver import resolve
+    from contextplatform.resolve.resolver import resolve
 
     return resolve(
         tenant_schema=tenant.schema_name,
@@ -146,8 +146,8 @@ def run_lazy(quick: bool) -> LazyResults:
     from django_tenants.utils import schema_context
 
     from contextplatform.core.estimation import default_estimator
-    from contextplatform.routing.models import Route
-    from contextplatform.routing.pipeline.lazy_sources import search_source
+    from contextplatform.resolve.lazy_sources import search_source
+    from contextplatform.routes.models import Route
 
     sizes = QUICK_SIZES if quick else FULL_SIZES
     results = LazyResults(date=utc_now(), quick=quick, sizes=sizes)

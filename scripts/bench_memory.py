@@ -239,9 +239,9 @@ def prepare_flow_tenant() -> None:
     """The flow tenant with the bench route, and none of an earlier run's memories or turns."""
     from django_tenants.utils import schema_context
 
-    from contextplatform.routing.configuration.schema import validate_route_spec
-    from contextplatform.routing.models import ReplayRecord
-    from contextplatform.routing.services import upsert_route
+    from contextplatform.replay.models import ReplayRecord
+    from contextplatform.routes.configuration.schema import validate_route_spec
+    from contextplatform.routes.services import upsert_route
     from memory.models import Memory, MemoryTurn
 
     ensure_tenant(FLOW_TENANT)

@@ -122,10 +122,10 @@ PATCHES: dict[str, tuple[tuple[str, Any], ...]] = {
         ("contextplatform.core.metrics.observe_source", no_op),
         ("contextplatform.core.metrics.StageClock", NullClock),
         ("contextplatform.core.live_events.LIVE_EVENTS", NULL_METRIC),
-        ("contextplatform.routing.pipeline.live_events.LIVE_EVENTS", NULL_METRIC),
+        ("contextplatform.resolve.live_events.LIVE_EVENTS", NULL_METRIC),
     ),
-    "replay": (("contextplatform.routing.pipeline.resolver.save_replay", no_op),),
-    "live": (("contextplatform.routing.pipeline.live_events.publish_source_events", no_op),),
+    "replay": (("contextplatform.resolve.resolver.save_replay", no_op),),
+    "live": (("contextplatform.resolve.live_events.publish_source_events", no_op),),
 }
 
 
@@ -254,7 +254,7 @@ async def run_rounds(layer_name: str, settings: Sequence[Setting], sizes: Sizes)
     from channels.layers import get_channel_layer
 
     from contextplatform.core.live_events import metrics_group
-    from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER
+    from contextplatform.replay.writer import REPLAY_WRITER
 
     layer = get_channel_layer()
     listener = Listener()

@@ -112,8 +112,8 @@ def ensure_demo_documents() -> None:
 def clean() -> int:
     from django_tenants.utils import schema_context
 
-    from contextplatform.routing.models import ReplayRecord
-    from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER
+    from contextplatform.replay.models import ReplayRecord
+    from contextplatform.replay.writer import REPLAY_WRITER
     from sources.models import ChatSession
     from sources.prewarm import invalidate_prewarm
 
@@ -126,10 +126,10 @@ def clean() -> int:
 
 
 def one_round(tenant: Any, setting: str, results: PrewarmResults, record: bool) -> None:
-    from contextplatform.routing.demo import DEMO_RESOLVE_BODY, DEMO_ROUTE, DEMO_USER
-    from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER
-    from contextplatform.routing.pipeline.resolver import resolve
-    from contextplatform.routing.prewarm import prewarm_session
+    from contextplatform.demo.defaults import DEMO_RESOLVE_BODY, DEMO_ROUTE, DEMO_USER
+    from contextplatform.replay.writer import REPLAY_WRITER
+    from contextplatform.resolve.prewarm import prewarm_session
+    from contextplatform.resolve.resolver import resolve
     from sources.prewarm import invalidate_prewarm
 
     invalidate_prewarm(DEMO_TENANT, session=SESSION)  # nothing of the round before serves this one
@@ -166,8 +166,8 @@ def one_round(tenant: Any, setting: str, results: PrewarmResults, record: bool) 
 def run_prewarm(quick: bool) -> PrewarmResults:
     from django_tenants.utils import schema_context
 
-    from contextplatform.routing.demo import DEMO_ROUTE
-    from contextplatform.routing.selectors import loaded_route
+    from contextplatform.demo.defaults import DEMO_ROUTE
+    from contextplatform.routes.selectors import loaded_route
 
     started = time.perf_counter()
     sizes = QUICK_SIZES if quick else FULL_SIZES

@@ -114,7 +114,7 @@ def prepare_routes() -> None:
 def resolve_bench(route: str, *, record: bool = True) -> tuple[Any, float]:
     """``resolve()`` of a bench route with ``CHAT_BODY``, in the current schema: the resolution
     and the call's wall ms. Raises when a source did not succeed."""
-    from contextplatform.routing.pipeline.resolver import resolve
+    from contextplatform.resolve.resolver import resolve
 
     started = time.perf_counter()
     resolution = resolve(
@@ -134,7 +134,7 @@ def resolve_bench(route: str, *, record: bool = True) -> tuple[Any, float]:
 
 
 def resolve_once(route: str, *, record: bool) -> Sample:
-    from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER
+    from contextplatform.replay.writer import REPLAY_WRITER
 
     resolution, wall_ms = resolve_bench(route, record=record)
     REPLAY_WRITER.flush()  # the record is written off the resolve path; not into the next one
@@ -176,7 +176,7 @@ async def fetch_sequential(sources: list[Any], request: Any, estimator: Any = No
 
 @contextmanager
 def sequential_fetch() -> Iterator[None]:
-    with mock.patch("contextplatform.routing.pipeline.resolver.fetch_all", fetch_sequential):
+    with mock.patch("contextplatform.resolve.resolver.fetch_all", fetch_sequential):
         yield
 
 

@@ -110,8 +110,8 @@ def bench_route(name: str, sleeps_ms: list[float]) -> dict[str, Any]:
 def save_routes(routes: list[dict[str, Any]]) -> None:
     from django_tenants.utils import schema_context
 
-    from contextplatform.routing.configuration.schema import validate_route_spec
-    from contextplatform.routing.services import upsert_route
+    from contextplatform.routes.configuration.schema import validate_route_spec
+    from contextplatform.routes.services import upsert_route
 
     with schema_context(BENCH_TENANT):
         for route in routes:
@@ -122,8 +122,8 @@ def clear_bench_replay() -> int:
     """Start each run from an empty replay table in the bench tenant, so runs are comparable."""
     from django_tenants.utils import schema_context
 
-    from contextplatform.routing.models import ReplayRecord
-    from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER
+    from contextplatform.replay.models import ReplayRecord
+    from contextplatform.replay.writer import REPLAY_WRITER
 
     REPLAY_WRITER.flush()
     with schema_context(BENCH_TENANT):
@@ -134,8 +134,8 @@ def clear_bench_replay() -> int:
 def delete_replay(schema: str, ids: list[str]) -> int:
     from django_tenants.utils import schema_context
 
-    from contextplatform.routing.models import ReplayRecord
-    from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER
+    from contextplatform.replay.models import ReplayRecord
+    from contextplatform.replay.writer import REPLAY_WRITER
 
     REPLAY_WRITER.flush()
     deleted = 0

@@ -5,7 +5,7 @@ is missing) against a server started here on the embedded database, the server a
 generator on the same machine. Four targets: the bare ASGI app (``scripts/bare_asgi.py``, answering
 ``{"status": "ok"}``: the limit this server, these flags and wrk leave on this machine), the
 platform's ``GET /healthz``, ``POST /api/v1/resolve`` with the demo body
-(``contextplatform.routing.demo.DEMO_RESOLVE_BODY``) and the gateway's ``POST /v1/chat/completions``
+(``contextplatform.demo.defaults.DEMO_RESOLVE_BODY``) and the gateway's ``POST /v1/chat/completions``
 on a route without sources whose deployment is a loopback upstream
 (``scripts/bench_gateway_upstream.py``, set up as section 8 sets it up). One and two worker
 processes; the platform's targets also with ``REDIS_URL`` (cache, channel layer, rate-limit
@@ -45,7 +45,7 @@ from typing import Any
 import httpx
 import psutil
 
-from contextplatform.routing.demo import DEMO_RESOLVE_BODY, DEMO_ROUTE
+from contextplatform.demo.defaults import DEMO_RESOLVE_BODY, DEMO_ROUTE
 from scripts.bench_env import cpu_model, load_average, utc_now
 from scripts.bench_gateway import (
     DEMO_TENANT,
@@ -725,7 +725,7 @@ def delete_resolve_replay(since: float) -> int:
 
     from django_tenants.utils import schema_context
 
-    from contextplatform.routing.models import ReplayRecord
+    from contextplatform.replay.models import ReplayRecord
 
     with schema_context(DEMO_TENANT):
         removed, _ = ReplayRecord.objects.filter(

@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vectors", type=Path, help="cache of the abstracts' vectors (.npy)")
     args = parser.parse_args(argv)
     setup_django()
-    from contextplatform.routing.demo import DEMO_DOCUMENTS
+    from contextplatform.demo.defaults import DEMO_DOCUMENTS
     from sources.embedding import get_embedder
 
     embedder = get_embedder()

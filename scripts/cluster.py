@@ -430,7 +430,7 @@ class Cluster:
             raise RuntimeError(f"bootstrap_demo printed no key: {self.demo_output[-2000:]}")
 
     def start_standin(self) -> None:
-        args = [sys.executable, "-m", "contextplatform.routing.standin"]
+        args = [sys.executable, "-m", "contextplatform.demo.standin"]
         self.spawn("standin", [*args, "--port", str(self.standin_port)])
 
     def start_web(self) -> None:

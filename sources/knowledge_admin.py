@@ -21,7 +21,7 @@ from contextplatform.core.errors import ApiError
 from contextplatform.core.form_errors import error_text
 from contextplatform.core.validation import parse
 from sources.ingestion import create_collection, delete_document
-from sources.knowledge_views import CollectionBody
+from sources.knowledge_schema import CollectionBody
 from sources.models import Collection, Document, IngestionJob
 from sources.selectors import collections_with_progress
 from tenants.admin import TenantOnlyAdmin

@@ -23,6 +23,7 @@ from sources.ingestion import (
     ensure_embedder_matches,
     submit_documents,
 )
+from sources.knowledge_schema import CollectionBody
 from sources.models import Collection, Document, IngestionJob
 from sources.selectors import (
     collection_by_name,
@@ -34,15 +35,7 @@ from sources.selectors import (
 )
 from sources.tasks import enqueue_ingestion
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
 MAX_DOCUMENTS_PAGE = 1000
-
-
-class CollectionBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(pattern=NAME_PATTERN)
-    description: str = Field(default="", max_length=2000)
 
 
 class DocumentBody(BaseModel):

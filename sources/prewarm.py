@@ -1,6 +1,6 @@
 """The pre-warm cache: what a session's sources read ahead, and its invalidation.
 
-``POST /api/v1/sessions/{session}/prewarm`` (``contextplatform/routing/prewarm.py``) fetches the
+``POST /api/v1/sessions/{session}/prewarm`` (``contextplatform/resolve/prewarm.py``) fetches the
 route's prewarmable sources and keeps what they read under one entry per tenant, user and
 session (Django's cache: Redis, or this process's memory), for ``CONTEXT_PREWARM_TTL_SECONDS``.
 The next resolve of that session and user reads it back instead of fetching.

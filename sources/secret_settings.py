@@ -9,7 +9,7 @@ and from then on only kept, never read back:
               (a route's own context, a recipe, the tenant defaults)
     shown     {"set": true}   (the API's representation and export, the admin)
 
-``seal`` runs where a layer is stored (``contextplatform.routing.services``): a plain secret is
+``seal`` runs where a layer is stored (``contextplatform.routes.services``): a plain secret is
 encrypted, ``{"set": true}`` takes the stored secret of the same source (matched by name) at the
 same place, or none when there is none (a GET body posted to another tenant is accepted, without
 the secret it cannot see). A stored token written back that is not the one stored there is

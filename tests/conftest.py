@@ -50,7 +50,7 @@ def isolated_task_and_cache_settings() -> None:
     app.conf.task_always_eager = True
     # Each test runs in a transaction that is rolled back; a writer thread's own connection would
     # commit replay records past it. Tests write them inline; the live-server tests (and
-    # tests/routing/pipeline/test_replay_writer.py) run the background writer.
+    # tests/replay/test_writer.py) run the background writer.
     settings.REPLAY_WRITES = "inline"
     # The background writer's spool, and the live servers' (tests/live.py passes the environment
     # on), in a folder of this run: a spool is replayed into whichever database finds it.

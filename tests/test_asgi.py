@@ -13,9 +13,9 @@ import pytest
 from asgiref.testing import ApplicationCommunicator
 
 from contextplatform.asgi import application
-from contextplatform.routing.pipeline.resolver import new_resolve_id
+from contextplatform.replay.ids import new_resolve_id
 from tests import live
-from tests.routing.pipeline.test_replay_writer import delete_committed, ids_in, record
+from tests.replay.test_writer import delete_committed, ids_in, record
 
 
 async def lifespan_answers() -> list[str]:
@@ -80,7 +80,7 @@ def test_the_shutdown_completes_once_the_accepted_replay_records_are_written(
     writer still holds are written by the lifespan's shutdown, before it completes."""
     from asgiref.sync import async_to_sync
 
-    from contextplatform.routing.pipeline import replay_writer
+    from contextplatform.replay import writer as replay_writer
 
     settings.REPLAY_WRITES = "background"
     held = threading.Event()

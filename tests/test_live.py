@@ -22,7 +22,7 @@ from contextplatform.asgi import application
 from contextplatform.core import live_events
 from tests.conftest import TENANT_KEYS, ApiClient, TenantFixture, logged_in
 from tests.live import live_server
-from tests.routing import source_kinds_for_tests  # noqa: F401  (registers test_hang)
+from tests.resolve import source_kinds_for_tests  # noqa: F401  (registers test_hang)
 
 IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 RULES = {"type": "skill_guardrails", "name": "rules", "texts": ["Be kind."]}
@@ -232,7 +232,7 @@ def test_a_failing_layer_never_fails_the_resolve(
     def broken(*args: Any, **kwargs: Any) -> None:
         raise ConnectionError("layer down")
 
-    monkeypatch.setattr("contextplatform.routing.pipeline.live_events.publish", broken)
+    monkeypatch.setattr("contextplatform.resolve.live_events.publish", broken)
     assert resolve(acme_api, "live")["sources"][0]["status"] == "ok"
 
 

@@ -42,7 +42,7 @@ def test_the_dashboard_starts_with_the_latest_resolves_of_its_tenant(acme: Tenan
     from django.utils import timezone
     from django_tenants.utils import schema_context
 
-    from contextplatform.routing.models import ReplayRecord
+    from contextplatform.replay.models import ReplayRecord
 
     failed = {"type": "rag", "status": "failed", "items": 0, "kept": 0, "ms": 3.5}
     with schema_context(acme.schema):

@@ -9,8 +9,8 @@ from typing import Any
 
 from django_tenants.utils import schema_context
 
-from contextplatform.routing.configuration.schema import validate_route_spec
-from contextplatform.routing.services import create_route
+from contextplatform.routes.configuration.schema import validate_route_spec
+from contextplatform.routes.services import create_route
 
 
 def save_unchecked(schema: str, route: dict[str, Any]) -> None:

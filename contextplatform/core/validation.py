@@ -25,7 +25,7 @@ _BRANCH_TYPES = {"str", "int", "float", "bool", "bytes", "list", "dict", "none"}
 
 def _is_branch_tag(part: Any) -> bool:
     """A union member's name in a location, e.g. ``str`` or ``list[dict[str,any]]``, or a
-    discriminated member's tag, written ``<text>`` for this (routing/pipeline/provider_shapes.py)."""
+    discriminated member's tag, written ``<text>`` for this (protocols/provider_shapes.py)."""
     text = str(part)
     internal = text.startswith(("function-", "tagged-union", "literal[")) or (
         text.startswith("<") and text.endswith(">")

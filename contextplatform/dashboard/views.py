@@ -8,9 +8,9 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from contextplatform.routing.pipeline.live_events import recorded_source_events
-from contextplatform.routing.pipeline.replay_writer import flush_current_tenant
-from contextplatform.routing.selectors import latest_replay_records
+from contextplatform.replay.selectors import latest_replay_records
+from contextplatform.replay.writer import flush_current_tenant
+from contextplatform.resolve.live_events import recorded_source_events
 
 SOCKET_PATH = "/ws/metrics/"  # contextplatform.live.websocket_urlpatterns
 # How many of the latest resolves the page starts with, so that it is not empty until traffic

@@ -16,7 +16,8 @@ from django.db import connection
 from django.test import Client
 from django_tenants.utils import schema_context
 
-from contextplatform.routing.models import Recipe, ReplayRecord, Route, TenantDefaults
+from contextplatform.replay.models import ReplayRecord
+from contextplatform.routes.models import Recipe, Route, TenantDefaults
 from sources.ingestion import DocumentInput, submit_documents
 from sources.models import Collection, IngestionJob
 from tests.admin.conftest import ACME_HOST, PASSWORD, signed_in

@@ -13,7 +13,7 @@ import pytest
 from django.test import Client
 from django_tenants.utils import schema_context
 
-from contextplatform.routing.models import Route
+from contextplatform.routes.models import Route
 from tests.admin.forms import form_data
 from tests.admin.test_operator_admin import (
     ROUTES,

@@ -10,11 +10,11 @@ from django.test import Client
 from django.utils import timezone
 from django_tenants.utils import schema_context
 
-from contextplatform.routing.admin.replay_presentation import cell, messages_table, replay_sections
-from contextplatform.routing.models import ReplayRecord
+from contextplatform.replay.admin.presentation import cell, messages_table, replay_sections
+from contextplatform.replay.models import ReplayRecord
 from tests.admin.conftest import ACME_HOST, make_user, signed_in
 from tests.conftest import ApiClient, admin_object_url
-from tests.routing import source_kinds_for_tests  # noqa: F401  (registers test_sleep)
+from tests.resolve import source_kinds_for_tests  # noqa: F401  (registers test_sleep)
 
 RULES = {"type": "skill_guardrails", "name": "rules", "texts": ["Be kind."]}
 LIST = "/admin/routing/replayrecord/"

@@ -25,7 +25,8 @@ from django_tenants.utils import schema_context
 from contextplatform import urls as tenant_urls
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.services import create_deployment, parse_deployment
-from contextplatform.routing.models import Recipe, ReplayRecord, Route, TenantDefaults
+from contextplatform.replay.models import ReplayRecord
+from contextplatform.routes.models import Recipe, Route, TenantDefaults
 from memory.services import create_memory
 from sources.embedding import get_embedder
 from sources.ingestion import create_collection

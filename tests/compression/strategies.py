@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from compression.config import CompressConfig
-from contextplatform.routing.pipeline.injection import SourceBlock, inject
+from contextplatform.resolve.injection import SourceBlock, inject
 
 # --- hand-built requests -------------------------------------------------------------------------
 

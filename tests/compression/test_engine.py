@@ -33,7 +33,7 @@ from compression.rewrite import read_at
 from compression.segments import parse_segments
 from compression.text import OMISSION_MARKER
 from contextplatform.core.estimation import HeuristicEstimator, count_json
-from contextplatform.routing.pipeline.compression_stage import JUDGE_READS_CHARACTERS
+from contextplatform.resolve.compression_stage import JUDGE_READS_CHARACTERS
 from tests.compression.conversations import (
     FILE_ARGUMENTS,
     REFUND_ANSWER,

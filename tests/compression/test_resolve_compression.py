@@ -8,7 +8,7 @@ from typing import Any
 from django_tenants.utils import schema_context
 
 from compression.models import RecoveryBlob
-from contextplatform.routing.models import ReplayRecord
+from contextplatform.replay.models import ReplayRecord
 from tests.compression.conversations import (
     LOG,
     REFUND_LINE,

@@ -15,7 +15,7 @@ from compression.segments import (
     looks_like_json,
     parse_segments,
 )
-from contextplatform.routing.pipeline.injection import SourceBlock, inject, tool_call_id
+from contextplatform.resolve.injection import SourceBlock, inject, tool_call_id
 
 IMAGE_URL = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
 ANTHROPIC_IMAGE = {

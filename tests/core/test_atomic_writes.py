@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django_tenants.utils import schema_context
 
-from contextplatform.routing.models import Route
+from contextplatform.routes.models import Route
 from memory import views as memory_views
 from memory.models import Memory
 from sources import views as source_views
@@ -50,7 +50,7 @@ def test_a_profile_whose_answer_fails_is_not_written(
 def test_a_route_whose_answer_fails_is_not_created(
     acme_api: ApiClient, acme: TenantFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from contextplatform.routing.api import routes as route_views
+    from contextplatform.resolve.api import routes as route_views
 
     monkeypatch.setattr(route_views, "Response", broken)
     response = acme_api.post("/api/v1/routes", {"name": "atomic-route", "context": {"sources": []}})

@@ -11,7 +11,7 @@ from django.utils import timezone
 from django_tenants.utils import schema_context
 
 from contextplatform.core.bulk_copy import copy_instances
-from contextplatform.routing.models import ReplayRecord
+from contextplatform.replay.models import ReplayRecord
 from sources.models import EMBEDDING_DIMENSIONS, Chunk, Collection, Document
 from tests.conftest import TenantFixture
 

@@ -484,7 +484,7 @@ def test_a_route_with_several_problems_names_the_first_and_keeps_the_rest(
     """The envelope reports the first problem; the check found them all (one per field), which
     is what the admin form shows next to each field."""
     from contextplatform.core.errors import ApiError
-    from contextplatform.routing.configuration.schema import validate_route_spec
+    from contextplatform.routes.configuration.schema import validate_route_spec
 
     route = {
         "name": "several",

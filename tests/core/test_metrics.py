@@ -18,12 +18,12 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from contextplatform.core import metrics
-from contextplatform.routing.pipeline.resolver import resolve as run_resolve
+from contextplatform.resolve.resolver import resolve as run_resolve
 from memory.source import BACKEND
 from sources.matching import JudgeConfig, judge_and_keep
 from sources.recall import RecallHit
 from tests.conftest import ApiClient, TenantFixture
-from tests.routing import source_kinds_for_tests  # noqa: F401  (registers test_hang)
+from tests.resolve import source_kinds_for_tests  # noqa: F401  (registers test_hang)
 from tests.sources.knowledge.conftest import SUPPORT_DOCS, make_collection, rag_route
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from django_tenants.utils import schema_context
 
 from contextplatform.deployments.errors import DeploymentInUse
 from contextplatform.deployments.models import Deployment
-from contextplatform.routing.models import Recipe, Route, TenantDefaults
+from contextplatform.routes.models import Recipe, Route, TenantDefaults
 from tests.admin.conftest import ACME_HOST, fast_password_hashing, make_user, signed_in
 from tests.conftest import ApiClient, TenantFixture
 

@@ -19,7 +19,7 @@ from django_tenants.utils import schema_context
 from contextplatform.core import secrets
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.selectors import deployment_named, upstream_of
-from contextplatform.routing.models import Route
+from contextplatform.routes.models import Route
 from tests.conftest import ApiClient, TenantFixture
 
 KEY = "sk-test-0123456789-very-secret"
@@ -317,7 +317,7 @@ def test_stored_inline_upstreams_are_migrated_into_deployments(
 ) -> None:
     monkeypatch.setenv("LEGACY_API_KEY", "sk-stored-route")
     migration = importlib.import_module(
-        "contextplatform.routing.migrations.0003_route_upstreams_name_deployments"
+        "contextplatform.routes.migrations.0003_route_upstreams_name_deployments"
     )
     inline = {"url": "http://vllm:8000/v1", "model": "m", "api_key_env": "LEGACY_API_KEY"}
     with schema_context(acme.schema):

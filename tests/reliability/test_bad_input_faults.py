@@ -371,7 +371,7 @@ def test_a_nul_in_the_resolve_user_is_refused_before_a_record_is_written(
 ) -> None:
     from django_tenants.utils import schema_context
 
-    from contextplatform.routing.models import ReplayRecord
+    from contextplatform.replay.models import ReplayRecord
 
     response = probe_api.post("/api/v1/resolve", resolve_with(user=NUL))
     assert response.status_code == 400, response.content

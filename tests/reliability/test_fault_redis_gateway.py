@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from contextplatform.routing.demo import DEMO_DEPLOYMENT
+from contextplatform.demo.defaults import DEMO_DEPLOYMENT
 from scripts.cluster import Cluster
 from tests.reliability.test_faults import WAIT_S, fresh, rows, until
 

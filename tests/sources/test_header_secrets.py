@@ -23,9 +23,9 @@ from django_tenants.utils import schema_context
 from contextplatform.core.config_cache import changed
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.selectors import upstream_of
-from contextplatform.routing.gateway.forward import upstream_headers
-from contextplatform.routing.models import Route
-from contextplatform.routing.selectors import ROUTES
+from contextplatform.gateway.forward import upstream_headers
+from contextplatform.routes.models import Route
+from contextplatform.routes.selectors import ROUTES
 from tests.admin.conftest import admin_client_for  # noqa: F401  (the fixture)
 from tests.conftest import ApiClient, TenantFixture
 from tests.loopback import Reply, Seen, Service, json_reply, outbound_allowlist, running_service
@@ -160,7 +160,7 @@ def test_header_values_stored_in_plain_text_are_still_sent_and_then_sealed(
     written = route(service)
     assert acme_api.post("/api/v1/routes", written).status_code == 201
     migration = importlib.import_module(
-        "contextplatform.routing.migrations.0006_seal_source_header_values"
+        "contextplatform.routes.migrations.0006_seal_source_header_values"
     )
     for seal in (
         lambda: migration.seal_plain_header_values(apps, None),

@@ -12,9 +12,11 @@ import pytest
 from django_tenants.utils import schema_context
 
 from contextplatform.deployments.models import Deployment
-from contextplatform.routing.gateway.budgets import Ask, reserve, settle
-from contextplatform.routing.gateway.protocol import GatewayError
-from contextplatform.routing.models import ReplayRecord, Route, SessionSpend
+from contextplatform.gateway.budgets import Ask, reserve, settle
+from contextplatform.gateway.models import SessionSpend
+from contextplatform.gateway.protocol import GatewayError
+from contextplatform.replay.models import ReplayRecord
+from contextplatform.routes.models import Route
 from sources.models import ChatMessage, UserProfile
 from tests.conftest import ApiClient, TenantFixture
 

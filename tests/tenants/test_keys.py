@@ -133,7 +133,7 @@ def test_create_tenant_prints_a_working_key_with_all_scopes(new_tenant_name: str
 
     # The new tenant's route lives in its own schema, not in acme's.
     with schema_context("acme"):
-        from contextplatform.routing.models import Route
+        from contextplatform.routes.models import Route
 
         assert not Route.objects.filter(name="support").exists()
 

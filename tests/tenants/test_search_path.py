@@ -14,7 +14,7 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test.utils import CaptureQueriesContext
 
-from contextplatform.routing.demo import DEMO_RESOLVE_BODY
+from contextplatform.demo.defaults import DEMO_RESOLVE_BODY
 from tests.conftest import ApiClient, TenantFixture
 
 

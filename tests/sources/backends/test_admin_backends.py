@@ -14,7 +14,7 @@ from django.test import Client
 from django_tenants.utils import schema_context
 
 from contextplatform.core import secrets
-from contextplatform.routing.models import Recipe, Route
+from contextplatform.routes.models import Recipe, Route
 from sources.secret_settings import SHOWN
 from tests.admin.conftest import ACME_HOST, make_user, signed_in
 from tests.admin.forms import form_data

@@ -19,7 +19,8 @@ from django.core.management import call_command
 from django_tenants.utils import schema_context
 
 from contextplatform.core import secrets
-from contextplatform.routing.models import Recipe, ReplayRecord, Route, TenantDefaults
+from contextplatform.replay.models import ReplayRecord
+from contextplatform.routes.models import Recipe, Route, TenantDefaults
 from sources.secret_settings import SHOWN
 from tests.conftest import ApiClient, TenantFixture
 from tests.loopback import Service, json_reply, outbound_allowlist, running_service

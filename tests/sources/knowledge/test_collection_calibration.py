@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django_tenants.utils import schema_context
 
-from contextplatform.routing.demo import DEMO_DOCUMENTS, DEMO_SAMPLE_QUESTIONS
+from contextplatform.demo.defaults import DEMO_DOCUMENTS, DEMO_SAMPLE_QUESTIONS
 from sources.judge_calibration import PRIOR
 from sources.models import Collection
 from tests.conftest import ApiClient, TenantFixture

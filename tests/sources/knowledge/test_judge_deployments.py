@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from django.test import Client, override_settings
 
-from contextplatform.routing.models import ReplayRecord
+from contextplatform.replay.models import ReplayRecord
 from tests.admin.conftest import ACME_HOST, make_user, signed_in
 from tests.conftest import ApiClient, TenantFixture, admin_object_url
 from tests.fake_models import chat_reply

@@ -1,0 +1,426 @@
+"""The demo's stand-in model: a small HTTP server on loopback that speaks OpenAI Chat Completions
+(``POST /v1/chat/completions``, ``GET /v1/models``) and Anthropic Messages (``POST /v1/messages``),
+non-streaming or with ``stream: true`` as each provider's Server-Sent Events, with usage.
+
+It is not a language model. Its answer says so, then quotes the first lines of the context the
+gateway injected into the system prompt and the user's question, so that the whole flow (resolve,
+injection, forwarding, the session turn) can be tried on a machine with no network and no key.
+
+``make run`` starts it as ``python -m contextplatform.demo.standin --parent PID`` next to
+uvicorn; it exits as soon as that parent is gone (Ctrl-C included), so it never outlives the demo.
+Standard library only, and nothing from Django: it must start in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from contextplatform.demo.defaults import (
+    STANDIN_HOST,
+    STANDIN_MODEL,
+    demo_provider,
+    standin_port,
+)
+
+LABEL = "[stand-in model, not a real LLM]"
+OPENAI_PATHS = ("/v1/chat/completions", "/chat/completions")
+ANTHROPIC_PATH = "/v1/messages"
+MODELS_PATH = "/v1/models"
+MAX_BODY_BYTES = 8 * 1024 * 1024
+MAX_QUOTED_LINES = 6
+MAX_LINE_CHARS = 160
+MAX_QUESTION_CHARS = 300
+# A short pause between streamed words, so that a streaming client visibly receives pieces.
+PIECE_DELAY_S = 0.01
+PARENT_POLL_S = 0.5
+
+_CONTEXT_TAG = re.compile(r'^<context source="([^"]*)">$')
+
+
+# --- what it answers -----------------------------------------------------------------------------
+
+
+def text_of(content: Any) -> str:
+    """A message's text: a string, or the text parts of a content list (both providers)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""
+
+
+def system_text(body: dict[str, Any], protocol: str) -> str:
+    """The system prompt the gateway rewrote: Anthropic's ``system``, OpenAI's system messages."""
+    if protocol == "anthropic":
+        return text_of(body.get("system"))
+    messages = body.get("messages") or []
+    return "\n".join(
+        text_of(message.get("content"))
+        for message in messages
+        if isinstance(message, dict) and message.get("role") in ("system", "developer")
+    )
+
+
+def tool_role_context(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """(source, text) of each context exchange the gateway added in ``tool_role`` mode: an
+    assistant call of a ``vsr_*`` tool naming the source, then its result (both providers)."""
+    sources: dict[str, str] = {}  # call id -> source name
+    found: list[tuple[str, str]] = []
+    for message in body.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        for call in message.get("tool_calls") or []:  # OpenAI
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and str(function.get("name", "")).startswith("vsr_"):
+                try:
+                    arguments = json.loads(function.get("arguments") or "{}")
+                except ValueError:
+                    arguments = {}
+                source = arguments.get("source") if isinstance(arguments, dict) else None
+                sources[str(call.get("id"))] = str(source or function["name"])
+        if message.get("role") == "tool" and str(message.get("tool_call_id")) in sources:
+            found.append((sources[str(message["tool_call_id"])], text_of(message.get("content"))))
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:  # Anthropic
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use" and str(block.get("name", "")).startswith("vsr_"):
+                source = (block.get("input") or {}).get("source") or block.get("name")
+                sources[str(block.get("id"))] = str(source)
+            elif block.get("type") == "tool_result" and str(block.get("tool_use_id")) in sources:
+                found.append((sources[str(block["tool_use_id"])], text_of(block.get("content"))))
+    return found
+
+
+def latest_question(body: dict[str, Any]) -> str:
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            text = " ".join(text_of(message.get("content")).split())
+            if text:
+                return text
+    return ""
+
+
+def quoted_context(system: str) -> list[str]:
+    """A line per source of the injected ``# Context`` blocks (its first block's first line,
+    named by the source), after the first line of the application's own system prompt; so that
+    every source shows, whatever the first source's length."""
+    lines: list[str] = []
+    source: str | None = None
+    quoted: set[str | None] = set()
+    for raw in system.splitlines():
+        line = raw.strip()
+        tag = _CONTEXT_TAG.match(line)
+        if tag:
+            source = tag.group(1)
+            continue
+        if line == "</context>":
+            source = None
+            continue
+        if not line or line == "# Context" or source in quoted:
+            continue
+        quoted.add(source)
+        lines.append(f"({source}) {line}" if source else line)
+        if len(lines) == MAX_QUOTED_LINES:
+            break
+    return [shorten(line, MAX_LINE_CHARS) for line in lines]
+
+
+def shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def answer_text(body: dict[str, Any], protocol: str) -> str:
+    context = quoted_context(system_text(body, protocol))
+    for source, text in tool_role_context(body):
+        first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        if first and len(context) < MAX_QUOTED_LINES:
+            context.append(shorten(f"({source}) {first}", MAX_LINE_CHARS))
+    question = shorten(latest_question(body), MAX_QUESTION_CHARS)
+    given = (
+        "Based on the context I was given: " + " ".join(context)
+        if context
+        else "I was given no context."
+    )
+    asked = f' You asked: "{question}"' if question else ""
+    return (
+        f"{LABEL} {given}{asked} (Set OPENAI_API_KEY or ANTHROPIC_API_KEY before `make run` "
+        "for a real model's answer.)"
+    )
+
+
+def token_count(text: str) -> int:
+    """A rough count (four characters a token): the stand-in reports usage as providers do."""
+    return max(1, len(text) // 4)
+
+
+def word_pieces(text: str) -> list[str]:
+    words = text.split(" ")
+    return [word if index == 0 else " " + word for index, word in enumerate(words)]
+
+
+# --- the providers' shapes -----------------------------------------------------------------------
+
+
+def openai_completion(body: dict[str, Any], text: str) -> dict[str, Any]:
+    prompt, completion = token_count(json.dumps(body.get("messages"))), token_count(text)
+    return {
+        "id": f"chatcmpl-standin-{time.time_ns()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model") or STANDIN_MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }
+
+
+def openai_events(body: dict[str, Any], text: str) -> Iterator[bytes]:
+    completion_id, created = f"chatcmpl-standin-{time.time_ns()}", int(time.time())
+    model = body.get("model") or STANDIN_MODEL
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    frames = [chunk({"role": "assistant", "content": ""})]
+    frames += [chunk({"content": piece}) for piece in word_pieces(text)]
+    frames.append(chunk({}, "stop"))
+    if (body.get("stream_options") or {}).get("include_usage"):
+        prompt, completion = token_count(json.dumps(body.get("messages"))), token_count(text)
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+        frames.append({**chunk({}), "choices": [], "usage": usage})
+    for frame in frames:
+        yield f"data: {json.dumps(frame)}\n\n".encode()
+    yield b"data: [DONE]\n\n"
+
+
+def anthropic_message(body: dict[str, Any], text: str) -> dict[str, Any]:
+    prompt = token_count(json.dumps([body.get("system"), body.get("messages")]))
+    return {
+        "id": f"msg_standin_{time.time_ns()}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model") or STANDIN_MODEL,
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": prompt, "output_tokens": token_count(text)},
+    }
+
+
+def anthropic_events(body: dict[str, Any], text: str) -> Iterator[bytes]:
+    def event(name: str, data: dict[str, Any]) -> bytes:
+        return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
+
+    whole = anthropic_message(body, text)
+    start = {**whole, "content": [], "stop_reason": None}
+    start["usage"] = {"input_tokens": whole["usage"]["input_tokens"], "output_tokens": 1}
+    yield event("message_start", {"message": start})
+    yield event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+    for piece in word_pieces(text):
+        yield event(
+            "content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": piece}}
+        )
+    yield event("content_block_stop", {"index": 0})
+    yield event(
+        "message_delta",
+        {
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": whole["usage"]["output_tokens"]},
+        },
+    )
+    yield event("message_stop", {})
+
+
+def error_body(protocol: str, status: int, message: str) -> dict[str, Any]:
+    kind = "invalid_request_error" if status < 500 else "api_error"
+    if protocol == "anthropic":
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+# --- the server ----------------------------------------------------------------------------------
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "context-platform-standin"
+
+    def do_GET(self) -> None:
+        path = self.path.split("?")[0]
+        if path == MODELS_PATH:
+            model = {"id": STANDIN_MODEL, "object": "model", "created": 0, "owned_by": "demo"}
+            return self.send_json(200, {"object": "list", "data": [model]})
+        if path in ("/", "/healthz"):
+            return self.send_json(200, {"status": "ok", "model": STANDIN_MODEL})
+        return self.send_json(404, error_body("openai", 404, f"no such path {path}"))
+
+    def do_POST(self) -> None:
+        path = self.path.split("?")[0]
+        protocol = "anthropic" if path == ANTHROPIC_PATH else "openai"
+        if path not in (*OPENAI_PATHS, ANTHROPIC_PATH):
+            return self.send_json(404, error_body(protocol, 404, f"no such path {path}"))
+        length = self.headers.get("Content-Length") or "0"
+        if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+            self.close_connection = True
+            return self.send_json(413, error_body(protocol, 413, "body missing or too large"))
+        try:
+            body = json.loads(self.rfile.read(int(length)) or b"null")
+        except ValueError:
+            return self.send_json(400, error_body(protocol, 400, "the body is not JSON"))
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return self.send_json(400, error_body(protocol, 400, "messages must be a list"))
+        text = answer_text(body, protocol)
+        if body.get("stream"):
+            events = anthropic_events if protocol == "anthropic" else openai_events
+            return self.send_stream(events(body, text))
+        shape = anthropic_message if protocol == "anthropic" else openai_completion
+        return self.send_json(200, shape(body, text))
+
+    def send_json(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def send_stream(self, events: Iterator[bytes]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for event in events:
+                self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+                self.wfile.flush()
+                time.sleep(PIECE_DELAY_S)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:  # the caller went away (a cancelled call): nothing to finish
+            self.close_connection = True
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # quiet beside uvicorn's output; the gateway logs its own calls
+
+
+def standin_server(host: str = STANDIN_HOST, port: int = 0) -> ThreadingHTTPServer:
+    """A bound, not yet serving, stand-in (``port=0``: a free port)."""
+    server = ThreadingHTTPServer((host, port), _Handler)
+    server.daemon_threads = True
+    return server
+
+
+@dataclass(frozen=True)
+class RunningStandin:
+    host: str
+    port: int
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+@contextmanager
+def running_standin(host: str = STANDIN_HOST, port: int = 0) -> Iterator[RunningStandin]:
+    """The stand-in serving in a background thread until the block ends."""
+    server = standin_server(host, port)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield RunningStandin(host=host, port=int(server.server_address[1]))
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def exit_when_orphaned(parent: int) -> None:
+    """End this process once ``parent`` is no longer its parent (it exited and we were
+    re-parented), so the stand-in never outlives ``make run``."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="standin-parent-watch", daemon=True).start()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--host", default=STANDIN_HOST)
+    parser.add_argument("--port", type=int, default=standin_port(os.environ))
+    parser.add_argument("--parent", type=int, help="exit when this process is gone")
+    parser.add_argument(
+        "--always", action="store_true", help="serve even when a provider key is set"
+    )
+    options = parser.parse_args(argv)
+    provider = demo_provider(os.environ)
+    if provider != "standin" and not options.always:
+        print(f"stand-in model not started: the demo deployment is {provider}", file=sys.stderr)
+        return 0
+    if options.parent is not None:
+        exit_when_orphaned(options.parent)
+    try:
+        server = standin_server(options.host, options.port)
+    except OSError as error:
+        print(
+            f"stand-in model: cannot listen on {options.host}:{options.port} ({error}); "
+            "set STANDIN_PORT to a free port",
+            file=sys.stderr,
+        )
+        return 1
+    port = server.server_address[1]
+    print(f"stand-in model serving on http://{options.host}:{port}", file=sys.stderr, flush=True)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

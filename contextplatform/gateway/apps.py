@@ -1,0 +1,18 @@
+"""The gateway: OpenAI- and Anthropic-compatible endpoints in front of the routes' models."""
+
+from django.apps import AppConfig
+
+
+class GatewayConfig(AppConfig):
+    name = "contextplatform.gateway"
+    label = "gateway"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # The gateway's callers read errors in their provider's shape, also those the kernel's
+        # middleware answers before a view runs (an oversized body) or after it failed.
+        from contextplatform.core.errors import register_error_renderer
+        from contextplatform.gateway.protocol import api_error_renderer
+
+        register_error_renderer("/v1/messages", api_error_renderer("anthropic"))
+        register_error_renderer("/v1/", api_error_renderer("openai"))

@@ -1,0 +1,320 @@
+"""The call to the route's deployment: its URL and key header as the provider's own SDK sends
+them, its model name in place of the client's, its timeout, and a bounded answer. An upstream 4xx
+passes through as it is (``UpstreamRejected``); a 5xx, an unreadable or oversized answer is 502 and
+a timeout 504 (``GatewayError``). Outbound connections go through the kernel's SSRF guard with
+the tenant's allow-list, like every other outbound URL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from django.conf import settings
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from contextplatform.core import safe_json
+from contextplatform.core.loop_clients import LoopClients
+from contextplatform.core.outbound import OutboundBlocked, OutboundError, display_url
+from contextplatform.core.outbound_aiohttp import GuardedSession, checked_url, guarded_session
+from contextplatform.deployments.selectors import Upstream
+from contextplatform.gateway.protocol import GatewayError, upstream_error, upstream_timeout
+
+ANTHROPIC_VERSION = "2023-06-01"  # what the anthropic SDK sends when the client sets none
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_STREAM_BYTES = 64 * 1024 * 1024
+# Client headers that the upstream should see as the client sent them (feature switches).
+PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
+CLIENT_CACHE_SIZE = 64
+DEFAULT_CONNECT_RETRIES = 2
+# The backoff between connection attempts: 50 ms, then doubling, never over half a second.
+RETRY_INITIAL_S = 0.05
+RETRY_MAX_S = 0.5
+RETRY_JITTER_S = 0.05
+
+logger = logging.getLogger("contextplatform.gateway")
+
+
+def max_response_bytes() -> int:
+    return int(getattr(settings, "GATEWAY_MAX_RESPONSE_BYTES", DEFAULT_MAX_RESPONSE_BYTES))
+
+
+def max_stream_bytes() -> int:
+    return int(getattr(settings, "GATEWAY_MAX_STREAM_BYTES", DEFAULT_MAX_STREAM_BYTES))
+
+
+class UpstreamRejected(Exception):
+    """The upstream refused the request (4xx): its status and body go back to the client."""
+
+    def __init__(self, status: int, body: bytes, content_type: str):
+        super().__init__(f"upstream answered HTTP {status}")
+        self.status = status
+        self.body = body
+        self.content_type = content_type
+
+
+@dataclass(frozen=True)
+class UpstreamAnswer:
+    status: int
+    body: bytes
+    payload: dict[str, Any]
+
+
+def upstream_url(upstream: Upstream) -> str:
+    """``base_url`` plus the path the provider's SDK appends to its own base URL."""
+    base = upstream.base_url.rstrip("/")
+    return f"{base}/v1/messages" if upstream.protocol == "anthropic" else f"{base}/chat/completions"
+
+
+def upstream_headers(upstream: Upstream, client_headers: Mapping[str, str]) -> dict[str, str]:
+    headers = {**upstream.headers, "content-type": "application/json"}
+    # Decoded bytes pass through as they arrive; a compressed stream would be held back.
+    headers["accept-encoding"] = "identity"
+    for name in PASSED_HEADERS:
+        value = client_headers.get(name)
+        if value:
+            headers[name] = value
+    if upstream.protocol == "anthropic":
+        headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
+        if upstream.api_key:
+            headers["x-api-key"] = upstream.api_key
+    elif upstream.api_key:
+        headers["authorization"] = f"Bearer {upstream.api_key}"
+    return headers
+
+
+def upstream_body(upstream: Upstream, body: dict[str, Any]) -> dict[str, Any]:
+    """The rewritten request with the deployment's model name, whatever the client sent."""
+    return {**body, "model": upstream.model}
+
+
+# One session (its connection pool) per event loop and allow-list: a request does not pay for a
+# new TCP connection to the same upstream. Each request sets its own timeout.
+_clients: LoopClients[GuardedSession] = LoopClients(CLIENT_CACHE_SIZE)
+
+
+async def _client(allowlist: Sequence[str]) -> GuardedSession:
+    return await _clients.get(tuple(allowlist), lambda: guarded_session(allowlist=allowlist))
+
+
+class UpstreamBroke(Exception):
+    """The connection broke (or went silent past the timeout) while an answer was being read."""
+
+
+class UpstreamResponse:
+    """An upstream answer whose headers have arrived: its status, its content type, and its body
+    read a piece at a time as it arrives (``async for``); closed by the caller, which ends the
+    upstream's call when the body was not read to its end."""
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self.status_code = response.status
+        self.headers = response.headers
+
+    @property
+    def is_success(self) -> bool:
+        return 200 <= self.status_code < 300
+
+    def __aiter__(self) -> UpstreamResponse:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            chunk = await self._response.content.readany()
+        except aiohttp.ClientError as error:
+            raise UpstreamBroke(str(error) or type(error).__name__) from error
+        if not chunk:
+            raise StopAsyncIteration
+        return chunk
+
+    async def aclose(self) -> None:
+        if self._response.content.at_eof():
+            self._response.release()  # read to its end: the connection serves the next call
+        else:
+            self._response.close()  # cut short: the connection goes, and the call with it
+
+
+async def read_bounded(response: UpstreamResponse, limit: int) -> bytes:
+    declared = response.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise upstream_error(f"the upstream answered {declared} bytes, more than {limit}")
+    body = bytearray()
+    async for chunk in response:
+        body.extend(chunk)
+        if len(body) > limit:
+            raise upstream_error(f"the upstream answered more than {limit} bytes")
+    return bytes(body)
+
+
+async def _refusal(upstream: Upstream, response: UpstreamResponse) -> Exception:
+    """What a non-2xx answer becomes: a 4xx passes through, anything else is 502."""
+    try:
+        body = await read_bounded(response, max_response_bytes())
+    finally:
+        await response.aclose()
+    if 400 <= response.status_code < 500:
+        content_type = response.headers.get("content-type", "application/json")
+        return UpstreamRejected(response.status_code, body, content_type)
+    return upstream_error(
+        f"the upstream deployment {upstream.name!r} answered HTTP {response.status_code}"
+    )
+
+
+def failed_to_connect(error: BaseException) -> bool:
+    """The connection could not be made, for a reason that may pass (refused, reset): worth
+    another attempt, as nothing was sent. A name that does not resolve is not retried."""
+    return isinstance(error, aiohttp.ClientConnectorError) and not isinstance(
+        error, aiohttp.ClientConnectorDNSError
+    )
+
+
+def connect_attempts() -> int:
+    retries = int(getattr(settings, "GATEWAY_CONNECT_RETRIES", DEFAULT_CONNECT_RETRIES))
+    return 1 + max(retries, 0)
+
+
+async def _send_retrying(
+    client: GuardedSession,
+    url: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    upstream: Upstream,
+    where: str,
+) -> aiohttp.ClientResponse:
+    """Send, trying again (bounded, with exponential backoff) only when the connection could not
+    be made: then no byte of the request reached the upstream, so the call cannot run twice. A
+    timeout, a refused destination or a connection broken after sending is never retried."""
+    attempts = connect_attempts()
+
+    def noted(state: RetryCallState) -> None:
+        failure = state.outcome.exception() if state.outcome else None
+        wait_s = state.next_action.sleep if state.next_action else 0.0
+        logger.warning(
+            "connecting to the upstream deployment %r (%s) failed (%s); attempt %d of %d in %.2f s",
+            upstream.name,
+            where,
+            failure,
+            state.attempt_number + 1,
+            attempts,
+            wait_s,
+        )
+
+    retrying = AsyncRetrying(
+        # A connect timeout is a TimeoutError, not a connector error: never retried either.
+        retry=retry_if_exception(failed_to_connect),
+        stop=stop_after_attempt(attempts),
+        wait=wait_exponential_jitter(
+            multiplier=RETRY_INITIAL_S, max=RETRY_MAX_S, jitter=RETRY_JITTER_S
+        ),
+        before_sleep=noted,
+        reraise=True,
+    )
+    response: aiohttp.ClientResponse = await retrying(
+        client.post, url, body=body, headers=headers, timeout_s=upstream.timeout_ms / 1000
+    )
+    return response
+
+
+async def _send(
+    upstream: Upstream,
+    body: dict[str, Any],
+    allowlist: Sequence[str],
+    client_headers: Mapping[str, str],
+) -> UpstreamResponse:
+    client = await _client(allowlist)
+    url = upstream_url(upstream)
+    try:
+        where = display_url(checked_url(url)[0])
+    except OutboundBlocked as error:  # stored before such URLs were refused at the write
+        raise upstream_error(
+            f"the upstream deployment {upstream.name!r} has a base_url that is not a valid URL "
+            f"({error}); correct it with PUT /api/v1/deployments/{upstream.name}"
+        ) from error
+    content = safe_json.dumps(upstream_body(upstream, body))  # history read back from jsonb
+    headers = upstream_headers(upstream, client_headers)
+    try:
+        sent = await _send_retrying(client, url, content, headers, upstream, where)
+    except TimeoutError as error:  # aiohttp's connect and read timeouts are TimeoutErrors
+        raise upstream_timeout(
+            f"the upstream deployment {upstream.name!r} ({where}) did not answer within "
+            f"{upstream.timeout_ms} ms"
+        ) from error
+    except (aiohttp.ClientError, OutboundError) as error:
+        raise upstream_error(
+            f"the upstream deployment {upstream.name!r} ({where}) could not be reached: {error}"
+        ) from error
+    response = UpstreamResponse(sent)
+    if not response.is_success:
+        raise await _refusal(upstream, response)
+    return response
+
+
+async def call_upstream(
+    upstream: Upstream,
+    body: dict[str, Any],
+    *,
+    allowlist: Sequence[str],
+    client_headers: Mapping[str, str],
+) -> UpstreamAnswer:
+    """One non-streaming call, bounded in time as a whole and in size."""
+    try:
+        async with asyncio.timeout(upstream.timeout_ms / 1000):
+            response = await _send(upstream, body, allowlist, client_headers)
+            try:
+                raw = await read_bounded(response, max_response_bytes())
+            finally:
+                await response.aclose()
+    except TimeoutError as error:
+        raise upstream_timeout(
+            f"the upstream deployment {upstream.name!r} did not answer within "
+            f"{upstream.timeout_ms} ms"
+        ) from error
+    except UpstreamBroke as error:
+        raise upstream_error(
+            f"the upstream deployment {upstream.name!r} broke off its answer: {error}"
+        ) from error
+    try:
+        payload = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise upstream_error(
+            f"the upstream deployment {upstream.name!r} answered something other than JSON"
+        ) from error
+    if not isinstance(payload, dict):
+        raise upstream_error(f"the upstream deployment {upstream.name!r} answered a non-object")
+    return UpstreamAnswer(status=response.status_code, body=raw, payload=payload)
+
+
+async def open_stream(
+    upstream: Upstream,
+    body: dict[str, Any],
+    *,
+    allowlist: Sequence[str],
+    client_headers: Mapping[str, str],
+) -> UpstreamResponse:
+    """The upstream's streaming response, its status checked; the caller reads and closes it.
+    Errors before the first byte are the same as a non-streaming call's."""
+    return await _send(upstream, body, allowlist, client_headers)
+
+
+__all__ = [
+    "GatewayError",
+    "UpstreamAnswer",
+    "UpstreamBroke",
+    "UpstreamRejected",
+    "UpstreamResponse",
+    "call_upstream",
+    "open_stream",
+    "upstream_body",
+    "upstream_headers",
+    "upstream_url",
+]

@@ -1,0 +1,22 @@
+"""The per-key request rate limit (``tenants.rate_limits``) on the gateway's endpoints: 429 with
+``Retry-After`` in the provider's error shape, so the official clients raise ``RateLimitError``
+(and, retrying, wait as long as they are told)."""
+
+from __future__ import annotations
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest
+
+from contextplatform.gateway.protocol import GatewayError
+from tenants import rate_limits
+
+
+async def check_rate(request: HttpRequest) -> None:
+    """Count the request against its key's limit (nothing to do when no limit is set)."""
+    api_key = getattr(request, "api_key", None)
+    if api_key is None or not rate_limits.enabled():
+        return
+    # Off the request's thread: the count touches the cache only, never the tenant's database.
+    limited = await sync_to_async(rate_limits.refusal, thread_sensitive=False)(api_key.pk)
+    if limited is not None:
+        raise GatewayError(429, "rate_limited", limited.message, headers=limited.headers)

@@ -1,0 +1,45 @@
+"""The replay record: what one resolve did, kept for the auditors (the table of the routing app)."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class ReplayRecord(models.Model):
+    """What one resolve did: sources, items with their decisions, budget. Content only if captured."""
+
+    STATUS_CHOICES = [("ok", "ok"), ("partial", "partial"), ("refused", "refused")]
+
+    id = models.CharField(primary_key=True, max_length=40)
+    route = models.CharField(max_length=100)
+    user_id = models.CharField(max_length=200, blank=True, default="")
+    session_key = models.CharField(max_length=200, blank=True, default="")
+    status = models.CharField(max_length=16, choices=STATUS_CHOICES)
+    format = models.CharField(max_length=16)
+    created_at = models.DateTimeField(db_index=True)
+    duration_ms = models.FloatField()
+    sources = models.JSONField(default=list)
+    items = models.JSONField(default=list)
+    budget = models.JSONField(default=dict)
+    tokens = models.JSONField(default=dict)
+    compression = models.JSONField(default=dict)
+    error = models.JSONField(null=True, blank=True)
+    request_body = models.JSONField(null=True, blank=True)
+    rewritten_body = models.JSONField(null=True, blank=True)
+    response_received_at = models.DateTimeField(null=True, blank=True)
+    response_body = models.JSONField(null=True, blank=True)
+    # The calls of the platform's own tools the gateway served (vsr_context_retrieve, lazy
+    # sources' search tools): tool, round, status and what it returned, never the content.
+    tool_calls = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        app_label = "routing"  # its table and admin pages kept their names when it moved apps
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["route", "-created_at"], name="replay_route_time"),
+            models.Index(fields=["user_id", "-created_at"], name="replay_user_time"),
+            models.Index(fields=["status", "-created_at"], name="replay_status_time"),
+        ]
+
+    def __str__(self) -> str:
+        return self.id

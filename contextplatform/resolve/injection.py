@@ -1,0 +1,176 @@
+"""Place the kept context into the request: ``# Context`` system blocks, or tool-role pairs.
+
+Tool-role injection adds, per source and after the last user message, an assistant tool call and
+its result with matching ids, so the conversation stays valid for the provider (vLLM Semantic
+Router adds a bare ``tool`` message, which strict providers reject).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from contextplatform.resolve.chat import ChatFormat
+
+TOOL_NAME_FOR_KIND = {"rag": "vsr_rag_context", "memory": "vsr_memory_context"}
+INJECTED_TOOL_DESCRIPTION = (
+    "Context the platform retrieved for this turn. Its result is already in the conversation; "
+    "do not call it."
+)
+
+
+@dataclass(frozen=True)
+class SourceBlock:
+    """The kept items of one source, in the order they are injected."""
+
+    name: str
+    type: str
+    contents: tuple[str, ...]
+
+
+def context_tool_name(block: SourceBlock) -> str:
+    if block.type in TOOL_NAME_FOR_KIND:
+        return TOOL_NAME_FOR_KIND[block.type]
+    safe = re.sub(r"[^A-Za-z0-9_]", "_", block.name)
+    return f"vsr_{safe}_context"[:64]
+
+
+def render_context_section(blocks: list[SourceBlock]) -> str:
+    parts = ["# Context"]
+    for block in blocks:
+        for content in block.contents:
+            parts.append(f'<context source="{block.name}">\n{content}\n</context>')
+    return "\n\n".join(parts)
+
+
+def last_user_index(messages: list[dict[str, Any]]) -> int:
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "user":
+            return index
+    return len(messages) - 1
+
+
+def inject(
+    body: dict[str, Any],
+    chat_format: ChatFormat,
+    blocks: list[SourceBlock],
+    mode: str,
+    request_id: str,
+) -> dict[str, Any]:
+    """A rewritten copy of ``body``; the original is never modified."""
+    blocks = [block for block in blocks if block.contents]
+    rewritten = copy.deepcopy(body)
+    if not blocks:
+        return rewritten
+    if mode == "system_prompt":
+        return inject_system_prompt(rewritten, chat_format, render_context_section(blocks))
+    return inject_tool_role(rewritten, chat_format, blocks, request_id)
+
+
+def inject_system_prompt(
+    body: dict[str, Any], chat_format: ChatFormat, section: str
+) -> dict[str, Any]:
+    if chat_format == "anthropic":
+        system = body.get("system")
+        if system is None or system == "":
+            body["system"] = section
+        elif isinstance(system, str):
+            body["system"] = f"{system}\n\n{section}"
+        else:
+            body["system"] = [*system, {"type": "text", "text": section}]
+        return body
+    messages = body["messages"]
+    first = messages[0] if messages else None
+    if first is not None and first.get("role") in {"system", "developer"}:
+        content = first.get("content")
+        if isinstance(content, list):
+            first["content"] = [*content, {"type": "text", "text": section}]
+        elif content:
+            first["content"] = f"{content}\n\n{section}"
+        else:
+            first["content"] = section
+    else:
+        messages.insert(0, {"role": "system", "content": section})
+    return body
+
+
+def tool_call_id(chat_format: ChatFormat, request_id: str, index: int) -> str:
+    digest = hashlib.sha256(f"{request_id}:{index}".encode()).hexdigest()[:20]
+    return f"toolu_vsr_{digest}" if chat_format == "anthropic" else f"call_vsr_{digest}"
+
+
+def inject_tool_role(
+    body: dict[str, Any], chat_format: ChatFormat, blocks: list[SourceBlock], request_id: str
+) -> dict[str, Any]:
+    messages = body["messages"]
+    position = last_user_index(messages) + 1
+    exchange: list[dict[str, Any]] = []
+    for index, block in enumerate(blocks):
+        name = context_tool_name(block)
+        call_id = tool_call_id(chat_format, request_id, index)
+        result = "\n\n".join(block.contents)
+        arguments = {"source": block.name}
+        if chat_format == "anthropic":
+            exchange.append(
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool_use", "id": call_id, "name": name, "input": arguments}
+                    ],
+                }
+            )
+            exchange.append(
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": call_id, "content": result}],
+                }
+            )
+        else:
+            exchange.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": name, "arguments": json.dumps(arguments)},
+                        }
+                    ],
+                }
+            )
+            exchange.append({"role": "tool", "tool_call_id": call_id, "content": result})
+    messages[position:position] = exchange
+    if chat_format == "anthropic":
+        declare_context_tools(body, [context_tool_name(block) for block in blocks])
+    return body
+
+
+def declare_context_tools(body: dict[str, Any], names: list[str]) -> None:
+    """Anthropic refuses ``tool_use`` blocks of undeclared tools; OpenAI needs no declaration, and
+    adding one there would offer the model a tool it might call."""
+    tools = body.get("tools") or []
+    declared = {tool.get("name") for tool in tools if isinstance(tool, dict)}
+    schema = {"type": "object", "properties": {"source": {"type": "string"}}}
+    for name in dict.fromkeys(names):
+        if name in declared:
+            continue
+        tools.append(
+            {"name": name, "description": INJECTED_TOOL_DESCRIPTION, "input_schema": schema}
+        )
+    body["tools"] = tools
+
+
+def injected_call_ids(
+    chat_format: ChatFormat, request_id: str, blocks: list[SourceBlock]
+) -> dict[str, str]:
+    """Tool-call id → source type of the exchanges ``inject_tool_role`` added (the same ids)."""
+    present = [block for block in blocks if block.contents]
+    return {
+        tool_call_id(chat_format, request_id, index): block.type
+        for index, block in enumerate(present)
+    }

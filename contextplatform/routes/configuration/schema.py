@@ -1,0 +1,455 @@
+"""The typed schema of a route: model settings and the context configuration.
+
+The context configuration (sources, compress, budget, injection) has the shape of vLLM Semantic
+Router's context plugin; docs/configuration.md describes each field.
+
+Unknown fields are refused. Each source is validated by its kind's own settings model, found in
+the source-kind registry, so new kinds need no change here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    field_validator,
+    model_validator,
+)
+
+from compression.config import CompressConfig
+from contextplatform.core.errors import ApiError, together
+from contextplatform.core.validation import parse
+from contextplatform.deployments.schema import DEPLOYMENT_NAME_PATTERN
+from contextplatform.routes.configuration.legacy import (
+    legacy_configuration_hint,
+    legacy_plugin_hint,
+    legacy_top_level_hint,
+)
+from sources.base import SOURCE_KINDS, SourceSettings, source_kind
+
+T = TypeVar("T")
+
+ROUTE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
+RECIPE_NAME_PATTERN = ROUTE_NAME_PATTERN
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BudgetConfig(Strict):
+    max_tokens: Literal["auto"] | int = Field(default="auto", description="input tokens, or auto")
+    reserve_output_tokens: Literal["auto"] | int = "auto"
+    context_tokens: int | None = Field(
+        default=None, ge=1, description="cap on injected context; default 40% of the input budget"
+    )
+    session_max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="tokens (input and output) one session may spend through the gateway; "
+        "none: unlimited",
+    )
+
+    @model_validator(mode="after")
+    def positive_numbers(self) -> BudgetConfig:
+        if isinstance(self.max_tokens, int) and self.max_tokens < 1:
+            raise ValueError("max_tokens must be 'auto' or a positive number")
+        if isinstance(self.reserve_output_tokens, int) and self.reserve_output_tokens < 0:
+            raise ValueError("reserve_output_tokens must be 'auto' or a number >= 0")
+        return self
+
+
+class InjectionConfig(Strict):
+    mode: Literal["tool_role", "system_prompt"] = "tool_role"
+
+
+class ContextConfig(Strict):
+    enabled: bool = True
+    sources: list[SerializeAsAny[SourceSettings]] = Field(default_factory=list, max_length=32)
+    compress: CompressConfig | None = None
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    injection: InjectionConfig = Field(default_factory=InjectionConfig)
+
+
+class UpstreamConfig(Strict):
+    """The first version's inline upstream of a route. Still accepted on write: the route
+    service turns it into a deployment of the route's own (``legacy_upstream_name``) and stores
+    that name."""
+
+    url: str = Field(min_length=1, max_length=2000)
+    model: str | None = None
+    api_key_env: str | None = Field(
+        default=None, description="environment variable holding the key"
+    )
+    timeout_ms: int = Field(default=60_000, ge=1, le=600_000)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def key_variable(cls, value: str | None) -> str | None:
+        # A tenant names the variable, so only an API key's may be read: never SECRET_KEY,
+        # DATABASE_URL or DEPLOYMENT_SECRET_KEYS, which would then be sent to the tenant's URL.
+        if value is not None and (
+            re.fullmatch(LEGACY_KEY_VARIABLE, value) is None or value in PLATFORM_KEY_VARIABLES
+        ):
+            raise ValueError(
+                "must name an environment variable of the form NAME_API_KEY (the platform's "
+                "own settings are never read); better, create a deployment with the key"
+            )
+        return value
+
+    def deployment_data(self, route_name: str, model: dict[str, Any]) -> dict[str, Any]:
+        """The deployment of the route's own this upstream becomes: OpenAI protocol (what the
+        first version forwarded), the key read from the named variable now."""
+        data: dict[str, Any] = {
+            "name": legacy_upstream_name(route_name),
+            "protocol": "openai",
+            "base_url": self.url,
+            "model": self.model or model.get("name") or "default",
+            "timeout_ms": max(self.timeout_ms, 100),
+        }
+        for field in ("context_window", "max_output_tokens"):
+            if isinstance(model.get(field), int):
+                data[field] = model[field]
+        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        if key.strip():
+            data["api_key"] = key.strip()
+        return data
+
+
+LEGACY_KEY_VARIABLE = r"[A-Z][A-Z0-9_]{0,90}_API_KEY"
+PLATFORM_KEY_VARIABLES = frozenset({"EMBEDDING_API_KEY"})
+LEGACY_UPSTREAM_SUFFIX = "-upstream"
+
+
+def legacy_upstream_name(route_name: str) -> str:
+    """The deployment an inline upstream of route ``route_name`` becomes."""
+    return f"{route_name}{LEGACY_UPSTREAM_SUFFIX}"
+
+
+class ModelSettings(Strict):
+    name: str | None = Field(default=None, max_length=200)
+    context_window: int = Field(default=128_000, ge=256, le=10_000_000)
+    max_output_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    upstream: str | None = Field(
+        default=None,
+        pattern=DEPLOYMENT_NAME_PATTERN,
+        description="the name of the tenant's deployment the gateway forwards to",
+    )
+
+    @model_validator(mode="after")
+    def output_fits_window(self) -> ModelSettings:
+        if self.max_output_tokens is not None and self.max_output_tokens >= self.context_window:
+            raise ValueError("max_output_tokens must be lower than context_window")
+        return self
+
+
+class RouteSpec(Strict):
+    name: str = Field(pattern=ROUTE_NAME_PATTERN)
+    description: str = Field(default="", max_length=2000)
+    model: ModelSettings = Field(default_factory=ModelSettings)
+    recipe: str | None = Field(
+        default=None,
+        pattern=RECIPE_NAME_PATTERN,
+        description="a recipe of the tenant whose context configuration this route layers on",
+    )
+    context: ContextConfig = Field(default_factory=ContextConfig)
+
+
+def validate_source(data: Any, *, prefix: str, stored: bool = False) -> SourceSettings:
+    if not isinstance(data, dict):
+        raise ApiError("invalid_request", f"{prefix}: expected a JSON object", param=prefix)
+    type_name = data.get("type")
+    kind = source_kind(type_name) if isinstance(type_name, str) else None
+    if kind is None:
+        known = ", ".join(sorted(SOURCE_KINDS))
+        raise ApiError(
+            "invalid_request",
+            f"{prefix}.type: unknown source type {type_name!r} (known: {known})",
+            param=f"{prefix}.type",
+        )
+    return parse(kind.Settings, data, prefix=prefix, context={"stored": stored})
+
+
+def _join(prefix: str, field: str) -> str:
+    return f"{prefix}.{field}" if prefix else field
+
+
+def validate_context(data: Any, *, prefix: str = "context", stored: bool = False) -> ContextConfig:
+    """Validate a whole context configuration; errors name the field under ``prefix``, e.g.
+    ``context.sources[1].priority``."""
+    if not isinstance(data, dict):
+        raise ApiError("invalid_request", f"{prefix}: expected a JSON object", param=prefix)
+    sources_data = data.get("sources")
+    # Validate everything but the sources, then each source against its own kind; every error
+    # found is reported together (the API's envelope shows the first).
+    problems: list[ApiError] = []
+    shallow = {**data, "sources": []} if "sources" in data else data
+    config = collecting(problems, parse, ContextConfig, shallow, prefix=prefix)
+    sources = validate_sources(sources_data, _join(prefix, "sources"), stored, problems)
+    return assembled(problems, config, sources=sources)
+
+
+def validate_sources(
+    sources_data: Any, base: str, stored: bool, problems: list[ApiError]
+) -> list[SourceSettings] | None:
+    if sources_data is None:
+        return None
+    if not isinstance(sources_data, list):
+        raise ApiError("invalid_request", f"{base}: expected a list", param=base)
+    if len(sources_data) > 32:
+        raise ApiError("invalid_request", f"{base}: at most 32 sources", param=base)
+    sources: list[SourceSettings] = []
+    seen: set[str] = set()
+    for index, item in enumerate(sources_data):
+        param = f"{base}[{index}]"
+        source = collecting(problems, validate_source, item, prefix=param, stored=stored)
+        if source is None:
+            continue
+        name = source.name or source.type
+        if name in seen:
+            problems.append(
+                ApiError(
+                    "invalid_request",
+                    f"{param}.name: duplicate source name {name!r}; give each source its own name",
+                    param=f"{param}.name",
+                )
+            )
+        seen.add(name)
+        sources.append(source)
+    return sources
+
+
+def assembled(problems: list[ApiError], whole: T | None, **parts: Any) -> T:
+    """``whole`` with each part that was checked set on it, or every problem raised together."""
+    if problems:
+        raise together(problems)
+    assert whole is not None
+    for name, part in parts.items():
+        if part is not None:
+            setattr(whole, name, part)
+    return whole
+
+
+def collecting(
+    problems: list[ApiError], check: Callable[..., T], *args: Any, **kwargs: Any
+) -> T | None:
+    """``check(*args, **kwargs)``, or None with its error added to ``problems``."""
+    try:
+        return check(*args, **kwargs)
+    except ApiError as error:
+        problems.append(error)
+        return None
+
+
+def validate_route_spec(
+    data: Any, *, prefix: str = "", stored: bool = False, context_prefix: str | None = None
+) -> RouteSpec:
+    """Validate a whole route; errors name the offending field, e.g. ``context.sources[1].priority``.
+
+    ``stored`` is for routes read back from the database: checks against the deployment's current
+    environment (such as configured judge deployments) were made when the route was saved, and a
+    route that no longer passes them still loads; its sources then fail by their own rules.
+    ``context_prefix`` names the context configuration in errors when it is not ``context`` under
+    ``prefix`` (an imported document's ``routes[0].plugins[0].configuration``)."""
+    if not isinstance(data, dict):
+        raise ApiError("invalid_request", "route: expected a JSON object")
+    problems: list[ApiError] = []
+    route_fields = {key: value for key, value in data.items() if key != "context"}
+    spec = collecting(problems, parse, RouteSpec, route_fields, prefix=prefix)
+    context = None
+    if "context" in data:
+        context_param = _join(prefix, "context") if context_prefix is None else context_prefix
+        context = collecting(
+            problems, validate_context, data["context"], prefix=context_param, stored=stored
+        )
+    return assembled(problems, spec, context=context)
+
+
+# --- configuration as code: the document form -------------------------------------------------
+#
+# Routes, recipes and tenant defaults as vLLM Semantic Router writes decisions, recipes and global
+# plugins: each carries its context configuration as a ``context`` plugin (docs/configuration.md,
+# "Configuration as code").
+#
+#   defaults: {plugins: [{type: context, configuration: {...}}]}        # optional
+#   recipes: [{name: r, plugins: [{type: context, configuration: {...}}]}]  # optional
+#   routes: [{name, description, model, recipe, plugins: [{type: context, configuration}]}]
+
+CONTEXT_PLUGIN = "context"
+DOCUMENT_KEYS = ("defaults", "recipes", "routes")
+ROUTE_KEYS = ("name", "description", "model", "recipe", "plugins")
+RECIPE_KEYS = ("name", "plugins")
+DEFAULTS_KEYS = ("plugins",)
+PLUGIN_KEYS = ("type", "configuration")
+
+
+@dataclass(frozen=True)
+class LayerEntry:
+    """One layer of an imported document: its own context configuration and where it sits."""
+
+    path: str
+    context: dict[str, Any]
+    context_path: str
+
+
+@dataclass(frozen=True)
+class RecipeEntry(LayerEntry):
+    name: str
+
+
+@dataclass(frozen=True)
+class RouteEntry(LayerEntry):
+    route: dict[str, Any]  # name, description, model, recipe as written
+
+    @property
+    def name(self) -> str:
+        return str(self.route.get("name"))
+
+
+@dataclass(frozen=True)
+class ConfigDocument:
+    defaults: LayerEntry | None
+    recipes: tuple[RecipeEntry, ...]
+    routes: tuple[RouteEntry, ...]
+
+
+def _invalid(message: str, param: str) -> ApiError:
+    return ApiError("invalid_request", message, param=param)
+
+
+def _object(value: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _invalid(f"{path}: expected an object", path)
+    return value
+
+
+def _list(value: Any, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _invalid(f"{path}: expected a list", path)
+    return value
+
+
+def _known_keys(data: dict[str, Any], allowed: tuple[str, ...], path: str) -> None:
+    for key in data:
+        if key not in allowed:
+            param = _join(path, str(key))
+            legacy = legacy_top_level_hint(str(key), param) if not path else None
+            raise _invalid(legacy or f"{param}: unknown field (known: {', '.join(allowed)})", param)
+
+
+def _context_plugin(plugins: Any, path: str) -> tuple[dict[str, Any], str]:
+    """The context configuration a layer writes (``{}`` without a context plugin) and its path."""
+    found: tuple[dict[str, Any], str] | None = None
+    for index, plugin in enumerate(_list(plugins, f"{path}.plugins") if plugins else []):
+        where = f"{path}.plugins[{index}]"
+        plugin = _object(plugin, where)
+        plugin_type = plugin.get("type")
+        legacy = legacy_plugin_hint(plugin_type, where) if isinstance(plugin_type, str) else None
+        if legacy:
+            raise _invalid(legacy, where)
+        if plugin_type != CONTEXT_PLUGIN:
+            message = f"{where}.type: unknown plugin type {plugin_type!r} (known: context)"
+            raise _invalid(message, f"{where}.type")
+        _known_keys(plugin, PLUGIN_KEYS, where)
+        if found is not None:
+            raise _invalid(f"{where}: a second context plugin; write one per layer", where)
+        configuration = _object(plugin.get("configuration", {}), f"{where}.configuration")
+        removed = legacy_configuration_hint(configuration, f"{where}.configuration")
+        if removed:
+            raise _invalid(removed[1], removed[0])
+        found = (configuration, f"{where}.configuration")
+    return found or ({}, f"{path}.plugins[0].configuration")
+
+
+def _named(entry: dict[str, Any], path: str, seen: set[str], kind: str) -> str:
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        raise _invalid(f"{path}.name: a {kind} needs a name", f"{path}.name")
+    if name in seen:
+        raise _invalid(f"{path}.name: {kind} {name!r} appears twice", f"{path}.name")
+    seen.add(name)
+    return name
+
+
+def _parse_recipe(data: Any, path: str, seen: set[str]) -> RecipeEntry:
+    entry = _object(data, path)
+    _known_keys(entry, RECIPE_KEYS, path)
+    name = _named(entry, path, seen, "recipe")
+    if re.fullmatch(RECIPE_NAME_PATTERN, name) is None:
+        raise _invalid(f"{path}.name: not a valid recipe name", f"{path}.name")
+    context, context_path = _context_plugin(entry.get("plugins"), path)
+    return RecipeEntry(path=path, context=context, context_path=context_path, name=name)
+
+
+def _parse_route(data: Any, path: str, seen: set[str]) -> RouteEntry:
+    entry = _object(data, path)
+    _known_keys(entry, ROUTE_KEYS, path)
+    _named(entry, path, seen, "route")
+    context, context_path = _context_plugin(entry.get("plugins"), path)
+    route = {key: value for key, value in entry.items() if key != "plugins"}
+    return RouteEntry(path=path, context=context, context_path=context_path, route=route)
+
+
+def parse_config_document(data: Any) -> ConfigDocument:
+    """Check a document's shape (not its configurations, which depend on the layers beneath)."""
+    document = _object(data, "document")
+    _known_keys(document, DOCUMENT_KEYS, "")
+    if not any(key in document for key in DOCUMENT_KEYS):
+        raise ApiError("invalid_request", "nothing to import: write routes, recipes or defaults")
+    defaults = None
+    if "defaults" in document:
+        entry = _object(document["defaults"], "defaults")
+        _known_keys(entry, DEFAULTS_KEYS, "defaults")
+        context, context_path = _context_plugin(entry.get("plugins"), "defaults")
+        defaults = LayerEntry(path="defaults", context=context, context_path=context_path)
+    recipe_names: set[str] = set()
+    recipes = tuple(
+        _parse_recipe(item, f"recipes[{index}]", recipe_names)
+        for index, item in enumerate(_list(document.get("recipes", []), "recipes"))
+    )
+    route_names: set[str] = set()
+    routes = tuple(
+        _parse_route(item, f"routes[{index}]", route_names)
+        for index, item in enumerate(_list(document.get("routes", []), "routes"))
+    )
+    return ConfigDocument(defaults=defaults, recipes=recipes, routes=routes)
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _without_nulls(member) for key, member in value.items() if member is not None}
+    return value
+
+
+def plugins_document(context: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"type": CONTEXT_PLUGIN, "configuration": context}]
+
+
+def route_document(
+    *,
+    name: str,
+    description: str,
+    model: dict[str, Any],
+    recipe: str | None,
+    context: dict[str, Any],
+) -> dict[str, Any]:
+    """One route in the exported form: its own context configuration as the context plugin."""
+    return {
+        "name": name,
+        "description": description,
+        "model": _without_nulls(model),
+        "recipe": recipe,
+        "plugins": plugins_document(context),
+    }
+
+
+def recipe_document(*, name: str, context: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "plugins": plugins_document(context)}

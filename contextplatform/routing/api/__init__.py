@@ -1,1 +1,0 @@
-"""The HTTP API of routes, resolve, replay and the compression preview."""

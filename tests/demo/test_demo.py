@@ -1,0 +1,301 @@
+"""``make run``'s demo: ``bootstrap_demo`` creates the tenant, its route, documents, admin users
+and demo deployment (the local stand-in model, or OpenAI / Anthropic when their key is set),
+prints a working key and password, replaces both at every start, and prints the gateway call as
+curl and as Python with the official client; end to end, that Python against a live server and
+the stand-in answers from the context the gateway injected."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shlex
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test import Client
+from django_tenants.utils import schema_context
+
+from contextplatform.demo.defaults import (
+    DEMO_DEPLOYMENT,
+    DEMO_QUESTION,
+    DEMO_RESOLVE_BODY,
+    DEMO_SAMPLE_QUESTIONS,
+    SUPPORT_ROUTE,
+    demo_deployment,
+    openai_snippet,
+)
+from contextplatform.demo.standin import LABEL, running_standin
+from contextplatform.deployments.models import Deployment
+from contextplatform.deployments.selectors import upstream_of
+from tenants.models import Tenant
+from tenants.roles import ROLES
+from tests.conftest import TENANT_KEYS, ApiClient
+from tests.live import live_server
+from tests.loopback import LOOPBACK, outbound_allowlist
+
+DEMO_HOST = "demo.localhost"
+PROVIDER_VARIABLES = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "DEMO_MODEL",
+    "STANDIN_PORT",
+    "PORT",
+)
+OPENAI_SECRET = "sk-demo-openai-" + "5" * 32
+ANTHROPIC_SECRET = "sk-ant-demo-" + "6" * 32
+GUARDRAIL = SUPPORT_ROUTE["context"]["sources"][0]["texts"][0]
+
+
+@pytest.fixture(autouse=True)
+def no_provider_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts as a machine with no provider key (the stand-in's case)."""
+    for name in PROVIDER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+@dataclass(frozen=True)
+class Bootstrapped:
+    key: str
+    password: str
+    text: str
+
+    def snippet(self) -> str:
+        """The Python printed after the curl: every line up to the API docs' line."""
+        lines = self.text.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("or with the official"))
+        end = next(i for i, line in enumerate(lines) if line.startswith("API docs:"))
+        return "\n".join(lines[start + 1 : end])
+
+    def gateway_curl(self) -> list[str]:
+        lines = self.text.splitlines()
+        calls = [line for line in lines if "curl -s" in line and "/api/v1/" not in line]
+        assert len(calls) == 1, self.text
+        return shlex.split(calls[0])
+
+
+def bootstrapped() -> Bootstrapped:
+    out = io.StringIO()
+    call_command("bootstrap_demo", stdout=out)
+    connection.set_schema_to_public()
+    text = out.getvalue()
+    key = re.search(r"API key \(all scopes, replaced at every start\): (\S+)", text)
+    password = re.search(r"password \(replaced at every start\): (\S+)", text)
+    assert key and password, text
+    assert f"http://{DEMO_HOST}:" in text and "/admin/live/" in text
+    return Bootstrapped(key=key.group(1), password=password.group(1), text=text)
+
+
+def bootstrap() -> tuple[str, str]:
+    done = bootstrapped()
+    return done.key, done.password
+
+
+def demo_deployment_row() -> Deployment:
+    with schema_context("demo"):
+        from contextplatform.routes.models import Route
+
+        route = Route.objects.get(name="support")
+        assert route.spec().model.upstream == DEMO_DEPLOYMENT
+        return Deployment.objects.get(name=DEMO_DEPLOYMENT)
+
+
+def admin_login(username: str, password: str) -> Client:
+    client = Client(HTTP_HOST=DEMO_HOST)
+    client.post("/admin/login/", {"username": username, "password": password, "next": "/admin/"})
+    return client
+
+
+@pytest.mark.django_db(transaction=False)
+def test_the_demo_serves_its_route_and_admin_and_renews_its_secrets(db: Any) -> None:
+    key, password = bootstrap()
+
+    response = ApiClient(key).post("/api/v1/resolve", DEMO_RESOLVE_BODY)
+    assert response.status_code == 200, response.content
+    report = response.json()
+    by_name = {source["name"]: source for source in report["sources"]}
+    assert set(by_name) == {"guardrails", "profile", "history", "docs"}
+    assert all(source["status"] == "ok" for source in by_name.values()), by_name
+    assert by_name["docs"]["items"] >= 1  # the demo collection was ingested and is recalled
+    system = report["request"]["messages"][0]
+    assert system["role"] == "system" and "refund" in system["content"].lower()
+    # The route writes no match block: the defaults keep the right article for every sample.
+    (rag,) = [source for source in SUPPORT_ROUTE["context"]["sources"] if source["type"] == "rag"]
+    assert "match" not in rag
+    for question, article in DEMO_SAMPLE_QUESTIONS.items():
+        body = {
+            **DEMO_RESOLVE_BODY,
+            "request": {"messages": [{"role": "user", "content": question}]},
+        }
+        answered = ApiClient(key).post("/api/v1/resolve", body).json()
+        docs = next(s for s in answered["sources"] if s["name"] == "docs")
+        kept = [c["document_id"] for c in docs["candidates"] if c["kept"]]
+        assert article in kept, (question, docs["candidates"])
+        if docs["notes"].get("cache") != "hit":  # the first question was asked above
+            calibration = docs["notes"]["judge_calibration"][0]["from"]
+            assert calibration.startswith("collection support-kb")
+
+    for role in ROLES:
+        assert admin_login(role, password).get("/admin/").status_code == 200
+    operator = admin_login("operator", password)
+    assert operator.get("/admin/routing/route/").status_code == 200
+    assert operator.get("/admin/live/").status_code == 200
+    assert admin_login("auditor", password).get("/admin/routing/route/add/").status_code == 403
+
+    # A second start replaces the key and the password; the old ones stop working.
+    new_key, new_password = bootstrap()
+    assert new_key != key and new_password != password
+    assert ApiClient(key).post("/api/v1/resolve", DEMO_RESOLVE_BODY).status_code == 401
+    assert ApiClient(new_key).post("/api/v1/resolve", DEMO_RESOLVE_BODY).status_code == 200
+    assert admin_login("operator", password).get("/admin/").status_code == 302
+    assert admin_login("operator", new_password).get("/admin/").status_code == 200
+    with schema_context("demo"):
+        from contextplatform.routes.models import Route
+
+        assert list(Route.objects.values_list("name", flat=True)) == ["support"]
+
+
+@pytest.mark.django_db(transaction=False)
+def test_the_demo_deployment_is_the_stand_in_without_a_provider_key(db: Any) -> None:
+    done = bootstrapped()
+
+    deployment = demo_deployment_row()
+    assert deployment.protocol == "openai"
+    assert deployment.base_url == "http://127.0.0.1:8001/v1"
+    assert deployment.may_judge is False and not deployment.api_key_set
+    # The gateway's outbound guard refuses loopback unless the tenant allows it: the stand-in's
+    # port only, not the whole host.
+    assert Tenant.objects.get(schema_name="demo").outbound_allowlist == ["127.0.0.1:8001"]
+    assert "local stand-in model at http://127.0.0.1:8001/v1" in done.text
+
+    curl = done.gateway_curl()
+    assert curl[2] == "http://127.0.0.1:8000/v1/chat/completions"
+    assert f"Authorization: Bearer {done.key}" in curl
+    assert {"x-user-id: u_123", "x-session-id: s_9"} <= set(curl)
+    snippet = done.snippet()
+    assert len(snippet.splitlines()) == 5
+    compile(snippet, "<openai snippet>", "exec")
+    assert snippet.startswith("from openai import OpenAI")
+    assert "base_url='http://127.0.0.1:8000/v1'" in snippet and repr(done.key) in snippet
+    assert "model='support'" in snippet and "'x-session-id': 's_9'" in snippet
+
+
+@pytest.mark.django_db(transaction=False)
+def test_a_demo_tenant_of_an_earlier_start_is_narrowed_to_the_stand_ins_port(
+    db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bootstrapped()
+    demo = Tenant.objects.filter(schema_name="demo")
+    demo.update(outbound_allowlist=[LOOPBACK])  # what earlier versions granted: the whole host
+    monkeypatch.setenv("STANDIN_PORT", "8118")
+    bootstrapped()
+    assert demo.get().outbound_allowlist == ["127.0.0.1:8118"]
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_SECRET)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://localhost:1234/v1")  # a local server
+    bootstrapped()
+    assert demo.get().outbound_allowlist == ["localhost:1234"]
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    bootstrapped()
+    assert demo.get().outbound_allowlist == []  # a public provider needs none
+
+
+@pytest.mark.django_db(transaction=False)
+def test_a_provider_key_makes_the_demo_deployment_that_provider(
+    db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_SECRET)
+    monkeypatch.setenv("DEMO_MODEL", "gpt-4.1-mini")
+    done = bootstrapped()
+    deployment = demo_deployment_row()
+    assert (deployment.protocol, deployment.base_url, deployment.model) == (
+        "openai",
+        "https://api.openai.com/v1",
+        "gpt-4.1-mini",
+    )
+    assert deployment.may_judge is True
+    assert OPENAI_SECRET not in deployment.api_key_encrypted  # a Fernet token, not the key
+    assert upstream_of(deployment).api_key == OPENAI_SECRET
+    assert OPENAI_SECRET not in done.text and "key from OPENAI_API_KEY" in done.text
+    compile(done.snippet(), "<openai snippet>", "exec")
+    assert done.gateway_curl()[2].endswith("/v1/chat/completions")
+
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.delenv("DEMO_MODEL")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_SECRET)
+    done = bootstrapped()
+    deployment = demo_deployment_row()
+    assert (deployment.protocol, deployment.base_url) == ("anthropic", "https://api.anthropic.com")
+    assert upstream_of(deployment).api_key == ANTHROPIC_SECRET
+    assert ANTHROPIC_SECRET not in done.text and OPENAI_SECRET not in done.text
+    curl = done.gateway_curl()
+    assert curl[2] == "http://127.0.0.1:8000/v1/messages" and f"x-api-key: {done.key}" in curl
+    snippet = done.snippet()
+    assert snippet.startswith("from anthropic import Anthropic")
+    assert len(snippet.splitlines()) == 5
+    compile(snippet, "<anthropic snippet>", "exec")
+
+    # Back to no key: the stand-in again, and the stored provider key is gone.
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    bootstrapped()
+    deployment = demo_deployment_row()
+    assert deployment.base_url.startswith("http://127.0.0.1:") and not deployment.api_key_set
+
+
+@pytest.fixture
+def acme_gateway(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
+    """A live server whose tenant ``acme`` may reach loopback (where the stand-in listens)."""
+    with django_db_blocker.unblock(), outbound_allowlist("acme", [LOOPBACK]), live_server() as url:
+        yield url
+
+
+def test_the_printed_snippet_gets_the_stand_ins_answer_through_the_gateway(
+    acme_gateway: str,
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    key = TENANT_KEYS["acme"]
+    with (
+        running_standin() as standin,
+        httpx.Client(
+            base_url=acme_gateway, timeout=30, headers={"Authorization": f"Bearer {key}"}
+        ) as api,
+    ):
+        deployment = {
+            **demo_deployment({"STANDIN_PORT": str(standin.port)}),
+            "name": f"demo-standin-{suffix}",
+        }
+        route = {
+            "name": f"demo-support-{suffix}",
+            "model": {"upstream": deployment["name"]},
+            # The demo route's guardrails (its RAG source needs the demo tenant's collection).
+            "context": {
+                "sources": [SUPPORT_ROUTE["context"]["sources"][0]],
+                "injection": SUPPORT_ROUTE["context"]["injection"],
+            },
+        }
+        created = api.post("/api/v1/deployments", json=deployment)
+        assert created.status_code == 201, created.text
+        created = api.post("/api/v1/routes", json=route)
+        assert created.status_code == 201, created.text
+        try:
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                exec(openai_snippet(acme_gateway, key, route["name"]), {})
+            answer = printed.getvalue()
+
+            assert answer.startswith(LABEL), answer
+            assert f"(guardrails) {GUARDRAIL}" in answer  # the context the gateway injected
+            assert DEMO_QUESTION in answer
+            session = api.get("/api/v1/sessions/s_9/messages", params={"user": "u_123"})
+            assert session.status_code == 200, session.text
+            assert session.json()["data"][-1]["content"] == answer.strip()
+        finally:
+            api.delete(f"/api/v1/routes/{route['name']}")
+            api.delete(f"/api/v1/deployments/{deployment['name']}")

@@ -1,0 +1,143 @@
+"""The decision model judges, through the gateway: a route whose memory source has a judge block
+naming no deployment sends that stage's candidates to the route's own deployment (one batched
+call, then the forwarded call), unless the deployment may not judge; the replay record says which
+judge ran. The official openai client against the live server and the loopback upstream."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+
+from tests.gateway.conftest import OPENAI_KEY, Gateway, unique
+from tests.upstream import LoopbackUpstream, echo
+
+QUESTION = "Which headphones do I own?"
+MEMORIES = [
+    "User owns noise-cancelling headphones bought in March.",
+    "User prefers window seats on flights.",
+]
+DOCUMENT = re.compile(r'<document index="(\d+)"[^>]*>\n(.*?)\n</document>', re.S)
+
+
+def judge_prompt(body: dict[str, Any]) -> str | None:
+    """The batch prompt of a judge call (its system message is the judge's), else None."""
+    text = json.dumps(body.get("messages", [])[:1])
+    if "relevance judge" not in text:
+        return None
+    return str(body["messages"][-1]["content"])
+
+
+def answering(body: dict[str, Any]) -> str:
+    """Judge calls get one score per document (the headphones memory relevant), others the echo."""
+    prompt = judge_prompt(body)
+    if prompt is None:
+        return echo(body)
+    texts = [text for _, text in DOCUMENT.findall(prompt)]
+    return json.dumps({"scores": [0.9 if "headphones" in text else 0.1 for text in texts]})
+
+
+@pytest.fixture
+def judging(upstream: LoopbackUpstream) -> Iterator[LoopbackUpstream]:
+    upstream.answer_with(answering)
+    yield upstream
+
+
+def setup_route(gateway: Gateway, *, may_judge: bool, user: str) -> str:
+    """A deployment on the upstream, a route forwarding to it with a judged memory source, and
+    the user's memories; the route's name."""
+    name = unique("judged")
+    with gateway.api() as api:
+        deployment = {
+            "name": name,
+            "protocol": "openai",
+            "base_url": gateway.upstream.openai_base_url,
+            "model": "upstream-judge",
+            "api_key": OPENAI_KEY,
+            "may_judge": may_judge,
+        }
+        assert api.post("/api/v1/deployments", json=deployment).status_code == 201
+        memory = {
+            "type": "memory",
+            "name": "memories",
+            "timeout_ms": 10_000,
+            "match": {
+                "recall": {"top_k": 5, "min_similarity": -1},
+                "judge": {"top_k": 2, "min_score": 0.5},
+            },
+        }
+        route = {"name": name, "model": {"upstream": name}, "context": {"sources": [memory]}}
+        response = api.post("/api/v1/routes", json=route)
+        assert response.status_code == 201, response.text
+        for content in MEMORIES:
+            created = api.post(f"/api/v1/users/{user}/memories", json={"content": content})
+            assert created.status_code == 201, created.text
+    return name
+
+
+def teardown_route(gateway: Gateway, name: str, user: str) -> None:
+    with gateway.api() as api:
+        api.delete(f"/api/v1/routes/{name}")
+        api.delete(f"/api/v1/deployments/{name}")
+        api.delete(f"/api/v1/users/{user}/memories")
+
+
+def call(gateway: Gateway, route: str, user: str) -> str:
+    client = openai.OpenAI(base_url=gateway.openai_base_url, api_key=gateway.key, max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(
+        model=route,
+        messages=[{"role": "user", "content": QUESTION}],
+        extra_headers={"x-user-id": user},
+    )
+    assert raw.parse().choices[0].message.content
+    return str(raw.headers["x-context-resolve-id"])
+
+
+def memory_notes(gateway: Gateway, resolve_id: str) -> dict[str, Any]:
+    record = gateway.replay(resolve_id)
+    source = next(s for s in record["sources"] if s["name"] == "memories")
+    return dict(source["notes"])
+
+
+def test_the_routes_deployment_judges_then_answers(
+    gateway: Gateway, judging: LoopbackUpstream
+) -> None:
+    user = unique("u")
+    route = setup_route(gateway, may_judge=True, user=user)
+    before = judging.hits  # the upstream is the package's: earlier tests' requests stay
+    try:
+        resolve_id = call(gateway, route, user)
+    finally:
+        teardown_route(gateway, route, user)
+    seen = judging.requests[before:]
+    judge_calls = [s for s in seen if judge_prompt(s.body) is not None]
+    forwarded = [s for s in seen if judge_prompt(s.body) is None]
+    assert len(judge_calls) == len(forwarded) == 1  # one batched judge call, one forward
+    [judged] = judge_calls
+    assert judged.headers["authorization"] == f"Bearer {OPENAI_KEY}"
+    assert sorted(t for _, t in DOCUMENT.findall(judge_prompt(judged.body) or "")) == sorted(
+        MEMORIES
+    )
+    sent = json.dumps(forwarded[0].body)
+    assert "noise-cancelling headphones" in sent  # kept by the judge's score
+    assert "window seats" not in sent  # dropped by it
+    notes = memory_notes(gateway, resolve_id)
+    assert (notes["judge"], notes["judge_fallback"]) == (f"deployment:{route}", False)
+
+
+def test_a_deployment_that_may_not_judge_is_only_forwarded_to(
+    gateway: Gateway, judging: LoopbackUpstream
+) -> None:
+    user = unique("u")
+    route = setup_route(gateway, may_judge=False, user=user)
+    before = judging.hits
+    try:
+        resolve_id = call(gateway, route, user)
+    finally:
+        teardown_route(gateway, route, user)
+    assert [judge_prompt(s.body) for s in judging.requests[before:]] == [None]  # the forward
+    assert memory_notes(gateway, resolve_id)["judge"] == "local"
