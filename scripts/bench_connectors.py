@@ -36,16 +36,14 @@ from __future__ import annotations
 
 import asyncio
 import random
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from scripts.bench_env import load_average, utc_now
-from scripts.bench_http import LOG_DIR, free_port
+from scripts.bench_http import LOG_DIR
+from scripts.bench_server import running_module
 from scripts.bench_setup import BENCH_TENANT, ROOT, ensure_tenant, log
 
 TARGET_P50_MS = 2.0
@@ -99,41 +97,12 @@ class ConnectorsResults:
 # --- mcp_resources -------------------------------------------------------------------------------
 
 
-def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{what} exited with {process.returncode}")
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"{what} did not listen on {port} within {STARTUP_TIMEOUT_S:g} s")
-
-
 @contextmanager
 def running_bench_server(module: str, log_name: str, what: str) -> Iterator[int]:
     """``python -m <module> <port>`` on a free loopback port (its output in LOG_DIR/<log_name>),
     yielding the port once it listens; stopped afterwards."""
-    port = free_port()
-    LOG_DIR.mkdir(parents=True, exist_ok=True)
-    with open(LOG_DIR / log_name, "wb") as output:
-        process = subprocess.Popen(
-            [sys.executable, "-m", module, str(port)],
-            cwd=ROOT,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            wait_for_port(port, process, what)
-            yield port
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
+    with running_module(module, [], LOG_DIR / log_name, what, STARTUP_TIMEOUT_S, ROOT) as port:
+        yield port
 
 
 @contextmanager

@@ -48,11 +48,11 @@ from scripts.bench_http import (
     LOG_DIR,
     Server,
     database_cpu_seconds,
-    free_port,
     process_tree_cpu,
     running_server,
     server_config,
 )
+from scripts.bench_server import free_port
 from scripts.bench_setup import ROOT, log, manage
 
 # LiteLLM's proxy, pinned: the newest release whose ``[proxy]`` extra resolves from PyPI here

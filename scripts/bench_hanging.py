@@ -38,7 +38,6 @@ import importlib.util
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -48,6 +47,7 @@ from types import ModuleType
 from typing import Any
 
 from scripts.bench_env import load_average, utc_now
+from scripts.bench_server import running_module
 from scripts.bench_setup import ROOT, log
 
 DEMO_TENANT = "demo"
@@ -201,47 +201,15 @@ def clock_of(outcomes: list[Any]) -> dict[str, float]:
     return {"deadline_at": deadline_at, "fetched_at": fetched_at}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{what} exited with {process.returncode}")
-        with socket.socket() as probe:
-            if probe.connect_ex((LOOPBACK, port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"{what} did not listen on {port} within {STARTUP_TIMEOUT_S:g} s")
-
-
 @contextlib.contextmanager
 def running(*args: str) -> Iterator[int]:
     """``python -m scripts.bench_hanging <args> PORT`` on a free port, until the block ends."""
-    port = free_port()
-    log_dir = ROOT / "var" / "bench"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    with open(log_dir / f"hanging-{'-'.join(args)}.log", "wb") as output:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "scripts.bench_hanging", *args, str(port)],
-            cwd=ROOT,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            wait_for_port(port, process, " ".join(args))
-            yield port
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
+    log_path = ROOT / "var" / "bench" / f"hanging-{'-'.join(args)}.log"
+    what = " ".join(args)
+    with running_module(
+        "scripts.bench_hanging", list(args), log_path, what, STARTUP_TIMEOUT_S, ROOT
+    ) as port:
+        yield port
 
 
 # --- before: sources.fetch of BEFORE_COMMIT ---------------------------------------------------

@@ -7,7 +7,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import psutil
 
 from contextplatform.routing.demo import DEMO_RESOLVE_BODY
 from scripts.bench_env import busy_fraction
+from scripts.bench_server import free_port, wait_workers_ready
 from scripts.bench_setup import ROOT
 
 HOST = "127.0.0.1"
@@ -148,12 +148,6 @@ class LoadState:
         return True
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
 def server_command(port: int, workers: int) -> list[str]:
     return [
         sys.executable,
@@ -206,22 +200,15 @@ def start_server(
 
 def wait_ready(server: Server) -> None:
     """Every worker has started and the health endpoint answers."""
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(f"uvicorn exited early; see {server.log_path}")
-        started = server.log_path.read_text(errors="replace").count("Application startup complete")
-        if started >= server.workers and healthy(server):
-            return
-        time.sleep(0.25)
-    raise RuntimeError(f"uvicorn not ready after {STARTUP_TIMEOUT_S:.0f} s; see {server.log_path}")
-
-
-def healthy(server: Server) -> bool:
-    try:
-        return httpx.get(f"{server.base_url}/healthz", timeout=2.0).status_code == 200
-    except httpx.HTTPError:
-        return False
+    wait_workers_ready(
+        server.process,
+        server.log_path,
+        "Application startup complete",
+        server.workers,
+        server.base_url,
+        name="uvicorn",
+        timeout_s=STARTUP_TIMEOUT_S,
+    )
 
 
 def stop_server(server: Server) -> int:

@@ -42,7 +42,8 @@ from scripts.bench_gateway import (
     running,
     upstream_command,
 )
-from scripts.bench_http import HOST, free_port
+from scripts.bench_http import HOST
+from scripts.bench_server import free_port
 from scripts.bench_setup import ROOT, log
 from scripts.bench_wrk import (
     FOLDER,

@@ -64,9 +64,9 @@ from scripts.bench_http import (
     HOST,
     LOG_DIR,
     database_cpu_seconds,
-    free_port,
     process_tree_cpu,
 )
+from scripts.bench_server import free_port, wait_workers_ready
 from scripts.bench_setup import ROOT, log
 
 PLATFORM_APP = "contextplatform.asgi:application"
@@ -415,22 +415,15 @@ def server_env(workers: int, redis_url: str | None, metrics_dir: Path | None) ->
 
 
 def wait_ready(served: Served) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if served.process.poll() is not None:
-            raise RuntimeError(f"{served.kind.name} exited early; see {served.log_path}")
-        text = served.log_path.read_text(errors="replace")
-        if text.count(served.kind.ready_line) >= served.workers and answers(served):
-            return
-        time.sleep(0.25)
-    raise RuntimeError(f"{served.kind.name} not ready after {STARTUP_TIMEOUT_S:.0f} s")
-
-
-def answers(served: Served) -> bool:
-    try:
-        return httpx.get(f"{served.base_url}/healthz", timeout=2.0).status_code == 200
-    except httpx.HTTPError:
-        return False
+    wait_workers_ready(
+        served.process,
+        served.log_path,
+        served.kind.ready_line,
+        served.workers,
+        served.base_url,
+        name=served.kind.name,
+        timeout_s=STARTUP_TIMEOUT_S,
+    )
 
 
 def stop(served: Served) -> None:

@@ -23,7 +23,6 @@ import ctypes
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,8 @@ from typing import IO
 import httpx
 import psutil
 import psycopg
+
+from scripts.bench_server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -112,12 +113,6 @@ def beat_command(schedule: Path) -> list[str]:
 
 def migrate_command() -> list[str]:
     return [sys.executable, "manage.py", "migrate_schemas", "--noinput", "-v", "0"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def postgres_bin() -> Path:
