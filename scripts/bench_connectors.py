@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -92,6 +92,32 @@ class ConnectorsResults:
     load_before: str = ""
     load_after: str = ""
     runtime_s: float = 0.0
+
+
+async def timed(call: Callable[[], Awaitable[object]]) -> float:
+    started = time.perf_counter()
+    await call()
+    return (time.perf_counter() - started) * 1000
+
+
+async def alternate(
+    direct: Callable[[], Awaitable[object]],
+    fetch: Callable[[], Awaitable[object]],
+    sizes: Sizes,
+    run: ConnectorRun,
+) -> None:
+    """Warm-up calls of both, then ``sizes.rounds`` rounds of one call of each, in a fresh random
+    order each round."""
+    for _ in range(sizes.warmup):
+        await direct()
+        await fetch()
+    rng = random.Random(SEED)
+    for _ in range(sizes.rounds):
+        sides = [("direct", direct), ("fetch", fetch)]
+        rng.shuffle(sides)
+        measured = {name: await timed(call) for name, call in sides}
+        run.direct_ms.append(measured["direct"])
+        run.fetch_ms.append(measured["fetch"])
 
 
 # --- mcp_resources -------------------------------------------------------------------------------
@@ -187,21 +213,7 @@ async def mcp_rounds(url: str, sizes: Sizes, run: ConnectorRun) -> None:
                 raise RuntimeError(f"mcp_resources fetch {outcome.status}: {outcome.error}")
             run.items = len(outcome.items)
 
-        async def timed(call: Callable[[], object]) -> float:
-            started = time.perf_counter()
-            await call()  # type: ignore[misc]
-            return (time.perf_counter() - started) * 1000
-
-        for _ in range(sizes.warmup):
-            await direct()
-            await fetch()
-        rng = random.Random(SEED)
-        for _ in range(sizes.rounds):
-            sides = [("direct", direct), ("fetch", fetch)]
-            rng.shuffle(sides)
-            measured = {name: await timed(call) for name, call in sides}
-            run.direct_ms.append(measured["direct"])
-            run.fetch_ms.append(measured["fetch"])
+        await alternate(direct, fetch, sizes, run)
 
     async def connect_each_time() -> None:
         async with Client(url, cache=None) as fresh:
@@ -310,11 +322,6 @@ async def realtime_rounds(
     urls = [f"{base}/accounts/{BENCH_USER}/balance", f"{base}/rates"]
     estimator = default_estimator()
 
-    async def timed(call: Callable[[], object]) -> float:
-        started = time.perf_counter()
-        await call()  # type: ignore[misc]
-        return (time.perf_counter() - started) * 1000
-
     async def fetch_with(chosen: RealtimeApisSource) -> None:
         outcome = await fetch_source(chosen, request, estimator)
         if outcome.status != "ok":
@@ -332,16 +339,7 @@ async def realtime_rounds(
         async def fetch() -> None:
             await fetch_with(live)
 
-        for _ in range(sizes.warmup):
-            await direct()
-            await fetch()
-        rng = random.Random(SEED)
-        for _ in range(sizes.rounds):
-            sides = [("direct", direct), ("fetch", fetch)]
-            rng.shuffle(sides)
-            measured = {name: await timed(call) for name, call in sides}
-            run.direct_ms.append(measured["direct"])
-            run.fetch_ms.append(measured["fetch"])
+        await alternate(direct, fetch, sizes, run)
 
     async def new_connection_each_time() -> None:
         async with httpx.AsyncClient(trust_env=False) as fresh:

@@ -34,11 +34,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import importlib.util
 import json
 import os
 import random
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -48,7 +46,8 @@ from typing import Any
 
 from scripts.bench_env import load_average, utc_now
 from scripts.bench_server import running_module
-from scripts.bench_setup import ROOT, log
+from scripts.bench_setup import ROOT, log, module_at
+from scripts.bench_stats import Sizes
 
 DEMO_TENANT = "demo"
 TIMEOUT_MS = 300
@@ -62,12 +61,6 @@ PATHS = ("in_process", "http")
 SEED = 23
 STARTUP_TIMEOUT_S = 60.0
 LOOPBACK = "127.0.0.1"
-
-
-@dataclass(frozen=True)
-class Sizes:
-    rounds: int
-    warmup: int
 
 
 FULL = Sizes(rounds=200, warmup=10)
@@ -216,19 +209,7 @@ def running(*args: str) -> Iterator[int]:
 
 
 def before_module() -> ModuleType:
-    source = subprocess.run(
-        ["git", "show", f"{BEFORE_COMMIT}:sources/fetch.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    spec = importlib.util.spec_from_loader("bench_hanging_before_fetch", loader=None)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    exec(compile(source, f"{BEFORE_COMMIT}:sources/fetch.py", "exec"), module.__dict__)
-    return module
+    return module_at(BEFORE_COMMIT, "sources/fetch.py", "bench_hanging_before_fetch")
 
 
 _BEFORE: dict[str, Callable[..., Any]] = {}

@@ -20,7 +20,7 @@ from typing import Any
 
 from scripts.bench_env import load_average, utc_now
 from scripts.bench_setup import log, manage
-from scripts.bench_stats import summarize
+from scripts.bench_stats import Sizes, summarize
 from scripts.report import (
     Check,
     check_rows,
@@ -46,12 +46,6 @@ QUESTIONS = (
     "Thanks, that is all.",
 )
 START, END = "<!-- lazy:start -->", "<!-- lazy:end -->"
-
-
-@dataclass(frozen=True)
-class Sizes:
-    rounds: int
-    warmup: int
 
 
 FULL_SIZES = Sizes(rounds=200, warmup=10)

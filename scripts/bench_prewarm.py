@@ -20,19 +20,13 @@ from typing import Any
 
 from scripts.bench_env import load_average, utc_now
 from scripts.bench_setup import log, manage
-from scripts.bench_stats import Summary, summarize
+from scripts.bench_stats import Sizes, Summary, summarize
 
 DEMO_TENANT = "demo"
 SESSION = "s_bench_prewarm"
 SETTINGS = ("cold", "prewarmed")
 PREWARMED = frozenset({"profile", "history"})  # what the demo route's pre-warm serves
 SEED = 11
-
-
-@dataclass(frozen=True)
-class Sizes:
-    rounds: int
-    warmup: int
 
 
 FULL_SIZES = Sizes(rounds=1000, warmup=50)

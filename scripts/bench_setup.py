@@ -8,6 +8,7 @@ import logging
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +145,29 @@ def delete_replay(schema: str, ids: list[str]) -> int:
             count, _ = ReplayRecord.objects.filter(pk__in=ids[start : start + 500]).delete()
             deleted += count
     return deleted
+
+
+def git_show(commit: str, path: str) -> str:
+    """``path`` as it was at ``commit``."""
+    return subprocess.run(
+        ["git", "show", f"{commit}:{path}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout
+
+
+def load_source(name: str, source: str, filename: str) -> types.ModuleType:
+    """``source`` run as a module of its own, ``name``, beside today's code."""
+    module = types.ModuleType(name)
+    sys.modules[name] = module  # its dataclasses look their module up there
+    exec(compile(source, filename, "exec"), module.__dict__)
+    return module
+
+
+def module_at(commit: str, path: str, name: str) -> types.ModuleType:
+    """The module at ``path`` as ``commit`` had it (``git show``), loaded as ``name``: an earlier
+    code measured in the same process as today's."""
+    return load_source(name, git_show(commit, path), f"{commit}:{path}")

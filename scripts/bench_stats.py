@@ -8,6 +8,14 @@ import numpy as np
 
 
 @dataclass(frozen=True)
+class Sizes:
+    """A section's run: ``rounds`` measured after ``warmup`` unmeasured ones."""
+
+    rounds: int
+    warmup: int
+
+
+@dataclass(frozen=True)
 class Summary:
     count: int
     p50: float
