@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil
 
 from contextplatform.routing.demo import DEMO_QUESTION, DEMO_USER, SUPPORT_ROUTE
 from scripts.bench_env import load_average, utc_now
@@ -48,11 +47,10 @@ from scripts.bench_http import (
     LOG_DIR,
     Server,
     database_cpu_seconds,
-    process_tree_cpu,
     running_server,
     server_config,
 )
-from scripts.bench_server import free_port
+from scripts.bench_server import free_port, tree_cpu_seconds
 from scripts.bench_setup import ROOT, log, manage
 
 # LiteLLM's proxy, pinned: the newest release whose ``[proxy]`` extra resolves from PyPI here
@@ -398,10 +396,7 @@ class Process:
     log_path: Path
 
     def cpu_seconds(self) -> float:
-        try:
-            return process_tree_cpu(psutil.Process(self.process.pid))
-        except psutil.Error:
-            return 0.0
+        return tree_cpu_seconds(self.process)
 
 
 def wait_http(process: Process, path: str, timeout_s: float) -> None:

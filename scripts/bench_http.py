@@ -15,14 +15,13 @@ from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from importlib.metadata import version
-from pathlib import Path
 
 import httpx
 import psutil
 
 from contextplatform.routing.demo import DEMO_RESOLVE_BODY
 from scripts.bench_env import busy_fraction
-from scripts.bench_server import free_port, wait_workers_ready
+from scripts.bench_server import ServerProcess, free_port, process_tree_cpu, wait_workers_ready
 from scripts.bench_setup import ROOT
 
 HOST = "127.0.0.1"
@@ -36,16 +35,7 @@ DEMO_BODY = DEMO_RESOLVE_BODY
 
 
 @dataclass
-class Server:
-    process: subprocess.Popen[bytes]
-    port: int
-    workers: int
-    log_path: Path
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{HOST}:{self.port}"
-
+class Server(ServerProcess):
     def worker_processes(self) -> list[psutil.Process]:
         """The processes that serve requests: uvicorn itself, or its spawned workers."""
         root = psutil.Process(self.process.pid)
@@ -60,26 +50,6 @@ class Server:
                 times = proc.cpu_times()
                 seconds.append(times.user + times.system)
         return seconds
-
-    def cpu_seconds(self) -> float:
-        """CPU time of uvicorn and its worker processes so far."""
-        try:
-            return process_tree_cpu(psutil.Process(self.process.pid))
-        except psutil.Error:
-            return 0.0
-
-
-def process_tree_cpu(root: psutil.Process) -> float:
-    """CPU seconds of a process, its reaped children and its live descendants."""
-    total = 0.0
-    with suppress(psutil.Error):
-        times = root.cpu_times()
-        total += times.user + times.system + times.children_user + times.children_system
-        for child in root.children(recursive=True):
-            with suppress(psutil.Error):
-                child_times = child.cpu_times()
-                total += child_times.user + child_times.system
-    return total
 
 
 def database_cpu_seconds() -> float | None:
@@ -200,15 +170,7 @@ def start_server(
 
 def wait_ready(server: Server) -> None:
     """Every worker has started and the health endpoint answers."""
-    wait_workers_ready(
-        server.process,
-        server.log_path,
-        "Application startup complete",
-        server.workers,
-        server.base_url,
-        name="uvicorn",
-        timeout_s=STARTUP_TIMEOUT_S,
-    )
+    wait_workers_ready(server, "Application startup complete", "uvicorn", STARTUP_TIMEOUT_S)
 
 
 def stop_server(server: Server) -> int:

@@ -12,14 +12,54 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 
 LOOPBACK = "127.0.0.1"
 TERMINATE_WAIT_S = 20.0
 KILL_WAIT_S = 10.0
+
+
+@dataclass
+class ServerProcess:
+    """A server the bench started: its process, port, worker count and log."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    workers: int
+    log_path: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def cpu_seconds(self) -> float:
+        """CPU time of the server and its worker processes so far."""
+        return tree_cpu_seconds(self.process)
+
+
+def process_tree_cpu(root: psutil.Process) -> float:
+    """CPU seconds of a process, its reaped children and its live descendants."""
+    total = 0.0
+    with suppress(psutil.Error):
+        times = root.cpu_times()
+        total += times.user + times.system + times.children_user + times.children_system
+        for child in root.children(recursive=True):
+            with suppress(psutil.Error):
+                child_times = child.cpu_times()
+                total += child_times.user + child_times.system
+    return total
+
+
+def tree_cpu_seconds(process: subprocess.Popen[bytes]) -> float:
+    try:
+        return process_tree_cpu(psutil.Process(process.pid))
+    except psutil.Error:
+        return 0.0
 
 
 def free_port() -> int:
@@ -48,26 +88,17 @@ def healthz_answers(base_url: str) -> bool:
         return False
 
 
-def wait_workers_ready(
-    process: subprocess.Popen[bytes],
-    log_path: Path,
-    ready_line: str,
-    workers: int,
-    base_url: str,
-    *,
-    name: str,
-    timeout_s: float,
-) -> None:
+def wait_workers_ready(server: ServerProcess, ready_line: str, name: str, timeout_s: float) -> None:
     """Every worker has written ``ready_line`` to the log and the health endpoint answers."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{name} exited early; see {log_path}")
-        started = log_path.read_text(errors="replace").count(ready_line)
-        if started >= workers and healthz_answers(base_url):
+        if server.process.poll() is not None:
+            raise RuntimeError(f"{name} exited early; see {server.log_path}")
+        started = server.log_path.read_text(errors="replace").count(ready_line)
+        if started >= server.workers and healthz_answers(server.base_url):
             return
         time.sleep(0.25)
-    raise RuntimeError(f"{name} not ready after {timeout_s:.0f} s; see {log_path}")
+    raise RuntimeError(f"{name} not ready after {timeout_s:.0f} s; see {server.log_path}")
 
 
 def terminate(process: subprocess.Popen[bytes]) -> None:

@@ -64,9 +64,8 @@ from scripts.bench_http import (
     HOST,
     LOG_DIR,
     database_cpu_seconds,
-    process_tree_cpu,
 )
-from scripts.bench_server import free_port, wait_workers_ready
+from scripts.bench_server import ServerProcess, free_port, wait_workers_ready
 from scripts.bench_setup import ROOT, log
 
 PLATFORM_APP = "contextplatform.asgi:application"
@@ -340,17 +339,9 @@ class HttpPathResults:
 
 
 @dataclass
-class Served:
+class Served(ServerProcess):
     kind: ServerKind
     app: str
-    workers: int
-    process: subprocess.Popen[bytes]
-    port: int
-    log_path: Path
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{HOST}:{self.port}"
 
     def worker_processes(self) -> list[psutil.Process]:
         """The processes that serve requests: the server's children (multiprocessing's helpers
@@ -365,12 +356,6 @@ class Served:
         except psutil.Error:
             return []
         return children or [root]
-
-    def cpu_seconds(self) -> float:
-        try:
-            return process_tree_cpu(psutil.Process(self.process.pid))
-        except psutil.Error:
-            return 0.0
 
 
 def worker_cpu(processes: list[psutil.Process]) -> list[float]:
@@ -415,15 +400,7 @@ def server_env(workers: int, redis_url: str | None, metrics_dir: Path | None) ->
 
 
 def wait_ready(served: Served) -> None:
-    wait_workers_ready(
-        served.process,
-        served.log_path,
-        served.kind.ready_line,
-        served.workers,
-        served.base_url,
-        name=served.kind.name,
-        timeout_s=STARTUP_TIMEOUT_S,
-    )
+    wait_workers_ready(served, served.kind.ready_line, served.kind.name, STARTUP_TIMEOUT_S)
 
 
 def stop(served: Served) -> None:
@@ -469,7 +446,7 @@ def serving(
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stopped whole, nothing left behind
         )
-    served = Served(kind, app, workers, process, port, log_path)
+    served = Served(process, port, workers, log_path, kind=kind, app=app)
     try:
         wait_ready(served)
         yield served
