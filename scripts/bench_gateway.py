@@ -51,7 +51,13 @@ from scripts.bench_http import (
     server_config,
 )
 from scripts.bench_server import free_port, tree_cpu_seconds
-from scripts.bench_setup import ROOT, log, manage
+from scripts.bench_setup import (
+    DEMO_TENANT,
+    ROOT,
+    demo_tenant,
+    ensure_demo_documents,
+    log,
+)
 
 # LiteLLM's proxy, pinned: the newest release whose ``[proxy]`` extra resolves from PyPI here
 # (1.108.8 and later pin litellm-enterprise / litellm-proxy-extras releases PyPI does not serve).
@@ -64,7 +70,6 @@ INSTALL_TIMEOUT_S = 1200.0
 STARTUP_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0
 
-DEMO_TENANT = "demo"
 DEPLOYMENT = "bench-gateway-upstream"
 ROUTE_BARE = "bench-gateway-bare"
 ROUTE_DEMO = "bench-gateway-demo"
@@ -301,21 +306,6 @@ def demo_route() -> dict[str, Any]:
     return route
 
 
-def ensure_demo_documents() -> None:
-    """The demo collection's chunks: with ``REDIS_URL`` and no Celery worker the ingestion job
-    ``bootstrap_demo`` queued never ran, so the bench runs it here."""
-    from sources.embedding import get_embedder
-    from sources.ingestion import run_ingestion_job
-    from sources.models import Chunk, IngestionJob
-
-    if Chunk.objects.exists():
-        return
-    job = IngestionJob.objects.order_by("-created_at").first()
-    if job is not None:
-        log(f"gateway: running the demo's ingestion job {job.id} inline …")
-        run_ingestion_job(job.id, get_embedder())
-
-
 def prepare_tenant(upstream_port: int) -> Prepared:
     from django_tenants.utils import schema_context
 
@@ -325,15 +315,12 @@ def prepare_tenant(upstream_port: int) -> Prepared:
     from tenants.models import Tenant
     from tenants.services import issue_api_key
 
-    if not Tenant.objects.filter(schema_name=DEMO_TENANT).exists():
-        log("gateway: bootstrap_demo …")
-        manage("bootstrap_demo")
-    tenant = Tenant.objects.get(schema_name=DEMO_TENANT)
+    tenant = demo_tenant("gateway")
     allowlist = list(tenant.outbound_allowlist or [])
     if HOST not in allowlist:  # the gateway's SSRF guard refuses loopback otherwise
         Tenant.objects.filter(pk=tenant.pk).update(outbound_allowlist=[*allowlist, HOST])
     with schema_context(DEMO_TENANT):
-        ensure_demo_documents()
+        ensure_demo_documents("gateway")
         spec = parse_deployment(
             {
                 "name": DEPLOYMENT,

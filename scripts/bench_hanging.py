@@ -46,10 +46,16 @@ from typing import Any
 
 from scripts.bench_env import load_average, utc_now
 from scripts.bench_server import running_module
-from scripts.bench_setup import ROOT, log, module_at
+from scripts.bench_setup import (
+    DEMO_TENANT,
+    ROOT,
+    copy_demo_session,
+    ensure_demo_documents,
+    log,
+    module_at,
+)
 from scripts.bench_stats import Sizes
 
-DEMO_TENANT = "demo"
 TIMEOUT_MS = 300
 BEFORE_COMMIT = "7668f06"
 SESSION = "s_bench_hanging"
@@ -312,11 +318,8 @@ def prepared(silent_port: int, mcp_port: int) -> Iterator[Any]:
     from contextplatform.routing.models import ReplayRecord, Route
     from contextplatform.routing.pipeline.replay_writer import REPLAY_WRITER
     from contextplatform.routing.services import upsert_route
-    from scripts.bench_prewarm import ensure_demo_documents
     from sources.mcp.services import create_server, parse_server
     from sources.models import ChatSession, McpServer
-    from sources.selectors import session_messages
-    from sources.services import append_session_messages
     from tenants.models import Tenant
 
     with schema_context(get_public_schema_name()):
@@ -325,7 +328,7 @@ def prepared(silent_port: int, mcp_port: int) -> Iterator[Any]:
         tenants.update(outbound_allowlist=[*previous, LOOPBACK])
     try:
         with schema_context(DEMO_TENANT):
-            ensure_demo_documents()
+            ensure_demo_documents("hanging")
             McpServer.objects.filter(name=MCP_SERVER_NAME).delete()
             create_server(
                 spec=parse_server(
@@ -338,13 +341,7 @@ def prepared(silent_port: int, mcp_port: int) -> Iterator[Any]:
             )
             for kind in KINDS:
                 upsert_route(spec=validate_route_spec(route_of(kind, silent_port)))
-            ChatSession.objects.filter(key=SESSION).delete()
-            demo = session_messages(session_key="s_9", user_id="u_123")
-            append_session_messages(
-                session_key=SESSION,
-                user_id="u_123",
-                messages=[{"role": m.role, "content": m.content} for m in demo],
-            )
+            copy_demo_session(SESSION)
         tenant = Tenant.objects.get(schema_name=DEMO_TENANT)
         with schema_context(DEMO_TENANT):  # as the tenant middleware selects it
             yield tenant
