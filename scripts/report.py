@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import matplotlib
 
@@ -199,6 +200,32 @@ def write_plotted_section(
     path = image_path(docs_dir, plot_name)
     draw(path)
     return [path, write_section(docs_dir, text, start, end)]
+
+
+R = TypeVar("R")
+
+
+def plotted_writer(
+    plot: Callable[[R, Path], None],
+    section: Callable[[R, str], str],
+    plot_name: str,
+    start: str,
+    end: str,
+) -> Callable[[R, Path, str], list[Path]]:
+    """A section's writer: ``section(results, commit)`` into docs/benchmarks.md between ``start``
+    and ``end``, ``plot(results, path)`` into docs/bench/``plot_name``."""
+
+    def write(results: R, docs_dir: Path, commit: str) -> list[Path]:
+        return write_plotted_section(
+            docs_dir,
+            plot_name,
+            lambda path: plot(results, path),
+            section(results, commit),
+            start,
+            end,
+        )
+
+    return write
 
 
 def quick_note(quick: bool) -> str:

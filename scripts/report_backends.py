@@ -25,7 +25,7 @@ from scripts.bench_backends import (
     BackendsResults,
 )
 from scripts.bench_stats import summarize
-from scripts.report import ecdf, image_path, quick_note, save_figure, table, write_section
+from scripts.report import ecdf, plotted_writer, quick_note, save_figure, table
 
 START = "<!-- backends:start -->"
 END = "<!-- backends:end -->"
@@ -173,10 +173,7 @@ def section(results: BackendsResults, commit: str) -> str:
     return "\n\n".join(parts)
 
 
-def write_backends(results: BackendsResults, docs_dir: Path, commit: str) -> list[Path]:
-    path = image_path(docs_dir, PLOT)
-    plot(results, path)
-    return [path, write_section(docs_dir, section(results, commit), START, END)]
+write_backends = plotted_writer(plot, section, PLOT, START, END)
 
 
 def print_backends(results: BackendsResults) -> None:

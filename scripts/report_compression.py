@@ -52,13 +52,12 @@ from scripts.bench_stats import Summary, summarize
 from scripts.report import (
     Check,
     check_rows,
-    image_path,
+    plotted_writer,
     print_checks,
     quick_note,
     save_figure,
     summary_table,
     table,
-    write_section,
 )
 
 START = "<!-- compression:start -->"
@@ -611,10 +610,7 @@ def trial_ms(results: CompressionResults) -> list[float]:
     return [trial.wall_ms for trial in results.trials]
 
 
-def write_compression(results: CompressionResults, docs_dir: Path, commit: str) -> list[Path]:
-    path = image_path(docs_dir, PLOT)
-    plot(results, path)
-    return [path, write_section(docs_dir, section(results, commit), START, END)]
+write_compression = plotted_writer(plot, section, PLOT, START, END)
 
 
 def print_compression(results: CompressionResults) -> None:

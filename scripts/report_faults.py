@@ -17,12 +17,12 @@ from scripts.bench_wrk import CONNECTIONS, WRK_THREADS
 from scripts.report import (
     Check,
     check_rows,
+    plotted_writer,
     print_checks,
     quick_note,
     save_figure,
     table,
     with_figure,
-    write_plotted_section,
 )
 from scripts.report_wrk import ms, rate
 
@@ -166,10 +166,7 @@ def section(results: FaultsResults, commit: str) -> str:
     return with_figure(parts, "faults: resolves/s and lost replay records", PLOT, END)
 
 
-def write_faults(results: FaultsResults, docs_dir: Path, commit: str) -> list[Path]:
-    return write_plotted_section(
-        docs_dir, PLOT, lambda path: plot(results, path), section(results, commit), START, END
-    )
+write_faults = plotted_writer(plot, section, PLOT, START, END)
 
 
 def print_faults(results: FaultsResults) -> None:

@@ -38,12 +38,12 @@ from scripts.report import (
     Check,
     check_rows,
     ecdf,
+    plotted_writer,
     print_checks,
     quick_note,
     save_figure,
     table,
     with_figure,
-    write_plotted_section,
 )
 
 START = "<!-- gateway:start -->"
@@ -457,10 +457,7 @@ def section(results: GatewayResults, commit: str) -> str:
     return with_figure(parts, "Gateway benchmark", PLOT, END)
 
 
-def write_gateway(results: GatewayResults, docs_dir: Path, commit: str) -> list[Path]:
-    return write_plotted_section(
-        docs_dir, PLOT, lambda path: plot(results, path), section(results, commit), START, END
-    )
+write_gateway = plotted_writer(plot, section, PLOT, START, END)
 
 
 def print_gateway(results: GatewayResults) -> None:

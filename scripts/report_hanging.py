@@ -28,12 +28,12 @@ from scripts.bench_stats import SUMMARY_HEADER, summarize
 from scripts.report import (
     Check,
     check_rows,
+    plotted_writer,
     print_checks,
     quick_note,
     save_figure,
     table,
     with_figure,
-    write_plotted_section,
 )
 
 START = "<!-- hanging:start -->"
@@ -180,15 +180,7 @@ def hanging_section(results: HangingResults, commit: str) -> str:
     )
 
 
-def write_hanging(results: HangingResults, docs_dir: Path, commit: str) -> list[Path]:
-    return write_plotted_section(
-        docs_dir,
-        PLOT,
-        lambda path: plot_hanging(results, path),
-        hanging_section(results, commit),
-        START,
-        END,
-    )
+write_hanging = plotted_writer(plot_hanging, hanging_section, PLOT, START, END)
 
 
 def print_hanging(results: HangingResults) -> None:

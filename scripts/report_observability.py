@@ -31,12 +31,12 @@ from scripts.report import (
     Check,
     check_rows,
     ecdf,
+    plotted_writer,
     print_checks,
     quick_note,
     save_figure,
     table,
     with_figure,
-    write_plotted_section,
 )
 
 START = "<!-- observability:start -->"
@@ -401,10 +401,7 @@ def section(results: ObservabilityResults, commit: str) -> str:
     return with_figure(parts, "Observability benchmark", PLOT, END)
 
 
-def write_observability(results: ObservabilityResults, docs_dir: Path, commit: str) -> list[Path]:
-    return write_plotted_section(
-        docs_dir, PLOT, lambda path: plot(results, path), section(results, commit), START, END
-    )
+write_observability = plotted_writer(plot, section, PLOT, START, END)
 
 
 def print_observability(results: ObservabilityResults) -> None:

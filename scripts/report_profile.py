@@ -18,7 +18,7 @@ from scripts.bench_profile import (
     TARGETS,
     ProfileResults,
 )
-from scripts.report import table, with_figure, write_plotted_section
+from scripts.report import plotted_writer, table, with_figure
 
 START = "<!-- request_profile:start -->"
 END = "<!-- request_profile:end -->"
@@ -103,10 +103,7 @@ def section(results: ProfileResults, commit: str) -> str:
     return with_figure(parts, "request path profile", PLOT, END)
 
 
-def write_profile(results: ProfileResults, docs_dir: Path, commit: str) -> list[Path]:
-    return write_plotted_section(
-        docs_dir, PLOT, lambda path: plot(results, path), section(results, commit), START, END
-    )
+write_profile = plotted_writer(plot, section, PLOT, START, END)
 
 
 def print_profile(results: ProfileResults) -> None:

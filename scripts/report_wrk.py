@@ -40,12 +40,12 @@ from scripts.bench_wrk import (
 from scripts.report import (
     Check,
     check_rows,
+    plotted_writer,
     print_checks,
     quick_note,
     save_figure,
     table,
     with_figure,
-    write_plotted_section,
 )
 
 START = "<!-- http_path:start -->"
@@ -543,10 +543,7 @@ def section(results: HttpPathResults, commit: str) -> str:
     return with_figure(parts, "requests/s per server and target; latency at 2 workers", PLOT, END)
 
 
-def write_http_path(results: HttpPathResults, docs_dir: Path, commit: str) -> list[Path]:
-    return write_plotted_section(
-        docs_dir, PLOT, lambda path: plot(results, path), section(results, commit), START, END
-    )
+write_http_path = plotted_writer(plot, section, PLOT, START, END)
 
 
 def print_http_path(results: HttpPathResults) -> None:
