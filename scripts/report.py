@@ -10,6 +10,7 @@ from typing import TypeVar
 
 import matplotlib
 
+# Every report module imports this one: the backend is Agg (files only) before any of them draws.
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
@@ -180,7 +181,10 @@ def splice_section(page: str, text: str, start: str, end: str) -> str:
 
 def write_section(docs_dir: Path, text: str, start: str, end: str) -> Path:
     """Put ``text`` (a section between markers ``start`` and ``end``) into docs/benchmarks.md,
-    in place of that section of an earlier run, or at the end; return the page's path."""
+    in place of that section of an earlier run, or at the end; return the page's path.
+
+    The markers are HTML comments: ``BENCH_ONLY=<section>`` replaces one section in the page of an
+    earlier run and leaves the other sections as they were."""
     path = docs_dir / "benchmarks.md"
     page = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
     path.write_text(splice_section(page, text, start, end), encoding="utf-8")

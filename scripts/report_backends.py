@@ -1,16 +1,11 @@
-"""The "backends" section of docs/benchmarks.md (vector backends beside pgvector) and its plot.
-
-The section sits between two HTML comments, so that ``BENCH_ONLY=backends`` can replace it in the
-page of an earlier run and leave the other sections as they were.
+"""The "backends" section of docs/benchmarks.md (vector backends beside pgvector) and its plot;
+``BENCH_ONLY=backends`` replaces it alone (``report.write_section``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.ticker import NullFormatter
 

@@ -1,8 +1,6 @@
-"""Section 9 of docs/benchmarks.md (connectors: fetch overhead over the peer) and its plot.
-
-The section sits between two HTML comments, so that ``BENCH_ONLY=connectors`` can replace it in the
-page of an earlier run and leave the other sections as they were. One table row, one check and one
-curve per connector run (``scripts/bench_connectors.py``, ``MEASUREMENTS``).
+"""Section 9 of docs/benchmarks.md (connectors: fetch overhead over the peer) and its plot;
+``BENCH_ONLY=connectors`` replaces it alone (``report.write_section``). One table row, one check
+and one curve per connector run (``scripts/bench_connectors.py``, ``MEASUREMENTS``).
 """
 
 from __future__ import annotations
@@ -11,9 +9,6 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 

@@ -1,7 +1,5 @@
-"""Section 8 of docs/benchmarks.md (the gateway beside LiteLLM's proxy) and its plot.
-
-The section sits between two HTML comments, so that ``BENCH_ONLY=gateway`` can replace it in the
-page of an earlier run and leave the other sections as they were.
+"""Section 8 of docs/benchmarks.md (the gateway beside LiteLLM's proxy) and its plot;
+``BENCH_ONLY=gateway`` replaces it alone (``report.write_section``).
 """
 
 from __future__ import annotations
@@ -10,9 +8,6 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 

@@ -1,7 +1,5 @@
-"""Section 6 of docs/benchmarks.md (memory) and its plot.
-
-The section sits between two HTML comments, so that ``BENCH_ONLY=memory`` can replace it in the
-page of an earlier run and leave the other sections as they were.
+"""Section 6 of docs/benchmarks.md (memory) and its plot; ``BENCH_ONLY=memory`` replaces it alone
+(``report.write_section``).
 """
 
 from __future__ import annotations
@@ -11,9 +9,6 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 

@@ -1,7 +1,5 @@
-"""Section 7 of docs/benchmarks.md (observability) and its plot.
-
-The section sits between two HTML comments, so that ``BENCH_ONLY=observability`` can replace it in
-the page of an earlier run and leave the other sections as they were.
+"""Section 7 of docs/benchmarks.md (observability) and its plot; ``BENCH_ONLY=observability``
+replaces it alone (``report.write_section``).
 """
 
 from __future__ import annotations
@@ -10,9 +8,6 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 

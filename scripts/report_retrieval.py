@@ -1,7 +1,5 @@
-"""Section 4 of docs/benchmarks.md (retrieval) and its plots.
-
-The section sits between two HTML comments, so that ``BENCH_ONLY=retrieval`` can replace it in the
-page of an earlier full run and leave sections 1-3 as they were.
+"""Section 4 of docs/benchmarks.md (retrieval) and its plots; ``BENCH_ONLY=retrieval`` replaces it
+alone in the page of an earlier full run, sections 1-3 left as they were (``report.write_section``).
 """
 
 from __future__ import annotations
@@ -10,9 +8,6 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from scripts.bench_retrieval import (

@@ -1,8 +1,5 @@
 """Section "http_path" of docs/benchmarks.md (the HTTP path under wrk, the servers side by side)
-and its plot.
-
-The section sits between two HTML comments, so that ``BENCH_ONLY=http_path`` can replace it in
-the page of an earlier run and leave the other sections as they were.
+and its plot; ``BENCH_ONLY=http_path`` replaces it alone (``report.write_section``).
 """
 
 from __future__ import annotations
@@ -11,9 +8,6 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
