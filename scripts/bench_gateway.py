@@ -426,6 +426,11 @@ def running(
         stop(process)
 
 
+def running_upstream(port: int, env: dict[str, str]) -> contextlib.AbstractContextManager[Process]:
+    """The bench upstream (``scripts.bench_gateway_upstream``) on ``port``, until the block ends."""
+    return running("bench-upstream", upstream_command(port), env, "/", port, ROOT)
+
+
 def upstream_command(port: int) -> list[str]:
     return [
         sys.executable,
@@ -914,16 +919,7 @@ def run_gateway(quick: bool) -> GatewayResults:
     upstream_port = free_port()
     prepared: Prepared | None = None
     with contextlib.ExitStack() as stack:
-        upstream = stack.enter_context(
-            running(
-                "bench-upstream",
-                upstream_command(upstream_port),
-                gateway_env(),
-                "/",
-                upstream_port,
-                ROOT,
-            )
-        )
+        upstream = stack.enter_context(running_upstream(upstream_port, gateway_env()))
         try:
             prepared = prepare_tenant(upstream_port)
             log("gateway: uvicorn (1 worker) …")

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -21,7 +20,14 @@ import psutil
 
 from contextplatform.routing.demo import DEMO_RESOLVE_BODY
 from scripts.bench_env import busy_fraction
-from scripts.bench_server import ServerProcess, free_port, process_tree_cpu, wait_workers_ready
+from scripts.bench_server import (
+    ServerProcess,
+    free_port,
+    listen_options,
+    process_tree_cpu,
+    python_m,
+    wait_workers_ready,
+)
 from scripts.bench_setup import ROOT
 
 HOST = "127.0.0.1"
@@ -119,19 +125,12 @@ class LoadState:
 
 
 def server_command(port: int, workers: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
+    return python_m(
         "uvicorn",
         "contextplatform.asgi:application",
-        "--host",
-        HOST,
-        "--port",
-        str(port),
-        "--workers",
-        str(workers),
+        *listen_options(port, workers),
         "--no-access-log",
-    ]
+    )
 
 
 def server_config(workers: int) -> dict[str, str]:

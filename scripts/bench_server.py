@@ -62,6 +62,16 @@ def tree_cpu_seconds(process: subprocess.Popen[bytes]) -> float:
         return 0.0
 
 
+def python_m(module: str, app: str, *options: str) -> list[str]:
+    """``python -m <module> <app> <options>`` with this interpreter (the virtualenv's)."""
+    return [sys.executable, "-m", module, app, *options]
+
+
+def listen_options(port: int, workers: int) -> list[str]:
+    """uvicorn's and granian's options for where to listen and how many workers."""
+    return ["--host", LOOPBACK, "--port", str(port), "--workers", str(workers)]
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((LOOPBACK, 0))

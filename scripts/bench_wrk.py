@@ -55,9 +55,8 @@ from scripts.bench_gateway import (
     ensure_wrk,
     lua_string,
     prepare_tenant,
-    running,
+    running_upstream,
     settle,
-    upstream_command,
     wrk_version,
 )
 from scripts.bench_http import (
@@ -65,7 +64,13 @@ from scripts.bench_http import (
     LOG_DIR,
     database_cpu_seconds,
 )
-from scripts.bench_server import ServerProcess, free_port, wait_workers_ready
+from scripts.bench_server import (
+    ServerProcess,
+    free_port,
+    listen_options,
+    python_m,
+    wait_workers_ready,
+)
 from scripts.bench_setup import ROOT, log
 
 PLATFORM_APP = "contextplatform.asgi:application"
@@ -130,23 +135,16 @@ class ServerKind:
 
 def uvicorn_argv(loop: str, http: str) -> Callable[[str, int, int], list[str]]:
     def argv(app: str, port: int, workers: int) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
+        return python_m(
             "uvicorn",
             app,
-            "--host",
-            HOST,
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
+            *listen_options(port, workers),
             "--loop",
             loop,
             "--http",
             http,
             "--no-access-log",
-        ]
+        )
 
     return argv
 
@@ -158,9 +156,7 @@ PROJECT_WORKER = "contextplatform.server.UvicornWorker"
 def gunicorn_argv(
     app: str, port: int, workers: int, worker_class: str = PROJECT_WORKER
 ) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
+    return python_m(
         "gunicorn",
         app,
         "--worker-class",
@@ -174,26 +170,19 @@ def gunicorn_argv(
         "5",
         # One control socket per user by default: two servers on one machine would share it.
         "--no-control-socket",
-    ]
+    )
 
 
 def granian_argv(app: str, port: int, workers: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
+    return python_m(
         "granian",
         app,
         "--interface",
         "asgi",
-        "--host",
-        HOST,
-        "--port",
-        str(port),
-        "--workers",
-        str(workers),
+        *listen_options(port, workers),
         "--workers-kill-timeout",
         "10",
-    ]
+    )
 
 
 UVICORN_H11 = ServerKind(
@@ -738,14 +727,7 @@ def run_http_path(quick: bool) -> HttpPathResults:
     upstream_port = free_port()
     try:
         with (
-            running(
-                "bench-upstream",
-                upstream_command(upstream_port),
-                dict(os.environ),
-                "/",
-                upstream_port,
-                ROOT,
-            ),
+            running_upstream(upstream_port, dict(os.environ)),
             redis_server() as redis_url,
         ):
             results.redis = redis_url or ""
