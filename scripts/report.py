@@ -75,6 +75,25 @@ def image_path(docs_dir: Path, name: str) -> Path:
     return images / name
 
 
+def label_axes(
+    ax: plt.Axes,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    loc: str = "lower right",
+    fontsize: int | None = None,
+) -> None:
+    """A plot's labels, title, legend and light grid, alike in every figure of the page."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if fontsize is None:
+        ax.legend(loc=loc)
+    else:
+        ax.legend(loc=loc, fontsize=fontsize)
+    ax.grid(alpha=0.3)
+
+
 def ecdf(ax: plt.Axes, samples: Sequence[float], label: str) -> None:
     data = np.sort(np.asarray(samples, dtype=float))
     ax.step(data, np.arange(1, len(data) + 1) / len(data), where="post", label=label)
@@ -91,11 +110,12 @@ def plot_overhead(overhead: OverheadResult, path: Path) -> None:
     ax.axhline(0.99, color="grey", linewidth=0.5)
     worst = max(s.overhead_ms for s in overhead.recorded)
     ax.set_xlim(0, max(p99 * 1.25, min(worst, p99 * 3)))
-    ax.set_xlabel("overhead over the slowest source (ms)")
-    ax.set_ylabel("fraction of requests")
-    ax.set_title(f"Resolver overhead, {SOURCE_COUNT} sources, {TOTAL_ITEMS} candidate items")
-    ax.legend(loc="lower right")
-    ax.grid(alpha=0.3)
+    label_axes(
+        ax,
+        "overhead over the slowest source (ms)",
+        "fraction of requests",
+        f"Resolver overhead, {SOURCE_COUNT} sources, {TOTAL_ITEMS} candidate items",
+    )
     save_figure(fig, path)
 
 
@@ -118,11 +138,12 @@ def plot_http(runs: list[HttpRun], path: Path) -> None:
     for run in runs:
         ecdf(left, run.result.latencies_ms, f"workers={run.result.workers}")
     left.set_xlim(left=0)
-    left.set_xlabel("latency (ms)")
-    left.set_ylabel("fraction of requests")
-    left.set_title(f"POST /api/v1/resolve, {runs[0].result.clients} concurrent clients")
-    left.legend(loc="lower right")
-    left.grid(alpha=0.3)
+    label_axes(
+        left,
+        "latency (ms)",
+        "fraction of requests",
+        f"POST /api/v1/resolve, {runs[0].result.clients} concurrent clients",
+    )
     labels = [f"workers={run.result.workers}" for run in runs]
     rates = [run.result.requests_per_s for run in runs]
     bars = right.bar(labels, rates, color=["tab:blue", "tab:orange"][: len(runs)])

@@ -47,6 +47,7 @@ from scripts.bench_stats import Summary, summarize
 from scripts.report import (
     Check,
     check_rows,
+    label_axes,
     plotted_writer,
     print_checks,
     quick_note,
@@ -201,11 +202,14 @@ def plot_depth(ax: plt.Axes, results: CompressionResults) -> None:
         ax.plot(centres, rates, marker=marker, label=label.split(",")[0].split(" (")[0])
     ax.set_xlim(0, 1)
     ax.set_ylim(-0.05, 1.08)
-    ax.set_xlabel("where the fact was planted (0 = start of the tool output)")
-    ax.set_ylabel("fact survives")
-    ax.set_title("Survival by position")
-    ax.legend(loc="center right", fontsize=8)
-    ax.grid(alpha=0.3)
+    label_axes(
+        ax,
+        "where the fact was planted (0 = start of the tool output)",
+        "fact survives",
+        "Survival by position",
+        loc="center right",
+        fontsize=8,
+    )
 
 
 def plot_latency(ax: plt.Axes, results: CompressionResults) -> None:

@@ -18,6 +18,7 @@ from scripts.report import (
     check_rows,
     ecdf,
     image_path,
+    label_axes,
     print_checks,
     quick_note,
     save_figure,
@@ -86,11 +87,13 @@ def plot(results: ConnectorsResults, path: Path) -> None:
     ax.axhline(0.99, color="grey", linewidth=0.5)
     if everything:
         ax.set_xlim(min(0.0, pct(everything, 0.5)), max(pct(everything, 99.5), TARGET_P50_MS) * 1.1)
-    ax.set_xlabel("ms the source's fetch adds over calling its peer (same round)")
-    ax.set_ylabel("fraction of rounds")
-    ax.set_title("Connectors: fetch overhead over the peer's own latency")
-    ax.legend(loc="lower right", fontsize=8)
-    ax.grid(alpha=0.3)
+    label_axes(
+        ax,
+        "ms the source's fetch adds over calling its peer (same round)",
+        "fraction of rounds",
+        "Connectors: fetch overhead over the peer's own latency",
+        fontsize=8,
+    )
     save_figure(fig, path)
 
 

@@ -33,6 +33,7 @@ from scripts.report import (
     Check,
     check_rows,
     ecdf,
+    label_axes,
     plotted_writer,
     print_checks,
     quick_note,
@@ -172,11 +173,7 @@ def plot_ecdf(ax: plt.Axes, results: GatewayResults, measure: str, title: str) -
     ax.axhline(0.99, color="grey", linewidth=0.5)
     if everything:
         ax.set_xlim(0, pct(everything, 99.5) * 1.05)
-    ax.set_xlabel("ms (client-side, loopback)")
-    ax.set_ylabel("fraction of requests")
-    ax.set_title(title)
-    ax.legend(loc="lower right", fontsize=7)
-    ax.grid(alpha=0.3)
+    label_axes(ax, "ms (client-side, loopback)", "fraction of requests", title, fontsize=7)
 
 
 def plot_added(ax: plt.Axes, results: GatewayResults) -> None:

@@ -41,6 +41,7 @@ from scripts.bench_stats import Summary, summarize
 from scripts.report import (
     ecdf,
     image_path,
+    label_axes,
     quick_note,
     save_figure,
     summary_table,
@@ -148,11 +149,13 @@ def plot_write(ax: plt.Axes, write: WriteResult) -> None:
     ax.axhline(0.5, color="grey", linewidth=0.5)
     ax.axhline(0.95, color="grey", linewidth=0.5)
     ax.set_xlim(left=0)
-    ax.set_xlabel("ms after the hand-back was sent")
-    ax.set_ylabel("fraction of turns")
-    ax.set_title(f"Write to searchable, {len(write.samples)} turns (uvicorn + Celery + Redis)")
-    ax.legend(loc="lower right", fontsize=8)
-    ax.grid(alpha=0.3)
+    label_axes(
+        ax,
+        "ms after the hand-back was sent",
+        "fraction of turns",
+        f"Write to searchable, {len(write.samples)} turns (uvicorn + Celery + Redis)",
+        fontsize=8,
+    )
 
 
 def plot_search(ax: plt.Axes, scale: ScaleResult) -> None:
@@ -161,11 +164,13 @@ def plot_search(ax: plt.Axes, scale: ScaleResult) -> None:
     ax.axhline(0.99, color="grey", linewidth=0.5)
     ax.axvline(latency.p99, color="tab:red", linestyle=":", label=f"p99 {latency.p99:.2f} ms")
     ax.set_xlim(0, max(latency.p99 * 1.5, min(latency.maximum, latency.p99 * 3)))
-    ax.set_xlabel("wall time of one call (ms), query embedding excluded")
-    ax.set_ylabel("fraction of queries")
-    ax.set_title(f"User-scoped search over {scale.size.rows:,} memories")
-    ax.legend(loc="lower right", fontsize=8)
-    ax.grid(alpha=0.3)
+    label_axes(
+        ax,
+        "wall time of one call (ms), query embedding excluded",
+        "fraction of queries",
+        f"User-scoped search over {scale.size.rows:,} memories",
+        fontsize=8,
+    )
 
 
 def plot_recall(ax: plt.Axes, quality: QualityResult) -> None:

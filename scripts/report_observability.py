@@ -26,6 +26,7 @@ from scripts.report import (
     Check,
     check_rows,
     ecdf,
+    label_axes,
     plotted_writer,
     print_checks,
     quick_note,
@@ -108,11 +109,13 @@ def plot_differences(ax: plt.Axes, results: ObservabilityResults) -> None:
     everything = [d for run in results.layers for d in run.differences(ALL_ON.name)]
     low, high = np.percentile(everything, [2, 95]) if everything else (-1, 1)
     ax.set_xlim(min(low, -1), max(high, 2 * TARGET_P50_MS))
-    ax.set_xlabel("wall ms of resolve() minus all-off, same round")
-    ax.set_ylabel("fraction of rounds")
-    ax.set_title("Per-request cost (paired differences)")
-    ax.legend(loc="lower right", fontsize=7)
-    ax.grid(alpha=0.3)
+    label_axes(
+        ax,
+        "wall ms of resolve() minus all-off, same round",
+        "fraction of rounds",
+        "Per-request cost (paired differences)",
+        fontsize=7,
+    )
 
 
 def plot_cpu(ax: plt.Axes, results: ObservabilityResults) -> None:

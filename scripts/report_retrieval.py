@@ -34,6 +34,7 @@ from scripts.report import (
     check_rows,
     ecdf,
     image_path,
+    label_axes,
     print_checks,
     quick_note,
     save_figure,
@@ -140,11 +141,13 @@ def plot_quality(results: RetrievalResults, path: Path) -> None:
         )
     right.axhline(results.baseline.ndcg, color="tab:gray", linestyle=":", label="bm25s baseline")
     right.axhline(target_ndcg(results), color="tab:green", linestyle="--", label="target")
-    right.set_xlabel("judge min_score")
-    right.set_ylabel(f"nDCG@{CUTOFF}")
-    right.set_title("Default recall, judge settings varied")
-    right.legend(loc="lower left")
-    right.grid(alpha=0.3)
+    label_axes(
+        right,
+        "judge min_score",
+        f"nDCG@{CUTOFF}",
+        "Default recall, judge settings varied",
+        loc="lower left",
+    )
     save_figure(fig, path)
 
 
@@ -158,11 +161,12 @@ def plot_latency(results: RetrievalResults, path: Path) -> None:
     ax.axhline(0.99, color="grey", linewidth=0.5)
     worst = max(max(s.latencies_ms) for s in results.searches)
     ax.set_xlim(0, max(TARGET_P99_MS * 1.3, min(worst, TARGET_P99_MS * 4)))
-    ax.set_xlabel("nearest_chunks() wall time, query embedding excluded (ms)")
-    ax.set_ylabel("fraction of queries")
-    ax.set_title(f"Embedding recall (HNSW) over {results.scale.rows:,} chunks, k = {CUTOFF}")
-    ax.legend(loc="lower right")
-    ax.grid(alpha=0.3)
+    label_axes(
+        ax,
+        "nearest_chunks() wall time, query embedding excluded (ms)",
+        "fraction of queries",
+        f"Embedding recall (HNSW) over {results.scale.rows:,} chunks, k = {CUTOFF}",
+    )
     save_figure(fig, path)
 
 

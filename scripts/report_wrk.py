@@ -34,6 +34,7 @@ from scripts.bench_wrk import (
 from scripts.report import (
     Check,
     check_rows,
+    label_axes,
     plotted_writer,
     print_checks,
     quick_note,
@@ -340,11 +341,7 @@ def plot(results: HttpPathResults, path: Path) -> None:
             label=f"{UVICORN_H11.name} 2w, bare",
         )
     right.set_xscale("log")
-    right.set_xlabel("latency (ms, log)")
-    right.set_ylabel("fraction of requests")
-    right.set_title("latency, 2 workers")
-    right.legend(loc="lower right", fontsize=7)
-    right.grid(alpha=0.3)
+    label_axes(right, "latency (ms, log)", "fraction of requests", "latency, 2 workers", fontsize=7)
     save_figure(fig, path)
 
 
