@@ -6,6 +6,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
+from scripts import report
 from scripts.bench_profile import (
     COMPONENTS,
     LOAD_S,
@@ -15,7 +16,6 @@ from scripts.bench_profile import (
     TARGETS,
     ProfileResults,
 )
-from scripts.report import plotted_writer, table, with_figure
 
 START = "<!-- request_profile:start -->"
 END = "<!-- request_profile:end -->"
@@ -95,12 +95,12 @@ def section(results: ProfileResults, commit: str) -> str:
     for target in TARGETS:
         found = rows(results, target)
         if found:
-            parts += [f"**{label(target)}**", table(["", "before", "now"], found)]
+            parts += [f"**{label(target)}**", report.table(["", "before", "now"], found)]
     parts += [f"- {problem}" for problem in results.problems]
-    return with_figure(parts, "request path profile", PLOT, END)
+    return report.with_figure(parts, "request path profile", PLOT, END)
 
 
-write_profile = plotted_writer(plot, section, PLOT, START, END)
+write_profile = report.plotted_writer(plot, section, PLOT, START, END)
 
 
 def print_profile(results: ProfileResults) -> None:
