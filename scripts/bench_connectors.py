@@ -38,12 +38,12 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 
 from scripts.bench_env import load_average, utc_now
 from scripts.bench_http import LOG_DIR
-from scripts.bench_server import running_module
+from scripts.bench_server import LOOPBACK, running_module
 from scripts.bench_setup import BENCH_TENANT, ROOT, ensure_tenant, log
 
 TARGET_P50_MS = 2.0
@@ -124,19 +124,17 @@ async def alternate(
 
 
 @contextmanager
-def running_bench_server(module: str, log_name: str, what: str) -> Iterator[int]:
+def running_peer(module: str, log_name: str, what: str, path: str = "") -> Iterator[str]:
     """``python -m <module> <port>`` on a free loopback port (its output in LOG_DIR/<log_name>),
-    yielding the port once it listens; stopped afterwards."""
+    yielding its URL (``path`` on it) once it listens; stopped afterwards."""
     with running_module(module, [], LOG_DIR / log_name, what, STARTUP_TIMEOUT_S, ROOT) as port:
-        yield port
+        yield f"http://{LOOPBACK}:{port}{path}"
 
 
-@contextmanager
-def running_mcp_server() -> Iterator[str]:
-    with running_bench_server(
-        "scripts.bench_mcp_server", "mcp-server.log", "the bench MCP server"
-    ) as port:
-        yield f"http://127.0.0.1:{port}/mcp"
+def running_mcp_server() -> AbstractContextManager[str]:
+    return running_peer(
+        "scripts.bench_mcp_server", "mcp-server.log", "the bench MCP server", "/mcp"
+    )
 
 
 @contextmanager
@@ -247,12 +245,8 @@ def measure_mcp_resources(sizes: Sizes) -> ConnectorRun:
 # --- realtime_apis -------------------------------------------------------------------------------
 
 
-@contextmanager
-def running_realtime_api() -> Iterator[str]:
-    with running_bench_server(
-        "scripts.bench_realtime_server", "realtime-api.log", "the bench live API"
-    ) as port:
-        yield f"http://127.0.0.1:{port}"
+def running_realtime_api() -> AbstractContextManager[str]:
+    return running_peer("scripts.bench_realtime_server", "realtime-api.log", "the bench live API")
 
 
 @contextmanager

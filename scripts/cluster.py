@@ -378,10 +378,6 @@ class Cluster:
     def stop_postgres(self) -> None:
         self.stop_part("postgres")
 
-    def restart_postgres(self) -> None:
-        self.stop_postgres()
-        self.start_postgres()
-
     # --- Redis ----------------------------------------------------------------------------------
 
     def start_redis(self) -> None:
@@ -404,9 +400,11 @@ class Cluster:
     def stop_redis(self) -> None:
         self.stop_part("redis")
 
-    def restart_redis(self) -> None:
-        self.stop_redis()
-        self.start_redis()
+    def restart(self, name: str) -> None:
+        """Stop the server part ``name`` (``postgres`` or ``redis``) and start it again; its data
+        stays."""
+        self.stop_part(name)
+        {"postgres": self.start_postgres, "redis": self.start_redis}[name]()
 
     # --- the application ------------------------------------------------------------------------
 
