@@ -62,9 +62,9 @@ def tree_cpu_seconds(process: subprocess.Popen[bytes]) -> float:
         return 0.0
 
 
-def python_m(module: str, app: str, *options: str) -> list[str]:
-    """``python -m <module> <app> <options>`` with this interpreter (the virtualenv's)."""
-    return [sys.executable, "-m", module, app, *options]
+def python_m(module: str, *args: str) -> list[str]:
+    """``python -m <module> <args>`` with this interpreter (the virtualenv's)."""
+    return [sys.executable, "-m", module, *args]
 
 
 def listen_options(port: int, workers: int) -> list[str]:

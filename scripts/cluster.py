@@ -37,7 +37,7 @@ import httpx
 import psutil
 import psycopg
 
-from scripts.bench_server import free_port
+from scripts.bench_server import free_port, python_m
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -80,9 +80,7 @@ def web_command(host: str, port: int, workers: int) -> list[str]:
 
 
 def worker_command(name: str, concurrency: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
+    return python_m(
         "celery",
         "-A",
         "contextplatform",
@@ -93,13 +91,11 @@ def worker_command(name: str, concurrency: int) -> list[str]:
         str(concurrency),
         "--loglevel",
         "INFO",
-    ]
+    )
 
 
 def beat_command(schedule: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
+    return python_m(
         "celery",
         "-A",
         "contextplatform",
@@ -108,7 +104,7 @@ def beat_command(schedule: Path) -> list[str]:
         str(schedule),
         "--loglevel",
         "INFO",
-    ]
+    )
 
 
 def migrate_command() -> list[str]:
