@@ -10,18 +10,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-import numpy as np
 
 from scripts import report
 from scripts.bench_connectors import TARGET_P50_MS, ConnectorRun, ConnectorsResults
+from scripts.bench_stats import pct
 
 START = "<!-- connectors:start -->"
 END = "<!-- connectors:end -->"
 PLOT = "connectors.png"
-
-
-def pct(samples: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(samples, dtype=float), q)) if samples else math.nan
 
 
 def ms(value: float) -> str:

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -30,16 +29,13 @@ from scripts.bench_gateway import (
     GatewayResults,
 )
 from scripts.bench_gateway_upstream import PIECE_GAP_S
+from scripts.bench_stats import pct
 
 START = "<!-- gateway:start -->"
 END = "<!-- gateway:end -->"
 PLOT = "gateway.png"
 COLOURS = {DIRECT: "tab:grey", GATEWAY: "tab:blue", GATEWAY_DEMO: "tab:green", LITELLM: "tab:red"}
 VIA = (GATEWAY, GATEWAY_DEMO, LITELLM)
-
-
-def pct(samples: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(samples, dtype=float), q)) if samples else math.nan
 
 
 def rate_text(rate: float) -> str:

@@ -4,9 +4,7 @@ run."""
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -22,7 +20,7 @@ from scripts.bench_hanging import (
     TIMEOUT_MS,
     HangingResults,
 )
-from scripts.bench_stats import SUMMARY_HEADER, summarize
+from scripts.bench_stats import SUMMARY_HEADER, pct, summarize
 
 START = "<!-- hanging:start -->"
 END = "<!-- hanging:end -->"
@@ -30,10 +28,6 @@ PLOT = "hanging.png"
 TARGET_P99_MS = 20.0
 HANGS = tuple(kind for kind in KINDS if kind != "none")
 PATH_WORDS = {"in_process": "in process", "http": "over HTTP"}
-
-
-def pct(samples: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(samples, dtype=float), q)) if samples else math.nan
 
 
 def hanging_checks(results: HangingResults) -> list[report.Check]:

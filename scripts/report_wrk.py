@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from scripts import report
+from scripts.bench_stats import median
 from scripts.bench_wrk import (
     BARE,
     CONNECTIONS,
@@ -74,10 +75,6 @@ def errors_text(run: WrkRun) -> str:
 
 
 # Checks ------------------------------------------------------------------------------------------
-
-
-def median(values: list[float]) -> float:
-    return float(np.median(values)) if values else float("nan")
 
 
 def resolve_runs(results: HttpPathResults, *, redis: bool) -> list[WrkRun]:
