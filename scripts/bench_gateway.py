@@ -755,6 +755,20 @@ end
 """
 
 
+WRK_ERRORS = ("connect", "read", "write", "status", "timeout")
+
+
+def marked_json(output: str, marker: str) -> dict[str, Any] | None:
+    """The summary a load generator printed as one line, ``<marker> <JSON>``; None without one."""
+    line = next((x for x in output.splitlines() if x.startswith(f"{marker} ")), None)
+    return json.loads(line.removeprefix(f"{marker} ")) if line else None
+
+
+def load_errors(summary: dict[str, Any]) -> dict[str, int]:
+    """The kinds of failed request a load summary counts, those that happened."""
+    return {kind: int(summary[kind]) for kind in WRK_ERRORS if summary[kind]}
+
+
 def lua_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -820,23 +834,17 @@ def run_load(target: Target, command: list[str], server_cpu: Any, seconds: float
     )
     server_s = server_cpu() - server_before
     database_after = database_cpu_seconds() if database_before is not None else None
-    line = next((x for x in completed.stdout.splitlines() if x.startswith("LOAD_JSON ")), None)
-    if line is None:
+    summary = marked_json(completed.stdout, "LOAD_JSON")
+    if summary is None:
         raise RuntimeError(
             f"load run against {target.name} printed no summary:\n"
             f"{completed.stdout[-2000:]}\n{completed.stderr[-2000:]}"
         )
-    summary = json.loads(line.removeprefix("LOAD_JSON "))
-    errors = {
-        kind: int(summary[kind])
-        for kind in ("connect", "read", "write", "status", "timeout")
-        if summary[kind]
-    }
     return LoadRun(
         target=target.name,
         requests=int(summary["requests"]),
         seconds=summary["duration_us"] / 1e6,
-        errors=errors,
+        errors=load_errors(summary),
         p50_ms=summary["p50_us"] / 1000,
         p99_ms=summary["p99_us"] / 1000,
         server_cpu_s=server_s,

@@ -53,7 +53,9 @@ from scripts.bench_gateway import (
     Prepared,
     clean_tenant,
     ensure_wrk,
+    load_errors,
     lua_string,
+    marked_json,
     prepare_tenant,
     running_upstream,
     settle,
@@ -581,8 +583,7 @@ def run_wrk(
         command, capture_output=True, text=True, timeout=seconds + 60, check=False
     )
     (FOLDER / f"wrk-{name}.txt").write_text(completed.stdout + completed.stderr, encoding="utf-8")
-    line = next((x for x in completed.stdout.splitlines() if x.startswith("WRK_JSON ")), None)
-    return json.loads(line.removeprefix("WRK_JSON ")) if line else None
+    return marked_json(completed.stdout, "WRK_JSON")
 
 
 def measure(
@@ -617,11 +618,6 @@ def measure(
     database_after = database_cpu_seconds() if database_before is not None else None
     if summary is None:
         raise RuntimeError(f"wrk printed no summary for {name}; see {FOLDER / f'wrk-{name}.txt'}")
-    errors = {
-        kind: int(summary[kind])
-        for kind in ("connect", "read", "write", "status", "timeout")
-        if summary[kind]
-    }
     return WrkRun(
         server=served.kind.name,
         workers=served.workers,
@@ -629,7 +625,7 @@ def measure(
         redis=redis,
         requests=int(summary["requests"]),
         seconds=summary["duration_us"] / 1e6,
-        errors=errors,
+        errors=load_errors(summary),
         percentiles_ms={k: v / 1000 for k, v in summary["percentiles_us"].items()},
         load_average=[round(value, 2) for value in os.getloadavg()],
         server_cpu_s=served.cpu_seconds() - cpu_before,
