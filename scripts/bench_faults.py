@@ -43,9 +43,9 @@ import httpx
 import psycopg
 
 from scripts.bench_env import load_average, utc_now
-from scripts.bench_gateway import DEMO_TENANT, ensure_wrk
+from scripts.bench_gateway import ensure_wrk
 from scripts.bench_profile import database_url, extract_before
-from scripts.bench_setup import ROOT, log, manage
+from scripts.bench_setup import DEMO_TENANT, ROOT, log, manage
 from scripts.bench_wrk import (
     FOLDER,
     GUNICORN,

@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil
 
 from contextplatform.demo.defaults import DEMO_QUESTION, DEMO_USER, SUPPORT_ROUTE
 from scripts.bench_env import load_average, utc_now
@@ -48,12 +47,17 @@ from scripts.bench_http import (
     LOG_DIR,
     Server,
     database_cpu_seconds,
-    free_port,
-    process_tree_cpu,
     running_server,
     server_config,
 )
-from scripts.bench_setup import ROOT, log, manage
+from scripts.bench_server import free_port, tree_cpu_seconds
+from scripts.bench_setup import (
+    DEMO_TENANT,
+    ROOT,
+    demo_tenant,
+    ensure_demo_documents,
+    log,
+)
 
 # LiteLLM's proxy, pinned: the newest release whose ``[proxy]`` extra resolves from PyPI here
 # (1.108.8 and later pin litellm-enterprise / litellm-proxy-extras releases PyPI does not serve).
@@ -66,7 +70,6 @@ INSTALL_TIMEOUT_S = 1200.0
 STARTUP_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0
 
-DEMO_TENANT = "demo"
 DEPLOYMENT = "bench-gateway-upstream"
 ROUTE_BARE = "bench-gateway-bare"
 ROUTE_DEMO = "bench-gateway-demo"
@@ -303,21 +306,6 @@ def demo_route() -> dict[str, Any]:
     return route
 
 
-def ensure_demo_documents() -> None:
-    """The demo collection's chunks: with ``REDIS_URL`` and no Celery worker the ingestion job
-    ``bootstrap_demo`` queued never ran, so the bench runs it here."""
-    from sources.embedding import get_embedder
-    from sources.ingestion import run_ingestion_job
-    from sources.models import Chunk, IngestionJob
-
-    if Chunk.objects.exists():
-        return
-    job = IngestionJob.objects.order_by("-created_at").first()
-    if job is not None:
-        log(f"gateway: running the demo's ingestion job {job.id} inline …")
-        run_ingestion_job(job.id, get_embedder())
-
-
 def prepare_tenant(upstream_port: int) -> Prepared:
     from django_tenants.utils import schema_context
 
@@ -327,15 +315,12 @@ def prepare_tenant(upstream_port: int) -> Prepared:
     from tenants.models import Tenant
     from tenants.services import issue_api_key
 
-    if not Tenant.objects.filter(schema_name=DEMO_TENANT).exists():
-        log("gateway: bootstrap_demo …")
-        manage("bootstrap_demo")
-    tenant = Tenant.objects.get(schema_name=DEMO_TENANT)
+    tenant = demo_tenant("gateway")
     allowlist = list(tenant.outbound_allowlist or [])
     if HOST not in allowlist:  # the gateway's SSRF guard refuses loopback otherwise
         Tenant.objects.filter(pk=tenant.pk).update(outbound_allowlist=[*allowlist, HOST])
     with schema_context(DEMO_TENANT):
-        ensure_demo_documents()
+        ensure_demo_documents("gateway")
         spec = parse_deployment(
             {
                 "name": DEPLOYMENT,
@@ -399,10 +384,7 @@ class Process:
     log_path: Path
 
     def cpu_seconds(self) -> float:
-        try:
-            return process_tree_cpu(psutil.Process(self.process.pid))
-        except psutil.Error:
-            return 0.0
+        return tree_cpu_seconds(self.process)
 
 
 def wait_http(process: Process, path: str, timeout_s: float) -> None:
@@ -443,6 +425,11 @@ def running(
         yield process
     finally:
         stop(process)
+
+
+def running_upstream(port: int, env: dict[str, str]) -> contextlib.AbstractContextManager[Process]:
+    """The bench upstream (``scripts.bench_gateway_upstream``) on ``port``, until the block ends."""
+    return running("bench-upstream", upstream_command(port), env, "/", port, ROOT)
 
 
 def upstream_command(port: int) -> list[str]:
@@ -769,6 +756,20 @@ end
 """
 
 
+WRK_ERRORS = ("connect", "read", "write", "status", "timeout")
+
+
+def marked_json(output: str, marker: str) -> dict[str, Any] | None:
+    """The summary a load generator printed as one line, ``<marker> <JSON>``; None without one."""
+    line = next((x for x in output.splitlines() if x.startswith(f"{marker} ")), None)
+    return json.loads(line.removeprefix(f"{marker} ")) if line else None
+
+
+def load_errors(summary: dict[str, Any]) -> dict[str, int]:
+    """The kinds of failed request a load summary counts, those that happened."""
+    return {kind: int(summary[kind]) for kind in WRK_ERRORS if summary[kind]}
+
+
 def lua_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -834,23 +835,17 @@ def run_load(target: Target, command: list[str], server_cpu: Any, seconds: float
     )
     server_s = server_cpu() - server_before
     database_after = database_cpu_seconds() if database_before is not None else None
-    line = next((x for x in completed.stdout.splitlines() if x.startswith("LOAD_JSON ")), None)
-    if line is None:
+    summary = marked_json(completed.stdout, "LOAD_JSON")
+    if summary is None:
         raise RuntimeError(
             f"load run against {target.name} printed no summary:\n"
             f"{completed.stdout[-2000:]}\n{completed.stderr[-2000:]}"
         )
-    summary = json.loads(line.removeprefix("LOAD_JSON "))
-    errors = {
-        kind: int(summary[kind])
-        for kind in ("connect", "read", "write", "status", "timeout")
-        if summary[kind]
-    }
     return LoadRun(
         target=target.name,
         requests=int(summary["requests"]),
         seconds=summary["duration_us"] / 1e6,
-        errors=errors,
+        errors=load_errors(summary),
         p50_ms=summary["p50_us"] / 1000,
         p99_ms=summary["p99_us"] / 1000,
         server_cpu_s=server_s,
@@ -933,16 +928,7 @@ def run_gateway(quick: bool) -> GatewayResults:
     upstream_port = free_port()
     prepared: Prepared | None = None
     with contextlib.ExitStack() as stack:
-        upstream = stack.enter_context(
-            running(
-                "bench-upstream",
-                upstream_command(upstream_port),
-                gateway_env(),
-                "/",
-                upstream_port,
-                ROOT,
-            )
-        )
+        upstream = stack.enter_context(running_upstream(upstream_port, gateway_env()))
         try:
             prepared = prepare_tenant(upstream_port)
             log("gateway: uvicorn (1 worker) …")

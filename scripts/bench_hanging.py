@@ -34,12 +34,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import importlib.util
 import json
 import os
 import random
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -48,9 +45,17 @@ from types import ModuleType
 from typing import Any
 
 from scripts.bench_env import load_average, utc_now
-from scripts.bench_setup import ROOT, log
+from scripts.bench_server import running_module
+from scripts.bench_setup import (
+    DEMO_TENANT,
+    ROOT,
+    copy_demo_session,
+    ensure_demo_documents,
+    log,
+    module_at,
+)
+from scripts.bench_stats import Sizes
 
-DEMO_TENANT = "demo"
 TIMEOUT_MS = 300
 BEFORE_COMMIT = "7668f06"
 SESSION = "s_bench_hanging"
@@ -62,12 +67,6 @@ PATHS = ("in_process", "http")
 SEED = 23
 STARTUP_TIMEOUT_S = 60.0
 LOOPBACK = "127.0.0.1"
-
-
-@dataclass(frozen=True)
-class Sizes:
-    rounds: int
-    warmup: int
 
 
 FULL = Sizes(rounds=200, warmup=10)
@@ -201,66 +200,22 @@ def clock_of(outcomes: list[Any]) -> dict[str, float]:
     return {"deadline_at": deadline_at, "fetched_at": fetched_at}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{what} exited with {process.returncode}")
-        with socket.socket() as probe:
-            if probe.connect_ex((LOOPBACK, port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"{what} did not listen on {port} within {STARTUP_TIMEOUT_S:g} s")
-
-
 @contextlib.contextmanager
 def running(*args: str) -> Iterator[int]:
     """``python -m scripts.bench_hanging <args> PORT`` on a free port, until the block ends."""
-    port = free_port()
-    log_dir = ROOT / "var" / "bench"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    with open(log_dir / f"hanging-{'-'.join(args)}.log", "wb") as output:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "scripts.bench_hanging", *args, str(port)],
-            cwd=ROOT,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            wait_for_port(port, process, " ".join(args))
-            yield port
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
+    log_path = ROOT / "var" / "bench" / f"hanging-{'-'.join(args)}.log"
+    what = " ".join(args)
+    with running_module(
+        "scripts.bench_hanging", list(args), log_path, what, STARTUP_TIMEOUT_S, ROOT
+    ) as port:
+        yield port
 
 
 # --- before: sources.fetch of BEFORE_COMMIT ---------------------------------------------------
 
 
 def before_module() -> ModuleType:
-    source = subprocess.run(
-        ["git", "show", f"{BEFORE_COMMIT}:sources/fetch.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    spec = importlib.util.spec_from_loader("bench_hanging_before_fetch", loader=None)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    exec(compile(source, f"{BEFORE_COMMIT}:sources/fetch.py", "exec"), module.__dict__)
-    return module
+    return module_at(BEFORE_COMMIT, "sources/fetch.py", "bench_hanging_before_fetch")
 
 
 _BEFORE: dict[str, Callable[..., Any]] = {}
@@ -364,11 +319,8 @@ def prepared(silent_port: int, mcp_port: int) -> Iterator[Any]:
     from contextplatform.routes.configuration.schema import validate_route_spec
     from contextplatform.routes.models import Route
     from contextplatform.routes.services import upsert_route
-    from scripts.bench_prewarm import ensure_demo_documents
     from sources.mcp.services import create_server, parse_server
     from sources.models import ChatSession, McpServer
-    from sources.selectors import session_messages
-    from sources.services import append_session_messages
     from tenants.models import Tenant
 
     with schema_context(get_public_schema_name()):
@@ -377,7 +329,7 @@ def prepared(silent_port: int, mcp_port: int) -> Iterator[Any]:
         tenants.update(outbound_allowlist=[*previous, LOOPBACK])
     try:
         with schema_context(DEMO_TENANT):
-            ensure_demo_documents()
+            ensure_demo_documents("hanging")
             McpServer.objects.filter(name=MCP_SERVER_NAME).delete()
             create_server(
                 spec=parse_server(
@@ -390,13 +342,7 @@ def prepared(silent_port: int, mcp_port: int) -> Iterator[Any]:
             )
             for kind in KINDS:
                 upsert_route(spec=validate_route_spec(route_of(kind, silent_port)))
-            ChatSession.objects.filter(key=SESSION).delete()
-            demo = session_messages(session_key="s_9", user_id="u_123")
-            append_session_messages(
-                session_key=SESSION,
-                user_id="u_123",
-                messages=[{"role": m.role, "content": m.content} for m in demo],
-            )
+            copy_demo_session(SESSION)
         tenant = Tenant.objects.get(schema_name=DEMO_TENANT)
         with schema_context(DEMO_TENANT):  # as the tenant middleware selects it
             yield tenant

@@ -7,22 +7,27 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from importlib.metadata import version
-from pathlib import Path
 
 import httpx
 import psutil
 
 from contextplatform.demo.defaults import DEMO_RESOLVE_BODY
 from scripts.bench_env import busy_fraction
+from scripts.bench_server import (
+    ServerProcess,
+    free_port,
+    listen_options,
+    process_tree_cpu,
+    python_m,
+    wait_workers_ready,
+)
 from scripts.bench_setup import ROOT
 
 HOST = "127.0.0.1"
@@ -36,16 +41,7 @@ DEMO_BODY = DEMO_RESOLVE_BODY
 
 
 @dataclass
-class Server:
-    process: subprocess.Popen[bytes]
-    port: int
-    workers: int
-    log_path: Path
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{HOST}:{self.port}"
-
+class Server(ServerProcess):
     def worker_processes(self) -> list[psutil.Process]:
         """The processes that serve requests: uvicorn itself, or its spawned workers."""
         root = psutil.Process(self.process.pid)
@@ -60,26 +56,6 @@ class Server:
                 times = proc.cpu_times()
                 seconds.append(times.user + times.system)
         return seconds
-
-    def cpu_seconds(self) -> float:
-        """CPU time of uvicorn and its worker processes so far."""
-        try:
-            return process_tree_cpu(psutil.Process(self.process.pid))
-        except psutil.Error:
-            return 0.0
-
-
-def process_tree_cpu(root: psutil.Process) -> float:
-    """CPU seconds of a process, its reaped children and its live descendants."""
-    total = 0.0
-    with suppress(psutil.Error):
-        times = root.cpu_times()
-        total += times.user + times.system + times.children_user + times.children_system
-        for child in root.children(recursive=True):
-            with suppress(psutil.Error):
-                child_times = child.cpu_times()
-                total += child_times.user + child_times.system
-    return total
 
 
 def database_cpu_seconds() -> float | None:
@@ -148,26 +124,13 @@ class LoadState:
         return True
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
 def server_command(port: int, workers: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
+    return python_m(
         "uvicorn",
         "contextplatform.asgi:application",
-        "--host",
-        HOST,
-        "--port",
-        str(port),
-        "--workers",
-        str(workers),
+        *listen_options(port, workers),
         "--no-access-log",
-    ]
+    )
 
 
 def server_config(workers: int) -> dict[str, str]:
@@ -206,22 +169,7 @@ def start_server(
 
 def wait_ready(server: Server) -> None:
     """Every worker has started and the health endpoint answers."""
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(f"uvicorn exited early; see {server.log_path}")
-        started = server.log_path.read_text(errors="replace").count("Application startup complete")
-        if started >= server.workers and healthy(server):
-            return
-        time.sleep(0.25)
-    raise RuntimeError(f"uvicorn not ready after {STARTUP_TIMEOUT_S:.0f} s; see {server.log_path}")
-
-
-def healthy(server: Server) -> bool:
-    try:
-        return httpx.get(f"{server.base_url}/healthz", timeout=2.0).status_code == 200
-    except httpx.HTTPError:
-        return False
+    wait_workers_ready(server, "Application startup complete", "uvicorn", STARTUP_TIMEOUT_S)
 
 
 def stop_server(server: Server) -> int:

@@ -19,8 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from scripts.bench_env import load_average, utc_now
-from scripts.bench_setup import log, manage
-from scripts.bench_stats import summarize
+from scripts.bench_setup import (
+    DEMO_TENANT,
+    demo_tenant,
+    ensure_demo_documents,
+    log,
+)
+from scripts.bench_stats import Sizes, summarize
 from scripts.report import (
     Check,
     check_rows,
@@ -31,7 +36,6 @@ from scripts.report import (
     write_section,
 )
 
-DEMO_TENANT = "demo"
 # The demo route as written (its judge keeps at most 3 documents scoring 0.15 or more), and the
 # same route retrieving as a plain top-k RAG does (the 6 nearest documents, no judge).
 SCENARIOS = {
@@ -46,12 +50,6 @@ QUESTIONS = (
     "Thanks, that is all.",
 )
 START, END = "<!-- lazy:start -->", "<!-- lazy:end -->"
-
-
-@dataclass(frozen=True)
-class Sizes:
-    rounds: int
-    warmup: int
 
 
 FULL_SIZES = Sizes(rounds=200, warmup=10)
@@ -107,15 +105,10 @@ def prepare() -> Any:
 
     from contextplatform.routes.models import Route
     from contextplatform.routes.services import create_route, prepare_route
-    from scripts.bench_prewarm import ensure_demo_documents
-    from tenants.models import Tenant
 
-    if not Tenant.objects.filter(schema_name=DEMO_TENANT).exists():
-        log("lazy: bootstrap_demo …")
-        manage("bootstrap_demo")
-    tenant = Tenant.objects.get(schema_name=DEMO_TENANT)
+    tenant = demo_tenant("lazy")
     with schema_context(DEMO_TENANT):
-        ensure_demo_documents()
+        ensure_demo_documents("lazy")
         names = route_names()
         Route.objects.filter(name__in=names.values()).delete()
         for (scenario, setting), name in names.items():

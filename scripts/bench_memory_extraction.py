@@ -24,9 +24,7 @@ storing everything would give (every fact, and every question).
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
-import types
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +32,7 @@ from dataclasses import dataclass, field
 from memory.extraction import local
 from memory.extraction.types import ExtractedMemory
 from scripts import bench_memory_data as data
-from scripts.bench_setup import ROOT
+from scripts.bench_setup import module_at
 
 # The last commit with the extractor as it was before issue 13.
 PREVIOUS = "a361bd1"
@@ -54,19 +52,11 @@ def previous_extractor() -> Extractor | None:
     """``extract_local`` of ``memory/extraction/local.py`` at ``PREVIOUS``; None without git or
     that commit (a shallow clone, an exported tree)."""
     try:
-        source = subprocess.run(
-            ["git", "show", f"{PREVIOUS}:memory/extraction/local.py"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=30,
-        ).stdout
+        module = module_at(
+            PREVIOUS, "memory/extraction/local.py", "memory_extraction_local_before_issue_13"
+        )
     except (OSError, subprocess.SubprocessError):
         return None
-    module = types.ModuleType("memory_extraction_local_before_issue_13")
-    sys.modules[module.__name__] = module  # its dataclasses look their module up there
-    exec(compile(source, f"{PREVIOUS}:memory/extraction/local.py", "exec"), module.__dict__)
     extract: Extractor = module.extract_local
     return extract
 

@@ -19,20 +19,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scripts.bench_env import load_average, utc_now
-from scripts.bench_setup import log, manage
-from scripts.bench_stats import Summary, summarize
+from scripts.bench_setup import (
+    DEMO_TENANT,
+    copy_demo_session,
+    demo_tenant,
+    ensure_demo_documents,
+    log,
+)
+from scripts.bench_stats import Sizes, Summary, summarize
 
-DEMO_TENANT = "demo"
 SESSION = "s_bench_prewarm"
 SETTINGS = ("cold", "prewarmed")
 PREWARMED = frozenset({"profile", "history"})  # what the demo route's pre-warm serves
 SEED = 11
-
-
-@dataclass(frozen=True)
-class Sizes:
-    rounds: int
-    warmup: int
 
 
 FULL_SIZES = Sizes(rounds=1000, warmup=50)
@@ -74,39 +73,11 @@ def prepare() -> Any:
     """The demo tenant (bootstrapped if missing), its documents, the bench's session."""
     from django_tenants.utils import schema_context
 
-    from sources.models import ChatSession
-    from sources.selectors import session_messages
-    from sources.services import append_session_messages
-    from tenants.models import Tenant
-
-    if not Tenant.objects.filter(schema_name=DEMO_TENANT).exists():
-        log("prewarm: bootstrap_demo …")
-        manage("bootstrap_demo")
-    tenant = Tenant.objects.get(schema_name=DEMO_TENANT)
+    tenant = demo_tenant("prewarm")
     with schema_context(DEMO_TENANT):
-        ensure_demo_documents()
-        ChatSession.objects.filter(key=SESSION).delete()
-        demo = session_messages(session_key="s_9", user_id="u_123")
-        append_session_messages(
-            session_key=SESSION,
-            user_id="u_123",
-            messages=[{"role": m.role, "content": m.content} for m in demo],
-        )
+        ensure_demo_documents("prewarm")
+        copy_demo_session(SESSION)
     return tenant
-
-
-def ensure_demo_documents() -> None:
-    """Without a Celery worker the demo's ingestion job never ran: run it here."""
-    from sources.embedding import get_embedder
-    from sources.ingestion import run_ingestion_job
-    from sources.models import Chunk, IngestionJob
-
-    if Chunk.objects.exists():
-        return
-    job = IngestionJob.objects.order_by("-created_at").first()
-    if job is not None:
-        log(f"prewarm: running the demo's ingestion job {job.id} inline …")
-        run_ingestion_job(job.id, get_embedder())
 
 
 def clean() -> int:

@@ -40,9 +40,10 @@ from scripts.bench_gateway import (
     ensure_wrk,
     prepare_tenant,
     running,
-    upstream_command,
+    running_upstream,
 )
-from scripts.bench_http import HOST, free_port
+from scripts.bench_http import HOST
+from scripts.bench_server import free_port
 from scripts.bench_setup import ROOT, log
 from scripts.bench_wrk import (
     FOLDER,
@@ -300,14 +301,7 @@ def run_profile(quick: bool) -> ProfileResults:
     upstream_port = free_port()
     prepared = None
     try:
-        with running(
-            "bench-upstream",
-            upstream_command(upstream_port),
-            dict(os.environ),
-            "/",
-            upstream_port,
-            ROOT,
-        ):
+        with running_upstream(upstream_port, dict(os.environ)):
             prepared = prepare_tenant(upstream_port)
             requests = requests_for(prepared.key)
             requests[STACK] = Request(

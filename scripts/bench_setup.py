@@ -8,11 +8,13 @@ import logging
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_TENANT = "bench"
+DEMO_TENANT = "demo"
 SOURCE_COUNT = 6
 TOTAL_ITEMS = 100
 
@@ -144,3 +146,70 @@ def delete_replay(schema: str, ids: list[str]) -> int:
             count, _ = ReplayRecord.objects.filter(pk__in=ids[start : start + 500]).delete()
             deleted += count
     return deleted
+
+
+def git_show(commit: str, path: str) -> str:
+    """``path`` as it was at ``commit``."""
+    return subprocess.run(
+        ["git", "show", f"{commit}:{path}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout
+
+
+def load_source(name: str, source: str, filename: str) -> types.ModuleType:
+    """``source`` run as a module of its own, ``name``, beside today's code."""
+    module = types.ModuleType(name)
+    sys.modules[name] = module  # its dataclasses look their module up there
+    exec(compile(source, filename, "exec"), module.__dict__)
+    return module
+
+
+def module_at(commit: str, path: str, name: str) -> types.ModuleType:
+    """The module at ``path`` as ``commit`` had it (``git show``), loaded as ``name``: an earlier
+    code measured in the same process as today's."""
+    return load_source(name, git_show(commit, path), f"{commit}:{path}")
+
+
+def demo_tenant(section: str) -> Any:
+    """The demo tenant, ``bootstrap_demo`` run first when it is missing."""
+    from tenants.models import Tenant
+
+    if not Tenant.objects.filter(schema_name=DEMO_TENANT).exists():
+        log(f"{section}: bootstrap_demo …")
+        manage("bootstrap_demo")
+    return Tenant.objects.get(schema_name=DEMO_TENANT)
+
+
+def ensure_demo_documents(section: str) -> None:
+    """The demo collection's chunks: with ``REDIS_URL`` and no Celery worker the ingestion job
+    ``bootstrap_demo`` queued never ran, so the bench runs it here."""
+    from sources.embedding import get_embedder
+    from sources.ingestion import run_ingestion_job
+    from sources.models import Chunk, IngestionJob
+
+    if Chunk.objects.exists():
+        return
+    job = IngestionJob.objects.order_by("-created_at").first()
+    if job is not None:
+        log(f"{section}: running the demo's ingestion job {job.id} inline …")
+        run_ingestion_job(job.id, get_embedder())
+
+
+def copy_demo_session(session: str) -> None:
+    """The demo's chat session (``s_9`` of ``u_123``) written afresh as ``session``, in the
+    current schema."""
+    from sources.models import ChatSession
+    from sources.selectors import session_messages
+    from sources.services import append_session_messages
+
+    ChatSession.objects.filter(key=session).delete()
+    demo = session_messages(session_key="s_9", user_id="u_123")
+    append_session_messages(
+        session_key=session,
+        user_id="u_123",
+        messages=[{"role": m.role, "content": m.content} for m in demo],
+    )

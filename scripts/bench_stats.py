@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """A section's run: ``rounds`` measured after ``warmup`` unmeasured ones."""
+
+    rounds: int
+    warmup: int
 
 
 @dataclass(frozen=True)
@@ -40,3 +50,12 @@ def summarize(samples: list[float]) -> Summary:
         minimum=float(data.min()),
         maximum=float(data.max()),
     )
+
+
+def pct(samples: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (numpy's linear interpolation); NaN with no samples."""
+    return float(np.percentile(np.asarray(samples, dtype=float), q)) if samples else math.nan
+
+
+def median(values: Sequence[float]) -> float:
+    return float(np.median(values)) if values else math.nan

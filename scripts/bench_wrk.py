@@ -53,19 +53,25 @@ from scripts.bench_gateway import (
     Prepared,
     clean_tenant,
     ensure_wrk,
+    load_errors,
     lua_string,
+    marked_json,
     prepare_tenant,
-    running,
+    running_upstream,
     settle,
-    upstream_command,
     wrk_version,
 )
 from scripts.bench_http import (
     HOST,
     LOG_DIR,
     database_cpu_seconds,
+)
+from scripts.bench_server import (
+    ServerProcess,
     free_port,
-    process_tree_cpu,
+    listen_options,
+    python_m,
+    wait_workers_ready,
 )
 from scripts.bench_setup import ROOT, log
 
@@ -131,23 +137,16 @@ class ServerKind:
 
 def uvicorn_argv(loop: str, http: str) -> Callable[[str, int, int], list[str]]:
     def argv(app: str, port: int, workers: int) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
+        return python_m(
             "uvicorn",
             app,
-            "--host",
-            HOST,
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
+            *listen_options(port, workers),
             "--loop",
             loop,
             "--http",
             http,
             "--no-access-log",
-        ]
+        )
 
     return argv
 
@@ -159,9 +158,7 @@ PROJECT_WORKER = "contextplatform.server.UvicornWorker"
 def gunicorn_argv(
     app: str, port: int, workers: int, worker_class: str = PROJECT_WORKER
 ) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
+    return python_m(
         "gunicorn",
         app,
         "--worker-class",
@@ -175,26 +172,19 @@ def gunicorn_argv(
         "5",
         # One control socket per user by default: two servers on one machine would share it.
         "--no-control-socket",
-    ]
+    )
 
 
 def granian_argv(app: str, port: int, workers: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
+    return python_m(
         "granian",
         app,
         "--interface",
         "asgi",
-        "--host",
-        HOST,
-        "--port",
-        str(port),
-        "--workers",
-        str(workers),
+        *listen_options(port, workers),
         "--workers-kill-timeout",
         "10",
-    ]
+    )
 
 
 UVICORN_H11 = ServerKind(
@@ -340,17 +330,9 @@ class HttpPathResults:
 
 
 @dataclass
-class Served:
+class Served(ServerProcess):
     kind: ServerKind
     app: str
-    workers: int
-    process: subprocess.Popen[bytes]
-    port: int
-    log_path: Path
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{HOST}:{self.port}"
 
     def worker_processes(self) -> list[psutil.Process]:
         """The processes that serve requests: the server's children (multiprocessing's helpers
@@ -365,12 +347,6 @@ class Served:
         except psutil.Error:
             return []
         return children or [root]
-
-    def cpu_seconds(self) -> float:
-        try:
-            return process_tree_cpu(psutil.Process(self.process.pid))
-        except psutil.Error:
-            return 0.0
 
 
 def worker_cpu(processes: list[psutil.Process]) -> list[float]:
@@ -415,22 +391,7 @@ def server_env(workers: int, redis_url: str | None, metrics_dir: Path | None) ->
 
 
 def wait_ready(served: Served) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if served.process.poll() is not None:
-            raise RuntimeError(f"{served.kind.name} exited early; see {served.log_path}")
-        text = served.log_path.read_text(errors="replace")
-        if text.count(served.kind.ready_line) >= served.workers and answers(served):
-            return
-        time.sleep(0.25)
-    raise RuntimeError(f"{served.kind.name} not ready after {STARTUP_TIMEOUT_S:.0f} s")
-
-
-def answers(served: Served) -> bool:
-    try:
-        return httpx.get(f"{served.base_url}/healthz", timeout=2.0).status_code == 200
-    except httpx.HTTPError:
-        return False
+    wait_workers_ready(served, served.kind.ready_line, served.kind.name, STARTUP_TIMEOUT_S)
 
 
 def stop(served: Served) -> None:
@@ -476,7 +437,7 @@ def serving(
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stopped whole, nothing left behind
         )
-    served = Served(kind, app, workers, process, port, log_path)
+    served = Served(process, port, workers, log_path, kind=kind, app=app)
     try:
         wait_ready(served)
         yield served
@@ -622,8 +583,7 @@ def run_wrk(
         command, capture_output=True, text=True, timeout=seconds + 60, check=False
     )
     (FOLDER / f"wrk-{name}.txt").write_text(completed.stdout + completed.stderr, encoding="utf-8")
-    line = next((x for x in completed.stdout.splitlines() if x.startswith("WRK_JSON ")), None)
-    return json.loads(line.removeprefix("WRK_JSON ")) if line else None
+    return marked_json(completed.stdout, "WRK_JSON")
 
 
 def measure(
@@ -658,11 +618,6 @@ def measure(
     database_after = database_cpu_seconds() if database_before is not None else None
     if summary is None:
         raise RuntimeError(f"wrk printed no summary for {name}; see {FOLDER / f'wrk-{name}.txt'}")
-    errors = {
-        kind: int(summary[kind])
-        for kind in ("connect", "read", "write", "status", "timeout")
-        if summary[kind]
-    }
     return WrkRun(
         server=served.kind.name,
         workers=served.workers,
@@ -670,7 +625,7 @@ def measure(
         redis=redis,
         requests=int(summary["requests"]),
         seconds=summary["duration_us"] / 1e6,
-        errors=errors,
+        errors=load_errors(summary),
         percentiles_ms={k: v / 1000 for k, v in summary["percentiles_us"].items()},
         load_average=[round(value, 2) for value in os.getloadavg()],
         server_cpu_s=served.cpu_seconds() - cpu_before,
@@ -768,14 +723,7 @@ def run_http_path(quick: bool) -> HttpPathResults:
     upstream_port = free_port()
     try:
         with (
-            running(
-                "bench-upstream",
-                upstream_command(upstream_port),
-                dict(os.environ),
-                "/",
-                upstream_port,
-                ROOT,
-            ),
+            running_upstream(upstream_port, dict(os.environ)),
             redis_server() as redis_url,
         ):
             results.redis = redis_url or ""

@@ -23,7 +23,6 @@ import ctypes
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,8 @@ from typing import IO
 import httpx
 import psutil
 import psycopg
+
+from scripts.bench_server import free_port, python_m
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -79,9 +80,7 @@ def web_command(host: str, port: int, workers: int) -> list[str]:
 
 
 def worker_command(name: str, concurrency: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
+    return python_m(
         "celery",
         "-A",
         "contextplatform",
@@ -92,13 +91,11 @@ def worker_command(name: str, concurrency: int) -> list[str]:
         str(concurrency),
         "--loglevel",
         "INFO",
-    ]
+    )
 
 
 def beat_command(schedule: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
+    return python_m(
         "celery",
         "-A",
         "contextplatform",
@@ -107,17 +104,11 @@ def beat_command(schedule: Path) -> list[str]:
         str(schedule),
         "--loglevel",
         "INFO",
-    ]
+    )
 
 
 def migrate_command() -> list[str]:
     return [sys.executable, "manage.py", "migrate_schemas", "--noinput", "-v", "0"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def postgres_bin() -> Path:
@@ -383,10 +374,6 @@ class Cluster:
     def stop_postgres(self) -> None:
         self.stop_part("postgres")
 
-    def restart_postgres(self) -> None:
-        self.stop_postgres()
-        self.start_postgres()
-
     # --- Redis ----------------------------------------------------------------------------------
 
     def start_redis(self) -> None:
@@ -409,9 +396,11 @@ class Cluster:
     def stop_redis(self) -> None:
         self.stop_part("redis")
 
-    def restart_redis(self) -> None:
-        self.stop_redis()
-        self.start_redis()
+    def restart(self, name: str) -> None:
+        """Stop the server part ``name`` (``postgres`` or ``redis``) and start it again; its data
+        stays."""
+        self.stop_part(name)
+        {"postgres": self.start_postgres, "redis": self.start_redis}[name]()
 
     # --- the application ------------------------------------------------------------------------
 

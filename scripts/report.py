@@ -6,9 +6,11 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import matplotlib
 
+# Every report module imports this one: the backend is Agg (files only) before any of them draws.
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
@@ -73,6 +75,25 @@ def image_path(docs_dir: Path, name: str) -> Path:
     return images / name
 
 
+def label_axes(
+    ax: plt.Axes,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    loc: str = "lower right",
+    fontsize: int | None = None,
+) -> None:
+    """A plot's labels, title, legend and light grid, alike in every figure of the page."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if fontsize is None:
+        ax.legend(loc=loc)
+    else:
+        ax.legend(loc=loc, fontsize=fontsize)
+    ax.grid(alpha=0.3)
+
+
 def ecdf(ax: plt.Axes, samples: Sequence[float], label: str) -> None:
     data = np.sort(np.asarray(samples, dtype=float))
     ax.step(data, np.arange(1, len(data) + 1) / len(data), where="post", label=label)
@@ -89,11 +110,12 @@ def plot_overhead(overhead: OverheadResult, path: Path) -> None:
     ax.axhline(0.99, color="grey", linewidth=0.5)
     worst = max(s.overhead_ms for s in overhead.recorded)
     ax.set_xlim(0, max(p99 * 1.25, min(worst, p99 * 3)))
-    ax.set_xlabel("overhead over the slowest source (ms)")
-    ax.set_ylabel("fraction of requests")
-    ax.set_title(f"Resolver overhead, {SOURCE_COUNT} sources, {TOTAL_ITEMS} candidate items")
-    ax.legend(loc="lower right")
-    ax.grid(alpha=0.3)
+    label_axes(
+        ax,
+        "overhead over the slowest source (ms)",
+        "fraction of requests",
+        f"Resolver overhead, {SOURCE_COUNT} sources, {TOTAL_ITEMS} candidate items",
+    )
     save_figure(fig, path)
 
 
@@ -116,11 +138,12 @@ def plot_http(runs: list[HttpRun], path: Path) -> None:
     for run in runs:
         ecdf(left, run.result.latencies_ms, f"workers={run.result.workers}")
     left.set_xlim(left=0)
-    left.set_xlabel("latency (ms)")
-    left.set_ylabel("fraction of requests")
-    left.set_title(f"POST /api/v1/resolve, {runs[0].result.clients} concurrent clients")
-    left.legend(loc="lower right")
-    left.grid(alpha=0.3)
+    label_axes(
+        left,
+        "latency (ms)",
+        "fraction of requests",
+        f"POST /api/v1/resolve, {runs[0].result.clients} concurrent clients",
+    )
     labels = [f"workers={run.result.workers}" for run in runs]
     rates = [run.result.requests_per_s for run in runs]
     bars = right.bar(labels, rates, color=["tab:blue", "tab:orange"][: len(runs)])
@@ -179,7 +202,10 @@ def splice_section(page: str, text: str, start: str, end: str) -> str:
 
 def write_section(docs_dir: Path, text: str, start: str, end: str) -> Path:
     """Put ``text`` (a section between markers ``start`` and ``end``) into docs/benchmarks.md,
-    in place of that section of an earlier run, or at the end; return the page's path."""
+    in place of that section of an earlier run, or at the end; return the page's path.
+
+    The markers are HTML comments: ``BENCH_ONLY=<section>`` replaces one section in the page of an
+    earlier run and leaves the other sections as they were."""
     path = docs_dir / "benchmarks.md"
     page = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
     path.write_text(splice_section(page, text, start, end), encoding="utf-8")
@@ -199,6 +225,32 @@ def write_plotted_section(
     path = image_path(docs_dir, plot_name)
     draw(path)
     return [path, write_section(docs_dir, text, start, end)]
+
+
+R = TypeVar("R")
+
+
+def plotted_writer(
+    plot: Callable[[R, Path], None],
+    section: Callable[[R, str], str],
+    plot_name: str,
+    start: str,
+    end: str,
+) -> Callable[[R, Path, str], list[Path]]:
+    """A section's writer: ``section(results, commit)`` into docs/benchmarks.md between ``start``
+    and ``end``, ``plot(results, path)`` into docs/bench/``plot_name``."""
+
+    def write(results: R, docs_dir: Path, commit: str) -> list[Path]:
+        return write_plotted_section(
+            docs_dir,
+            plot_name,
+            lambda path: plot(results, path),
+            section(results, commit),
+            start,
+            end,
+        )
+
+    return write
 
 
 def quick_note(quick: bool) -> str:

@@ -1,19 +1,15 @@
-"""The "backends" section of docs/benchmarks.md (vector backends beside pgvector) and its plot.
-
-The section sits between two HTML comments, so that ``BENCH_ONLY=backends`` can replace it in the
-page of an earlier run and leave the other sections as they were.
+"""The "backends" section of docs/benchmarks.md (vector backends beside pgvector) and its plot;
+``BENCH_ONLY=backends`` replaces it alone (``report.write_section``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.ticker import NullFormatter
 
+from scripts import report
 from scripts.bench_backends import (
     ENGINES,
     FILTERED_QUERIES,
@@ -25,7 +21,6 @@ from scripts.bench_backends import (
     BackendsResults,
 )
 from scripts.bench_stats import summarize
-from scripts.report import ecdf, image_path, quick_note, save_figure, table, write_section
 
 START = "<!-- backends:start -->"
 END = "<!-- backends:end -->"
@@ -41,7 +36,7 @@ def plot(results: BackendsResults, path: Path) -> None:
             run = results.run(backend, label)
             if run is None or not run.latencies_ms:
                 continue
-            ecdf(ax, run.latencies_ms, f"{backend} (recall@10 {run.recall_at_10:.3f})")
+            report.ecdf(ax, run.latencies_ms, f"{backend} (recall@10 {run.recall_at_10:.3f})")
             ax.get_lines()[-1].set_color(COLOURS[backend])
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())  # decade labels only: no overlap
@@ -50,7 +45,7 @@ def plot(results: BackendsResults, path: Path) -> None:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(loc="upper left", fontsize=8)
     axes[0].set_ylabel("fraction of queries")
-    save_figure(fig, path)
+    report.save_figure(fig, path)
 
 
 def run_rows(results: BackendsResults) -> list[list[str]]:
@@ -123,7 +118,7 @@ def section(results: BackendsResults, commit: str) -> str:
         "## Vector backends: milvus and qdrant beside vectorstore",
         f"Measured {results.date} at commit `{commit}` by `BENCH_ONLY=backends make bench` "
         f"(`scripts/bench_backends.py`); load average {results.load_average}; section runtime "
-        f"{results.runtime_s:.0f} s.{quick_note(results.quick)}",
+        f"{results.runtime_s:.0f} s.{report.quick_note(results.quick)}",
         f"The same {results.rows:,} Cranfield-derived chunks as the retrieval section's 100k "
         f"recall (its chunk vectors, replicated with the same seeded noise: {results.noise}) and "
         f"the same {results.queries} query vectors (the Cranfield queries through the platform's "
@@ -136,7 +131,7 @@ def section(results: BackendsResults, commit: str) -> str:
         'against an exact scan (numpy, every row). The filtered runs (`{"group": "g3"}`, 10 % '
         f"of the rows, passed down to each engine) take the first {filtered_queries(results)} "
         "queries, the same for all three: both embedded engines filter in Python over every row.",
-        table(
+        report.table(
             [
                 "backend",
                 "engine",
@@ -150,7 +145,7 @@ def section(results: BackendsResults, commit: str) -> str:
             run_rows(results),
         ),
         f"Plain search p50 against `vectorstore`: {ratio_text(results)}.",
-        table(
+        report.table(
             ["backend", "data", "insert / upsert s", "index built and loaded / reopened s"],
             build_rows(results),
         ),
@@ -173,10 +168,7 @@ def section(results: BackendsResults, commit: str) -> str:
     return "\n\n".join(parts)
 
 
-def write_backends(results: BackendsResults, docs_dir: Path, commit: str) -> list[Path]:
-    path = image_path(docs_dir, PLOT)
-    plot(results, path)
-    return [path, write_section(docs_dir, section(results, commit), START, END)]
+write_backends = report.plotted_writer(plot, section, PLOT, START, END)
 
 
 def print_backends(results: BackendsResults) -> None:

@@ -1,7 +1,5 @@
-"""Section 5 of docs/benchmarks.md (compression) and its plot.
-
-The section sits between two HTML comments, so that ``BENCH_ONLY=compression`` can replace it in
-the page of an earlier run and leave the other sections as they were.
+"""Section 5 of docs/benchmarks.md (compression) and its plot; ``BENCH_ONLY=compression``
+replaces it alone (``report.write_section``).
 """
 
 from __future__ import annotations
@@ -11,13 +9,11 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
 from compression.text import JSON_ATTEMPTS
+from scripts import report
 from scripts.bench_compression import (
     ANSWER_CALL,
     ANSWER_DISTRACTORS,
@@ -49,17 +45,6 @@ from scripts.bench_compression import (
     stage_config,
 )
 from scripts.bench_stats import Summary, summarize
-from scripts.report import (
-    Check,
-    check_rows,
-    image_path,
-    print_checks,
-    quick_note,
-    save_figure,
-    summary_table,
-    table,
-    write_section,
-)
 
 START = "<!-- compression:start -->"
 END = "<!-- compression:end -->"
@@ -125,35 +110,35 @@ def previous_note(extractive: ExtractiveSpeed) -> str:
 # Checks ------------------------------------------------------------------------------------------
 
 
-def compression_checks(results: CompressionResults) -> list[Check]:
+def compression_checks(results: CompressionResults) -> list[report.Check]:
     extractive, stage = results.extractive, results.stage
     wall, cpu = summarize(extractive.timing.wall_ms), summarize(extractive.timing.cpu_ms)
     stage_wall = summarize(stage.timing.wall_ms)
     survived, trials = results.survival(), len(results.trials)
     ratio = ratios(results.trials)
     return [
-        Check(
+        report.Check(
             f"compress_extractive, {extractive.tokens_before:,} -> {SPEED_TARGET:,} tokens, p50",
             f"≤ {TARGET_P50_MS:g} ms",
             f"{wall.p50:.1f} ms (p99 {wall.p99:.1f} ms; CPU time p50 {cpu.p50:.1f} ms)"
             + previous_note(extractive),
             wall.p50 <= TARGET_P50_MS,
         ),
-        Check(
+        report.Check(
             f"compress stage, {stage.turns} turns, {len(stage.outputs)} tool outputs",
             "reported (no target); the request fits its budget",
             f"{ms(stage_wall)}; {stage.tokens_before:,} -> {stage.tokens_after:,} tokens "
             f"(budget {stage.max_input_tokens:,}), {stage.outcome}",
             stage.outcome == "budget_met",
         ),
-        Check(
+        report.Check(
             f"planted fact survives {RATIO}x compression",
             f"≥ {TARGET_SURVIVAL:.0%} of {trials} trials",
             f"{survived}/{trials} = {survived / trials:.1%}"
             f" (head truncation {results.survival('head_survived')}/{trials})",
             survived / trials >= TARGET_SURVIVAL,
         ),
-        Check(
+        report.Check(
             f"the line that answers survives {' and '.join(f'{r}x' for r in ANSWER_RATIOS)}"
             " (issue 13)",
             "every trial, the block's score > 0",
@@ -161,7 +146,7 @@ def compression_checks(results: CompressionResults) -> list[Check]:
             bool(results.answers)
             and all(trial.kept and (trial.score or 0) > 0 for trial in results.answers),
         ),
-        Check(
+        report.Check(
             "achieved tool-output ratio",
             f"≥ {RATIO}x",
             f"min {ratio.minimum:.2f}x, median {ratio.p50:.2f}x, max {ratio.maximum:.2f}x",
@@ -207,11 +192,14 @@ def plot_depth(ax: plt.Axes, results: CompressionResults) -> None:
         ax.plot(centres, rates, marker=marker, label=label.split(",")[0].split(" (")[0])
     ax.set_xlim(0, 1)
     ax.set_ylim(-0.05, 1.08)
-    ax.set_xlabel("where the fact was planted (0 = start of the tool output)")
-    ax.set_ylabel("fact survives")
-    ax.set_title("Survival by position")
-    ax.legend(loc="center right", fontsize=8)
-    ax.grid(alpha=0.3)
+    report.label_axes(
+        ax,
+        "where the fact was planted (0 = start of the tool output)",
+        "fact survives",
+        "Survival by position",
+        loc="center right",
+        fontsize=8,
+    )
 
 
 def plot_latency(ax: plt.Axes, results: CompressionResults) -> None:
@@ -250,7 +238,7 @@ def plot(results: CompressionResults, path: Path) -> None:
     plot_latency(axes[2], results)
     if results.haystack.synthetic:
         fig.suptitle("SYNTHETIC haystack (the essay wheel could not be fetched)", color="tab:red")
-    save_figure(fig, path)
+    report.save_figure(fig, path)
 
 
 # Markdown ----------------------------------------------------------------------------------------
@@ -538,21 +526,25 @@ def section(results: CompressionResults, commit: str) -> str:
         "`compression.text` and `compression.engine` are pure); `BENCH_ONLY=compression make "
         f"bench` refreshes this section alone. {results.cpu}, Python {results.python}. Load "
         f"average at the end of the run: {results.load_average} (other processes on the "
-        f"machine lengthen the wall times; the CPU times do not wait for a core).{quick_note(results.quick)}",
-        table(["check", "target", "measured", "result"], check_rows(compression_checks(results))),
+        f"machine lengthen the wall times; the CPU times do not wait for a core)."
+        f"{report.quick_note(results.quick)}",
+        report.table(
+            ["check", "target", "measured", "result"],
+            report.check_rows(compression_checks(results)),
+        ),
         haystack_text(results),
         "### Speed",
         speed_text(results),
-        summary_table(extractive_rows(extractive)),
+        report.summary_table(extractive_rows(extractive)),
         stage_text(stage),
-        summary_table(
+        report.summary_table(
             [
                 ("compress_request, 50 turns, wall", summarize(stage.timing.wall_ms)),
                 ("compress_request, 50 turns, CPU", summarize(stage.timing.cpu_ms)),
             ]
         ),
         stage_result_text(stage),
-        table(
+        report.table(
             [
                 "#",
                 "tool",
@@ -565,13 +557,15 @@ def section(results: CompressionResults, commit: str) -> str:
         ),
         "### Quality: a planted fact through 10x compression",
         quality_text(results),
-        table(["method", "fact survives", "rate", "95 % interval (Wilson)"], quality_rows(results)),
+        report.table(
+            ["method", "fact survives", "rate", "95 % interval (Wilson)"], quality_rows(results)
+        ),
         ratio_text(results),
         failures_text(results),
         "### Quality: the one line that answers, at "
         + " and ".join(f"{ratio}x" for ratio in ANSWER_RATIOS),
         answer_text(results),
-        table(
+        report.table(
             [
                 "ratio",
                 "tool output tokens (median)",
@@ -587,7 +581,7 @@ def section(results: CompressionResults, commit: str) -> str:
         answers_lost_text(results),
         "Latency of `compress_request` in the planted-fact trials (one ~10,000-token tool "
         "output, wall):",
-        summary_table([("needle trial compress_request", summarize(trial_ms(results)))]),
+        report.summary_table([("needle trial compress_request", summarize(trial_ms(results)))]),
         f"![Compression survival and latency](bench/{PLOT})",
         END,
     ]
@@ -611,10 +605,7 @@ def trial_ms(results: CompressionResults) -> list[float]:
     return [trial.wall_ms for trial in results.trials]
 
 
-def write_compression(results: CompressionResults, docs_dir: Path, commit: str) -> list[Path]:
-    path = image_path(docs_dir, PLOT)
-    plot(results, path)
-    return [path, write_section(docs_dir, section(results, commit), START, END)]
+write_compression = report.plotted_writer(plot, section, PLOT, START, END)
 
 
 def print_compression(results: CompressionResults) -> None:
@@ -666,5 +657,5 @@ def print_compression(results: CompressionResults) -> None:
             f"  the line that answers at {row[0]}: kept {row[2]}, whole {row[3]}, score {row[4]}; "
             f"call alone {row[5]} (score {row[6]}); truncate_middle {row[7]}"
         )
-    print_checks(compression_checks(results))
+    report.print_checks(compression_checks(results))
     print(f"  compression runtime {results.runtime_s:.0f} s, load average {results.load_average}")

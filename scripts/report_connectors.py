@@ -1,8 +1,6 @@
-"""Section 9 of docs/benchmarks.md (connectors: fetch overhead over the peer) and its plot.
-
-The section sits between two HTML comments, so that ``BENCH_ONLY=connectors`` can replace it in the
-page of an earlier run and leave the other sections as they were. One table row, one check and one
-curve per connector run (``scripts/bench_connectors.py``, ``MEASUREMENTS``).
+"""Section 9 of docs/benchmarks.md (connectors: fetch overhead over the peer) and its plot;
+``BENCH_ONLY=connectors`` replaces it alone (``report.write_section``). One table row, one check
+and one curve per connector run (``scripts/bench_connectors.py``, ``MEASUREMENTS``).
 """
 
 from __future__ import annotations
@@ -11,45 +9,28 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-import numpy as np
 
+from scripts import report
 from scripts.bench_connectors import TARGET_P50_MS, ConnectorRun, ConnectorsResults
-from scripts.report import (
-    Check,
-    check_rows,
-    ecdf,
-    image_path,
-    print_checks,
-    quick_note,
-    save_figure,
-    table,
-    write_section,
-)
+from scripts.bench_stats import pct
 
 START = "<!-- connectors:start -->"
 END = "<!-- connectors:end -->"
 PLOT = "connectors.png"
 
 
-def pct(samples: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(samples, dtype=float), q)) if samples else math.nan
-
-
 def ms(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:.2f}"
 
 
-def connectors_checks(results: ConnectorsResults) -> list[Check]:
+def connectors_checks(results: ConnectorsResults) -> list[report.Check]:
     checks = []
     for run in results.runs:
         overhead = run.overhead()
         p50 = pct(overhead, 50)
         checks.append(
-            Check(
+            report.Check(
                 f"{run.kind} fetch overhead p50 over its peer (same round)",
                 f"≤ {TARGET_P50_MS:g} ms",
                 f"{ms(p50)} ms (p99 {ms(pct(overhead, 99))} ms)",
@@ -85,18 +66,20 @@ def plot(results: ConnectorsResults, path: Path) -> None:
     for run in results.runs:
         overhead = run.overhead()
         everything += overhead
-        ecdf(ax, overhead, f"{run.kind}: fetch - direct")
+        report.ecdf(ax, overhead, f"{run.kind}: fetch - direct")
     ax.axvline(TARGET_P50_MS, color="tab:green", linestyle="--", linewidth=1, label="target p50")
     ax.axhline(0.5, color="grey", linewidth=0.5)
     ax.axhline(0.99, color="grey", linewidth=0.5)
     if everything:
         ax.set_xlim(min(0.0, pct(everything, 0.5)), max(pct(everything, 99.5), TARGET_P50_MS) * 1.1)
-    ax.set_xlabel("ms the source's fetch adds over calling its peer (same round)")
-    ax.set_ylabel("fraction of rounds")
-    ax.set_title("Connectors: fetch overhead over the peer's own latency")
-    ax.legend(loc="lower right", fontsize=8)
-    ax.grid(alpha=0.3)
-    save_figure(fig, path)
+    report.label_axes(
+        ax,
+        "ms the source's fetch adds over calling its peer (same round)",
+        "fraction of rounds",
+        "Connectors: fetch overhead over the peer's own latency",
+        fontsize=8,
+    )
+    report.save_figure(fig, path)
 
 
 def section(results: ConnectorsResults, commit: str) -> str:
@@ -105,7 +88,8 @@ def section(results: ConnectorsResults, commit: str) -> str:
         START,
         "## 9. Connectors: fetch overhead over the peer's own latency",
         f"Measured {results.date} at commit `{commit}` (load average {results.load_before} before, "
-        f"{results.load_after} after; {results.runtime_s:.0f} s).{quick_note(results.quick)}",
+        f"{results.load_after} after; {results.runtime_s:.0f} s)."
+        f"{report.quick_note(results.quick)}",
         "Each connector's source is fetched as a resolve fetches it, against a real peer on "
         "loopback in its own process, and compared with calling that peer directly in the same "
         "round (the two in a fresh random order each round, seeded): the *overhead* is the "
@@ -146,19 +130,22 @@ def section(results: ConnectorsResults, commit: str) -> str:
                 "(`cache_ttl_seconds` 5: two reads of Django's cache, Redis when `REDIS_URL` is "
                 "set)."
             )
-        parts.append(table(HEADER, latency_rows(run)))
+        parts.append(report.table(HEADER, latency_rows(run)))
     parts.append(f"![connectors](bench/{PLOT})")
     parts.append(
-        table(["check", "target", "measured", "verdict"], check_rows(connectors_checks(results)))
+        report.table(
+            ["check", "target", "measured", "verdict"],
+            report.check_rows(connectors_checks(results)),
+        )
     )
     parts.append(END)
     return "\n\n".join(parts) + "\n"
 
 
 def write_connectors(results: ConnectorsResults, docs_dir: Path, commit: str) -> list[Path]:
-    plot_path = image_path(docs_dir, PLOT)
+    plot_path = report.image_path(docs_dir, PLOT)
     plot(results, plot_path)
-    page = write_section(docs_dir, section(results, commit), START, END)
+    page = report.write_section(docs_dir, section(results, commit), START, END)
     return [page, plot_path]
 
 
@@ -171,4 +158,4 @@ def print_connectors(results: ConnectorsResults) -> None:
             f"{ms(pct(run.fetch_ms, 50))} ms, overhead p50 {ms(pct(overhead, 50))} / p99 "
             f"{ms(pct(overhead, 99))} ms"
         )
-    print_checks(connectors_checks(results))
+    report.print_checks(connectors_checks(results))

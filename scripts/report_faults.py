@@ -6,24 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from scripts import report
 from scripts.bench_faults import CODES, KILL_CLIENTS, SPEED_TARGET, WORKERS, FaultsResults
 from scripts.bench_wrk import CONNECTIONS, WRK_THREADS
-from scripts.report import (
-    Check,
-    check_rows,
-    print_checks,
-    quick_note,
-    save_figure,
-    table,
-    with_figure,
-    write_plotted_section,
-)
 from scripts.report_wrk import ms, rate
 
 START = "<!-- faults:start -->"
@@ -32,14 +20,14 @@ PLOT = "faults.png"
 COLOURS = {"before": "tab:grey", "now": "tab:green"}
 
 
-def faults_checks(results: FaultsResults) -> list[Check]:
+def faults_checks(results: FaultsResults) -> list[report.Check]:
     checks = []
     ratios = results.ratios()
     if ratios:
         ratio = float(np.median(ratios))
         errors = sum(paired.run.failed for paired in results.paired)
         checks.append(
-            Check(
+            report.Check(
                 f"resolve (demo route), {WORKERS} workers: now beside before",
                 f"≥ {SPEED_TARGET:.2f} x before (median of {len(ratios)} rounds' ratios)",
                 f"{ratio:.2f} x ({' / '.join(f'{r:.2f}' for r in ratios)}), errors {errors}",
@@ -53,7 +41,7 @@ def faults_checks(results: FaultsResults) -> list[Check]:
         lost = sum(kill.lost for kill in kills)
         answered = sum(kill.answered for kill in kills)
         checks.append(
-            Check(
+            report.Check(
                 f"replay records lost, a worker SIGKILLed under load ({code})",
                 "0" if code == "now" else "reported (no target)",
                 f"{lost} of {answered:,} answered ({len(kills)} kills)",
@@ -122,7 +110,7 @@ def plot(results: FaultsResults, path: Path) -> None:
         )
     lost.set_ylabel("records lost per 1,000 answered")
     lost.set_title("A worker SIGKILLed under load")
-    save_figure(fig, path)
+    report.save_figure(fig, path)
 
 
 def section(results: FaultsResults, commit: str) -> str:
@@ -140,13 +128,15 @@ def section(results: FaultsResults, commit: str) -> str:
         "its default background mode, each server with a `REPLAY_SPOOL_DIR` of its own. Load "
         f"average at start {results.load_average_start}, at end {results.load_average_end}; "
         f"{results.runtime_s:.0f} s (`scripts/bench_faults.py`, `BENCH_ONLY=faults`)."
-        + quick_note(results.quick),
-        table(["check", "target", "measured", "result"], check_rows(faults_checks(results))),
+        + report.quick_note(results.quick),
+        report.table(
+            ["check", "target", "measured", "result"], report.check_rows(faults_checks(results))
+        ),
         f"**Resolves/s** (demo route, `wrk -t{WRK_THREADS} -c{CONNECTIONS} -d{plan.seconds:g}s` "
         f"after {plan.warmup_s:g} s of warm-up): both servers up at once, {plan.rounds} rounds, "
         "each loading one then the other, the first of a round alternating; the ratio of each "
         "round takes the machine's drift out.",
-        table(
+        report.table(
             ["round", "code", "requests/s", "p50 ms", "p99 ms", "errors", "server CPU ms/request"],
             speed_rows(results),
         ),
@@ -157,19 +147,16 @@ def section(results: FaultsResults, commit: str) -> str:
         "then looked up among the replay records (once the replacement serves, and again after "
         "the server's clean stop). Failed calls are those the killed worker held: never "
         "answered, so nothing was acknowledged.",
-        table(
+        report.table(
             ["kill", "code", "answered 200", "lost", "lost after stop", "failed calls"],
             kill_rows(results),
         ),
     ]
     parts += [f"- {problem}" for problem in results.problems]
-    return with_figure(parts, "faults: resolves/s and lost replay records", PLOT, END)
+    return report.with_figure(parts, "faults: resolves/s and lost replay records", PLOT, END)
 
 
-def write_faults(results: FaultsResults, docs_dir: Path, commit: str) -> list[Path]:
-    return write_plotted_section(
-        docs_dir, PLOT, lambda path: plot(results, path), section(results, commit), START, END
-    )
+write_faults = report.plotted_writer(plot, section, PLOT, START, END)
 
 
 def print_faults(results: FaultsResults) -> None:
@@ -179,6 +166,6 @@ def print_faults(results: FaultsResults) -> None:
         print(f"  round {paired.round + 1} {paired.code:<6} {paired.run.requests_per_s:8.0f} req/s")
     for kill in results.kills:
         print(f"  kill {kill.round + 1} {kill.code:<6} lost {kill.lost} of {kill.answered}")
-    print_checks(faults_checks(results))
+    report.print_checks(faults_checks(results))
     for problem in results.problems:
         print(f"  problem: {problem}")

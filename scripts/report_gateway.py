@@ -1,21 +1,16 @@
-"""Section 8 of docs/benchmarks.md (the gateway beside LiteLLM's proxy) and its plot.
-
-The section sits between two HTML comments, so that ``BENCH_ONLY=gateway`` can replace it in the
-page of an earlier run and leave the other sections as they were.
+"""Section 8 of docs/benchmarks.md (the gateway beside LiteLLM's proxy) and its plot;
+``BENCH_ONLY=gateway`` replaces it alone (``report.write_section``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from scripts import report
 from scripts.bench_gateway import (
     ANSWER_PIECES,
     CLIENTS,
@@ -34,27 +29,13 @@ from scripts.bench_gateway import (
     GatewayResults,
 )
 from scripts.bench_gateway_upstream import PIECE_GAP_S
-from scripts.report import (
-    Check,
-    check_rows,
-    ecdf,
-    print_checks,
-    quick_note,
-    save_figure,
-    table,
-    with_figure,
-    write_plotted_section,
-)
+from scripts.bench_stats import pct
 
 START = "<!-- gateway:start -->"
 END = "<!-- gateway:end -->"
 PLOT = "gateway.png"
 COLOURS = {DIRECT: "tab:grey", GATEWAY: "tab:blue", GATEWAY_DEMO: "tab:green", LITELLM: "tab:red"}
 VIA = (GATEWAY, GATEWAY_DEMO, LITELLM)
-
-
-def pct(samples: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(samples, dtype=float), q)) if samples else math.nan
 
 
 def rate_text(rate: float) -> str:
@@ -73,18 +54,18 @@ def _litellm_missing(results: GatewayResults) -> str:
     return f"not measured: LiteLLM left out ({results.litellm_problem})"
 
 
-def gateway_checks(results: GatewayResults) -> list[Check]:
+def gateway_checks(results: GatewayResults) -> list[report.Check]:
     added = results.added("latency_ms", GATEWAY)
     ttft = results.added("ttft_ms", GATEWAY)
     p50, p99 = pct(added, 50), pct(added, 99)
     checks = [
-        Check(
+        report.Check(
             "gateway overhead p50, route without sources (non-streaming, minus direct)",
             f"≤ {TARGET_P50_MS:g} ms",
             f"{ms(p50)} ms",
             p50 <= TARGET_P50_MS,
         ),
-        Check(
+        report.Check(
             "gateway overhead p99, route without sources",
             f"≤ {TARGET_P99_MS:g} ms",
             f"{ms(p99)} ms",
@@ -94,14 +75,14 @@ def gateway_checks(results: GatewayResults) -> list[Check]:
     if results.has(LITELLM):
         theirs = results.added("latency_ms", LITELLM)
         checks += [
-            Check(
+            report.Check(
                 "gateway overhead p50 ≤ LiteLLM's, same run",
                 f"≤ LiteLLM's p50 {ms(pct(theirs, 50))} ms (it publishes "
                 f"{LITELLM_PUBLISHED_MS:g} ms)",
                 f"{ms(p50)} ms",
                 p50 <= pct(theirs, 50),
             ),
-            Check(
+            report.Check(
                 "gateway overhead p99 ≤ LiteLLM's, same run",
                 f"≤ LiteLLM's p99 {ms(pct(theirs, 99))} ms",
                 f"{ms(p99)} ms",
@@ -110,7 +91,7 @@ def gateway_checks(results: GatewayResults) -> list[Check]:
         ]
     else:
         checks.append(
-            Check(
+            report.Check(
                 "gateway overhead ≤ LiteLLM's, same run",
                 "≤ LiteLLM's",
                 _litellm_missing(results),
@@ -118,7 +99,7 @@ def gateway_checks(results: GatewayResults) -> list[Check]:
             )
         )
     checks.append(
-        Check(
+        report.Check(
             "streaming: time to first token added p50, route without sources",
             f"≤ {TARGET_TTFT_MS:g} ms",
             f"{ms(pct(ttft, 50))} ms (p99 {ms(pct(ttft, 99))} ms)",
@@ -129,7 +110,7 @@ def gateway_checks(results: GatewayResults) -> list[Check]:
     if results.has(LITELLM):
         theirs_rps = results.requests_per_s(LITELLM)
         checks.append(
-            Check(
+            report.Check(
                 f"requests/s at {CLIENTS} clients, route without sources",
                 f"≥ LiteLLM's {rate_text(theirs_rps)}/s",
                 f"{rate_text(ours)}/s",
@@ -138,7 +119,7 @@ def gateway_checks(results: GatewayResults) -> list[Check]:
         )
     else:
         checks.append(
-            Check(
+            report.Check(
                 f"requests/s at {CLIENTS} clients, route without sources",
                 "≥ LiteLLM's",
                 f"{ours:.0f}/s; {_litellm_missing(results)}",
@@ -153,7 +134,7 @@ def gateway_checks(results: GatewayResults) -> list[Check]:
     if logged:
         problems.append(f"{logged} errors in the gateway's log (below)")
     checks.append(
-        Check(
+        report.Check(
             "every call answered as expected, nothing failed in the gateway",
             "no failed call, no load error, no ERROR line in the gateway's log",
             "; ".join(problems) or "none",
@@ -171,17 +152,13 @@ def plot_ecdf(ax: plt.Axes, results: GatewayResults, measure: str, title: str) -
     for target in results.targets:
         samples = results.samples(measure, target)
         everything += samples
-        ecdf(ax, samples, LABELS[target])
+        report.ecdf(ax, samples, LABELS[target])
         ax.get_lines()[-1].set_color(COLOURS[target])
     ax.axhline(0.5, color="grey", linewidth=0.5)
     ax.axhline(0.99, color="grey", linewidth=0.5)
     if everything:
         ax.set_xlim(0, pct(everything, 99.5) * 1.05)
-    ax.set_xlabel("ms (client-side, loopback)")
-    ax.set_ylabel("fraction of requests")
-    ax.set_title(title)
-    ax.legend(loc="lower right", fontsize=7)
-    ax.grid(alpha=0.3)
+    report.label_axes(ax, "ms (client-side, loopback)", "fraction of requests", title, fontsize=7)
 
 
 def plot_added(ax: plt.Axes, results: GatewayResults) -> None:
@@ -247,7 +224,7 @@ def plot(results: GatewayResults, path: Path) -> None:
     plot_ecdf(axes[0][1], results, "ttft_ms", "Streaming: time to first token")
     plot_added(axes[1][0], results)
     plot_rps(axes[1][1], results)
-    save_figure(fig, path)
+    report.save_figure(fig, path)
 
 
 # Markdown ----------------------------------------------------------------------------------------
@@ -411,19 +388,21 @@ def section(results: GatewayResults, commit: str) -> str:
         f"Measured {results.date} (commit {commit}) in {results.runtime_s:.0f} s by "
         "`scripts/bench_gateway.py`; `BENCH_ONLY=gateway make bench` refreshes this section "
         f"alone. Load average at the end of the run: {results.load_average} (2 cores, shared "
-        f"with whatever else runs on the machine).{quick_note(results.quick)}",
-        table(["check", "target", "measured", "result"], check_rows(gateway_checks(results))),
+        f"with whatever else runs on the machine).{report.quick_note(results.quick)}",
+        report.table(
+            ["check", "target", "measured", "result"], report.check_rows(gateway_checks(results))
+        ),
         f"**LiteLLM left out:** {results.litellm_problem}; the platform's figures are shown alone."
         if results.litellm_problem
         else "",
         setup_text(results),
         "### Non-streaming latency (ms)",
-        table(LATENCY_HEADER, latency_rows(results)),
+        report.table(LATENCY_HEADER, latency_rows(results)),
         "### Streaming: time to first token (ms)",
-        table(STREAM_HEADER, stream_rows(results)),
+        report.table(STREAM_HEADER, stream_rows(results)),
         "### SQL statements per gateway call",
         statements_text(results),
-        table(
+        report.table(
             ["target", "non-streaming", "streaming"],
             [
                 [
@@ -436,31 +415,28 @@ def section(results: GatewayResults, commit: str) -> str:
         if results.statements
         else "",
         f"### Requests/s at {CLIENTS} concurrent clients (non-streaming)",
-        table(LOAD_HEADER, load_rows(results)),
+        report.table(LOAD_HEADER, load_rows(results)),
         "The gateway's log lines at WARNING and above during the run (ids masked):"
         if results.server_log
         else "",
-        table(
+        report.table(
             ["count", "line"],
             [[str(n), line.replace("|", "\\|")] for line, n in results.server_log.items()],
         )
         if results.server_log
         else "",
         "Gateway server:",
-        table(["", ""], [[k, v] for k, v in results.config.items()]),
+        report.table(["", ""], [[k, v] for k, v in results.config.items()]),
     ]
     if results.litellm_settings:
         parts += [
             "LiteLLM's proxy:",
-            table(["", ""], [[k, v] for k, v in results.litellm_settings.items()]),
+            report.table(["", ""], [[k, v] for k, v in results.litellm_settings.items()]),
         ]
-    return with_figure(parts, "Gateway benchmark", PLOT, END)
+    return report.with_figure(parts, "Gateway benchmark", PLOT, END)
 
 
-def write_gateway(results: GatewayResults, docs_dir: Path, commit: str) -> list[Path]:
-    return write_plotted_section(
-        docs_dir, PLOT, lambda path: plot(results, path), section(results, commit), START, END
-    )
+write_gateway = report.plotted_writer(plot, section, PLOT, START, END)
 
 
 def print_gateway(results: GatewayResults) -> None:
@@ -486,7 +462,7 @@ def print_gateway(results: GatewayResults) -> None:
             f"  load          {row[0]:<34} {row[3]:>6} req/s, errors {row[7]}, server CPU "
             f"{row[8]} ms/request"
         )
-    print_checks(gateway_checks(results))
+    report.print_checks(gateway_checks(results))
     for line, count in results.server_log.items():
         print(f"  gateway log: {count} x {line}")
     for name, path in results.profiles.items():

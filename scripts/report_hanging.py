@@ -4,17 +4,13 @@ run."""
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from scripts import report
 from scripts.bench_hanging import (
     BEFORE_COMMIT,
     CODES,
@@ -24,17 +20,7 @@ from scripts.bench_hanging import (
     TIMEOUT_MS,
     HangingResults,
 )
-from scripts.bench_stats import SUMMARY_HEADER, summarize
-from scripts.report import (
-    Check,
-    check_rows,
-    print_checks,
-    quick_note,
-    save_figure,
-    table,
-    with_figure,
-    write_plotted_section,
-)
+from scripts.bench_stats import SUMMARY_HEADER, pct, summarize
 
 START = "<!-- hanging:start -->"
 END = "<!-- hanging:end -->"
@@ -44,18 +30,14 @@ HANGS = tuple(kind for kind in KINDS if kind != "none")
 PATH_WORDS = {"in_process": "in process", "http": "over HTTP"}
 
 
-def pct(samples: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(samples, dtype=float), q)) if samples else math.nan
-
-
-def hanging_checks(results: HangingResults) -> list[Check]:
+def hanging_checks(results: HangingResults) -> list[report.Check]:
     checks = []
     for kind in HANGS:
         now = results.of("http", kind, "now").after_deadline()
         before = results.of("http", kind, "before").after_deadline()
         p99 = pct(now, 99)
         checks.append(
-            Check(
+            report.Check(
                 f"{kind} hanging, over HTTP: deadline → answer p99 (now)",
                 f"≤ {TARGET_P99_MS:g} ms",
                 f"{p99:.1f} ms (p50 {pct(now, 50):.1f}; before {pct(before, 50):.1f} / "
@@ -125,20 +107,23 @@ def plot_hanging(results: HangingResults, path: Path) -> None:
     fig.suptitle(
         f"A source hanging past its {TIMEOUT_MS} ms timeout beside the demo route's sources"
     )
-    save_figure(fig, path)
+    report.save_figure(fig, path)
 
 
 def hanging_section(results: HangingResults, commit: str) -> str:
     sizes = results.sizes
-    return with_figure(
+    return report.with_figure(
         [
             START,
             "## 12. A hanging source: the work after its deadline",
             f"Measured {results.date} (commit {commit}) in {results.runtime_s:.0f} s by "
             "`scripts/bench_hanging.py`; `BENCH_ONLY=hanging make bench` refreshes this section "
             f"alone. Load average before the run: {results.load_before}; after: "
-            f"{results.load_after}." + quick_note(results.quick),
-            table(["check", "target", "measured", "result"], check_rows(hanging_checks(results))),
+            f"{results.load_after}." + report.quick_note(results.quick),
+            report.table(
+                ["check", "target", "measured", "result"],
+                report.check_rows(hanging_checks(results)),
+            ),
             "The demo tenant's `support` route (guardrails, profile, history, the `support-kb` "
             f"documents) with one more source, `stuck`, its `timeout_ms` {TIMEOUT_MS}, whose peer "
             "never answers: **external_api**, a `rag` source whose HTTP peer on loopback accepts "
@@ -168,11 +153,11 @@ def hanging_section(results: HangingResults, commit: str) -> str:
             "the call still lets the cut fetch finish before it ends; that wait is in *deadline "
             "→ answer*).",
             "### In process (ms)",
-            table(["", *SUMMARY_HEADER], summary_rows(results, "in_process")),
+            report.table(["", *SUMMARY_HEADER], summary_rows(results, "in_process")),
             "### Over HTTP (ms)",
-            table(["", *SUMMARY_HEADER], summary_rows(results, "http")),
+            report.table(["", *SUMMARY_HEADER], summary_rows(results, "http")),
             "### What the stuck source reported",
-            table(["kind", "code", "status: error", "resolves"], outcome_rows(results)),
+            report.table(["kind", "code", "status: error", "resolves"], outcome_rows(results)),
         ],
         "A hanging source's work after its deadline",
         PLOT,
@@ -180,15 +165,7 @@ def hanging_section(results: HangingResults, commit: str) -> str:
     )
 
 
-def write_hanging(results: HangingResults, docs_dir: Path, commit: str) -> list[Path]:
-    return write_plotted_section(
-        docs_dir,
-        PLOT,
-        lambda path: plot_hanging(results, path),
-        hanging_section(results, commit),
-        START,
-        END,
-    )
+write_hanging = report.plotted_writer(plot_hanging, hanging_section, PLOT, START, END)
 
 
 def print_hanging(results: HangingResults) -> None:
@@ -202,4 +179,4 @@ def print_hanging(results: HangingResults) -> None:
                 for name in CODES
             )
             print(f"  {PATH_WORDS[where]:<11} {kind:<14} {figures}")
-    print_checks(hanging_checks(results))
+    report.print_checks(hanging_checks(results))

@@ -1,7 +1,5 @@
-"""Section 6 of docs/benchmarks.md (memory) and its plot.
-
-The section sits between two HTML comments, so that ``BENCH_ONLY=memory`` can replace it in the
-page of an earlier run and leave the other sections as they were.
+"""Section 6 of docs/benchmarks.md (memory) and its plot; ``BENCH_ONLY=memory`` replaces it alone
+(``report.write_section``).
 """
 
 from __future__ import annotations
@@ -11,12 +9,10 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from scripts import report
 from scripts.bench_memory import (
     BASELINE_MIN_SIMILARITY,
     CONFIGS,
@@ -43,15 +39,6 @@ from scripts.bench_memory_scale import (
     ScaleResult,
 )
 from scripts.bench_stats import Summary, summarize
-from scripts.report import (
-    ecdf,
-    image_path,
-    quick_note,
-    save_figure,
-    summary_table,
-    table,
-    write_section,
-)
 
 START = "<!-- memory:start -->"
 END = "<!-- memory:end -->"
@@ -147,30 +134,36 @@ def plot_write(ax: plt.Axes, write: WriteResult) -> None:
         ax.text(0.5, 0.5, f"not measured:\n{write.note}", ha="center", va="center", wrap=True)
         ax.set_axis_off()
         return
-    ecdf(ax, write.visible(), "returned by a search (polled)")
-    ecdf(ax, write.written(), "worker finished (MemoryTurn.written_at)")
-    ecdf(ax, [s.ack_ms for s in write.samples], "hand-back answered (202)")
+    report.ecdf(ax, write.visible(), "returned by a search (polled)")
+    report.ecdf(ax, write.written(), "worker finished (MemoryTurn.written_at)")
+    report.ecdf(ax, [s.ack_ms for s in write.samples], "hand-back answered (202)")
     ax.axhline(0.5, color="grey", linewidth=0.5)
     ax.axhline(0.95, color="grey", linewidth=0.5)
     ax.set_xlim(left=0)
-    ax.set_xlabel("ms after the hand-back was sent")
-    ax.set_ylabel("fraction of turns")
-    ax.set_title(f"Write to searchable, {len(write.samples)} turns (uvicorn + Celery + Redis)")
-    ax.legend(loc="lower right", fontsize=8)
-    ax.grid(alpha=0.3)
+    report.label_axes(
+        ax,
+        "ms after the hand-back was sent",
+        "fraction of turns",
+        f"Write to searchable, {len(write.samples)} turns (uvicorn + Celery + Redis)",
+        fontsize=8,
+    )
 
 
 def plot_search(ax: plt.Axes, scale: ScaleResult) -> None:
-    ecdf(ax, scale.latencies_ms, f"search_memories, k = {K} (recall@5 {scale.recall_at_5:.3f})")
+    report.ecdf(
+        ax, scale.latencies_ms, f"search_memories, k = {K} (recall@5 {scale.recall_at_5:.3f})"
+    )
     latency = summarize(scale.latencies_ms)
     ax.axhline(0.99, color="grey", linewidth=0.5)
     ax.axvline(latency.p99, color="tab:red", linestyle=":", label=f"p99 {latency.p99:.2f} ms")
     ax.set_xlim(0, max(latency.p99 * 1.5, min(latency.maximum, latency.p99 * 3)))
-    ax.set_xlabel("wall time of one call (ms), query embedding excluded")
-    ax.set_ylabel("fraction of queries")
-    ax.set_title(f"User-scoped search over {scale.size.rows:,} memories")
-    ax.legend(loc="lower right", fontsize=8)
-    ax.grid(alpha=0.3)
+    report.label_axes(
+        ax,
+        "wall time of one call (ms), query embedding excluded",
+        "fraction of queries",
+        f"User-scoped search over {scale.size.rows:,} memories",
+        fontsize=8,
+    )
 
 
 def plot_recall(ax: plt.Axes, quality: QualityResult) -> None:
@@ -222,7 +215,7 @@ def plot(results: MemoryResults, path: Path) -> None:
     plot_search(axes[0][1], results.scale)
     plot_recall(axes[1][0], results.quality)
     plot_tokens(axes[1][1], results.quality)
-    save_figure(fig, path)
+    report.save_figure(fig, path)
 
 
 # Markdown ----------------------------------------------------------------------------------------
@@ -265,7 +258,7 @@ def write_text(write: WriteResult) -> str:
 def write_table(write: WriteResult) -> str:
     if not write.samples:
         return ""
-    return summary_table(
+    return report.summary_table(
         [
             ("hand-back -> returned by a search", summarize(write.visible())),
             ("hand-back -> worker finished (written_at)", summarize(write.written())),
@@ -403,7 +396,7 @@ def extraction_table(extraction: ExtractionResult) -> str:
                 missed or "none",
             ]
         )
-    return table(
+    return report.table(
         [
             "extractor",
             "planted facts stored",
@@ -553,11 +546,11 @@ def section(results: MemoryResults, commit: str) -> str:
         "`scripts/bench_memory_data.py`); `BENCH_ONLY=memory make bench` refreshes this "
         f"section alone. Load average at the end of the run: {results.load_average} (2 cores, "
         "shared with whatever else runs on the machine: every latency here moves with it)."
-        f"{quick_note(results.quick)}",
+        f"{report.quick_note(results.quick)}",
         "No numeric target is set for these but extraction (issue 13: at least "
         f"{EXTRACTION_TARGET:.0%} of the planted facts stored, no small-talk turn); each other "
         "figure is reported as measured.",
-        table(["measure", "target", "measured", "result"], headline_rows(results)),
+        report.table(["measure", "target", "measured", "result"], headline_rows(results)),
         "### Write to searchable (HTTP, real worker)",
         write_text(write),
         write_table(write),
@@ -565,12 +558,12 @@ def section(results: MemoryResults, commit: str) -> str:
         scale_text(scale),
         search_text(scale),
         explain_block(scale.plan_analyze),
-        summary_table([("search_memories, k = 5", summarize(scale.latencies_ms))]),
+        report.summary_table([("search_memories, k = 5", summarize(scale.latencies_ms))]),
         f"recall@5 against the exact scan: **{scale.recall_at_5:.4f}**; {scale.perfect} of "
         f"{len(scale.latencies_ms)} queries returned exactly the exact top 5 in the same order.",
         "### Quality: planted facts in long conversations",
         quality_text(quality),
-        table(
+        report.table(
             [
                 "recall",
                 "question",
@@ -588,7 +581,7 @@ def section(results: MemoryResults, commit: str) -> str:
         "Per kind of fact (*stored*: the extractor wrote a memory holding the value; *recalled*: "
         "paraphrased · direct questions, per threshold; *cosine*: mean cosine of the stored "
         "fact to its paraphrased · direct question):",
-        table(
+        report.table(
             [
                 "statement",
                 "questions (paraphrased · direct)",
@@ -600,7 +593,7 @@ def section(results: MemoryResults, commit: str) -> str:
         ),
         "`write_turn` per turn in process (extraction, embedding, dedup search, insert; a turn "
         "the extractor finds nothing in is cheap):",
-        summary_table([("write_turn, local extractor", summarize(quality.write_ms))]),
+        report.summary_table([("write_turn, local extractor", summarize(quality.write_ms))]),
         *(
             [
                 "### Extraction: what the local extractor stores",
@@ -617,9 +610,9 @@ def section(results: MemoryResults, commit: str) -> str:
 
 
 def write_memory(results: MemoryResults, docs_dir: Path, commit: str) -> list[Path]:
-    path = image_path(docs_dir, PLOT)
+    path = report.image_path(docs_dir, PLOT)
     plot(results, path)
-    return [path, write_section(docs_dir, section(results, commit), START, END)]
+    return [path, report.write_section(docs_dir, section(results, commit), START, END)]
 
 
 def summary_line(label: str, samples: Sequence[float]) -> str:

@@ -1,7 +1,5 @@
-"""Section 7 of docs/benchmarks.md (observability) and its plot.
-
-The section sits between two HTML comments, so that ``BENCH_ONLY=observability`` can replace it in
-the page of an earlier run and leave the other sections as they were.
+"""Section 7 of docs/benchmarks.md (observability) and its plot; ``BENCH_ONLY=observability``
+replaces it alone (``report.write_section``).
 """
 
 from __future__ import annotations
@@ -10,12 +8,10 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from scripts import report
 from scripts.bench_fanout import DASHBOARDS, IN_FLIGHT, RATE_PER_S, SOURCES, FanoutResult
 from scripts.bench_observability import (
     ALL_ON,
@@ -27,17 +23,6 @@ from scripts.bench_observability import (
 )
 from scripts.bench_setup import TOTAL_ITEMS
 from scripts.bench_stats import summarize
-from scripts.report import (
-    Check,
-    check_rows,
-    ecdf,
-    print_checks,
-    quick_note,
-    save_figure,
-    table,
-    with_figure,
-    write_plotted_section,
-)
 
 START = "<!-- observability:start -->"
 END = "<!-- observability:end -->"
@@ -66,11 +51,11 @@ def ms3(samples: Sequence[float]) -> list[str]:
 # Checks ------------------------------------------------------------------------------------------
 
 
-def overhead_check(run: LayerRun) -> Check:
+def overhead_check(run: LayerRun) -> report.Check:
     diff = summarize(run.differences(ALL_ON.name))
     on, off = run.summary(ALL_ON.name), run.summary("off")
     mean, half = run.mean_interval(ALL_ON.name)
-    return Check(
+    return report.Check(
         f"observability overhead p50, {run.layer} channel layer (on - off, paired)",
         f"≤ {TARGET_P50_MS:g} ms",
         f"{diff.p50:.2f} ms (p50 on {on.p50:.2f} - off {off.p50:.2f} = "
@@ -79,10 +64,10 @@ def overhead_check(run: LayerRun) -> Check:
     )
 
 
-def fanout_check(fanout: FanoutResult) -> Check:
+def fanout_check(fanout: FanoutResult) -> report.Check:
     latency = summarize(fanout.latencies_ms())
     lost = sum(fanout.lost())
-    return Check(
+    return report.Check(
         f"live fan-out, {fanout.dashboards} dashboards, {RATE_PER_S:g} resolves/s",
         "reported (no target); every dashboard gets every event",
         f"{fanout.events_per_s() / fanout.dashboards:.0f} events/s per dashboard, "
@@ -92,7 +77,7 @@ def fanout_check(fanout: FanoutResult) -> Check:
     )
 
 
-def observability_checks(results: ObservabilityResults) -> list[Check]:
+def observability_checks(results: ObservabilityResults) -> list[report.Check]:
     checks = [overhead_check(run) for run in results.layers]
     if results.fanout is not None:
         checks.append(fanout_check(results.fanout))
@@ -106,18 +91,20 @@ def plot_differences(ax: plt.Axes, results: ObservabilityResults) -> None:
     for run in results.layers:
         names = run.settings() if run.layer == "redis" else [ALL_ON.name]
         for name in names:
-            ecdf(ax, run.differences(name), f"{LABELS[name]} ({run.layer})")
+            report.ecdf(ax, run.differences(name), f"{LABELS[name]} ({run.layer})")
     ax.axvline(TARGET_P50_MS, color="tab:red", linestyle="--", label=f"target {TARGET_P50_MS:g} ms")
     ax.axvline(0, color="grey", linewidth=0.5)
     ax.axhline(0.5, color="grey", linewidth=0.5)
     everything = [d for run in results.layers for d in run.differences(ALL_ON.name)]
     low, high = np.percentile(everything, [2, 95]) if everything else (-1, 1)
     ax.set_xlim(min(low, -1), max(high, 2 * TARGET_P50_MS))
-    ax.set_xlabel("wall ms of resolve() minus all-off, same round")
-    ax.set_ylabel("fraction of rounds")
-    ax.set_title("Per-request cost (paired differences)")
-    ax.legend(loc="lower right", fontsize=7)
-    ax.grid(alpha=0.3)
+    report.label_axes(
+        ax,
+        "wall ms of resolve() minus all-off, same round",
+        "fraction of rounds",
+        "Per-request cost (paired differences)",
+        fontsize=7,
+    )
 
 
 def plot_cpu(ax: plt.Axes, results: ObservabilityResults) -> None:
@@ -143,8 +130,10 @@ def plot_delivery(ax: plt.Axes, fanout: FanoutResult | None) -> None:
         ax.text(0.5, 0.5, "fan-out not measured", ha="center", va="center")
         ax.set_axis_off()
         return
-    ecdf(ax, fanout.latencies_ms(), f"event 'at' -> received, {fanout.dashboards} dashboards")
-    ecdf(ax, fanout.resolve_ms, "POST /api/v1/resolve latency")
+    report.ecdf(
+        ax, fanout.latencies_ms(), f"event 'at' -> received, {fanout.dashboards} dashboards"
+    )
+    report.ecdf(ax, fanout.resolve_ms, "POST /api/v1/resolve latency")
     ax.axhline(0.5, color="grey", linewidth=0.5)
     ax.axhline(0.99, color="grey", linewidth=0.5)
     ax.set_xscale("log")
@@ -160,7 +149,7 @@ def plot(results: ObservabilityResults, path: Path) -> None:
     plot_differences(axes[0], results)
     plot_cpu(axes[1], results)
     plot_delivery(axes[2], results.fanout)
-    save_figure(fig, path)
+    report.save_figure(fig, path)
 
 
 # Markdown ----------------------------------------------------------------------------------------
@@ -377,8 +366,11 @@ def section(results: ObservabilityResults, commit: str) -> str:
         "`scripts/bench_observability.py` (fan-out: `scripts/bench_fanout.py`); "
         "`BENCH_ONLY=observability make bench` refreshes this section alone. Load average at "
         f"the end of the run: {results.load_average} (2 cores, shared with whatever else runs "
-        f"on the machine: every wall time here moves with it).{quick_note(results.quick)}",
-        table(["check", "target", "measured", "result"], check_rows(observability_checks(results))),
+        f"on the machine: every wall time here moves with it).{report.quick_note(results.quick)}",
+        report.table(
+            ["check", "target", "measured", "result"],
+            report.check_rows(observability_checks(results)),
+        ),
         f"**Skipped:** {results.skipped}." if results.skipped else "",
         "### Overhead per request, metrics + replay + live on versus off (in process)",
         overhead_text(results),
@@ -386,7 +378,7 @@ def section(results: ObservabilityResults, commit: str) -> str:
     for run in results.layers:
         parts += [
             layer_text(run, results.redis),
-            table(OVERHEAD_HEADER, overhead_rows(run)),
+            report.table(OVERHEAD_HEADER, overhead_rows(run)),
         ]
     parts.append("All figures in ms.")
     redis = results.layer("redis")
@@ -396,15 +388,12 @@ def section(results: ObservabilityResults, commit: str) -> str:
         parts += [
             f"### Live fan-out to {results.fanout.dashboards} dashboards",
             fanout_text(results.fanout),
-            table(["", ""], fanout_rows(results.fanout)),
+            report.table(["", ""], fanout_rows(results.fanout)),
         ]
-    return with_figure(parts, "Observability benchmark", PLOT, END)
+    return report.with_figure(parts, "Observability benchmark", PLOT, END)
 
 
-def write_observability(results: ObservabilityResults, docs_dir: Path, commit: str) -> list[Path]:
-    return write_plotted_section(
-        docs_dir, PLOT, lambda path: plot(results, path), section(results, commit), START, END
-    )
+write_observability = report.plotted_writer(plot, section, PLOT, START, END)
 
 
 def print_observability(results: ObservabilityResults) -> None:
@@ -429,5 +418,5 @@ def print_observability(results: ObservabilityResults) -> None:
     if fanout is not None:
         for label, value in fanout_rows(fanout):
             print(f"  fan-out, {label}: {value}")
-    print_checks(observability_checks(results))
+    report.print_checks(observability_checks(results))
     print(f"  observability runtime {results.runtime_s:.0f} s, load average {results.load_average}")

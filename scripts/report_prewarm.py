@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from scripts import report
 from scripts.bench_prewarm import (
     DEMO_TENANT,
     PREWARMED,
@@ -13,17 +14,16 @@ from scripts.bench_prewarm import (
     PrewarmResults,
 )
 from scripts.bench_stats import SUMMARY_HEADER, summarize
-from scripts.report import Check, check_rows, print_checks, quick_note, table, write_section
 
 START = "<!-- prewarm:start -->"
 END = "<!-- prewarm:end -->"
 
 
-def prewarm_checks(results: PrewarmResults) -> list[Check]:
+def prewarm_checks(results: PrewarmResults) -> list[report.Check]:
     cold, warm = results.summary("cold"), results.summary("prewarmed")
     saved = summarize(results.saved())
     return [
-        Check(
+        report.Check(
             "pre-warm's saving on the demo route's resolve p50 (cold - pre-warmed, paired)",
             "reported (no target); every pre-warmed resolve served profile and history from it",
             f"{saved.p50:.2f} ms (p50 cold {cold.p50:.2f} - pre-warmed {warm.p50:.2f} = "
@@ -56,8 +56,11 @@ def prewarm_section(results: PrewarmResults, commit: str) -> str:
             f"Measured {results.date} (commit {commit}) in {results.runtime_s:.0f} s by "
             "`scripts/bench_prewarm.py`; `BENCH_ONLY=prewarm make bench` refreshes this section "
             f"alone. Load average at the end of the run: {results.load_average}."
-            + quick_note(results.quick),
-            table(["check", "target", "measured", "result"], check_rows(prewarm_checks(results))),
+            + report.quick_note(results.quick),
+            report.table(
+                ["check", "target", "measured", "result"],
+                report.check_rows(prewarm_checks(results)),
+            ),
             f"The demo tenant's `support` route as `bootstrap_demo` writes it "
             f"({', '.join(results.route_sources)}), resolved in process by "
             "`resolver.resolve()` with the demo question, recorded, for user `u_123` in the "
@@ -73,20 +76,20 @@ def prewarm_section(results: PrewarmResults, commit: str) -> str:
             f"embedder. What the bench adds to tenant `{DEMO_TENANT}` (its session and replay "
             "records) is removed afterwards.",
             "### Resolve wall time (ms)",
-            table(["ms", *SUMMARY_HEADER], rows),
+            report.table(["ms", *SUMMARY_HEADER], rows),
             "### Each source's fetch (ms, p50)",
             "A source's own time inside the parallel fetch (the outcome's `ms`); the database "
             "reads of the sources run one after another on the request's thread "
             "(`sync_to_async`), so what the pre-warmed ones no longer read comes off the fetch "
             "stage whole.",
-            table(["source", "cold", "pre-warmed", "served from the pre-warm"], source_rows),
+            report.table(["source", "cold", "pre-warmed", "served from the pre-warm"], source_rows),
             END,
         ]
     )
 
 
 def write_prewarm(results: PrewarmResults, docs_dir: Path, commit: str) -> list[Path]:
-    return [write_section(docs_dir, prewarm_section(results, commit), START, END)]
+    return [report.write_section(docs_dir, prewarm_section(results, commit), START, END)]
 
 
 def print_prewarm(results: PrewarmResults) -> None:
@@ -95,4 +98,4 @@ def print_prewarm(results: PrewarmResults) -> None:
     for setting in SETTINGS:
         summary = results.summary(setting)
         print(f"  {setting:<12} p50 {summary.p50:8.2f}  p99 {summary.p99:8.2f} ms")
-    print_checks(prewarm_checks(results))
+    report.print_checks(prewarm_checks(results))

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from scripts import report
 from scripts.bench_profile import (
     COMPONENTS,
     LOAD_S,
@@ -18,7 +16,6 @@ from scripts.bench_profile import (
     TARGETS,
     ProfileResults,
 )
-from scripts.report import table, with_figure, write_plotted_section
 
 START = "<!-- request_profile:start -->"
 END = "<!-- request_profile:end -->"
@@ -98,15 +95,12 @@ def section(results: ProfileResults, commit: str) -> str:
     for target in TARGETS:
         found = rows(results, target)
         if found:
-            parts += [f"**{label(target)}**", table(["", "before", "now"], found)]
+            parts += [f"**{label(target)}**", report.table(["", "before", "now"], found)]
     parts += [f"- {problem}" for problem in results.problems]
-    return with_figure(parts, "request path profile", PLOT, END)
+    return report.with_figure(parts, "request path profile", PLOT, END)
 
 
-def write_profile(results: ProfileResults, docs_dir: Path, commit: str) -> list[Path]:
-    return write_plotted_section(
-        docs_dir, PLOT, lambda path: plot(results, path), section(results, commit), START, END
-    )
+write_profile = report.plotted_writer(plot, section, PLOT, START, END)
 
 
 def print_profile(results: ProfileResults) -> None:

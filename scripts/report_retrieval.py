@@ -1,7 +1,5 @@
-"""Section 4 of docs/benchmarks.md (retrieval) and its plots.
-
-The section sits between two HTML comments, so that ``BENCH_ONLY=retrieval`` can replace it in the
-page of an earlier full run and leave sections 1-3 as they were.
+"""Section 4 of docs/benchmarks.md (retrieval) and its plots; ``BENCH_ONLY=retrieval`` replaces it
+alone in the page of an earlier full run, sections 1-3 left as they were (``report.write_section``).
 """
 
 from __future__ import annotations
@@ -10,11 +8,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from scripts import report
 from scripts.bench_retrieval import (
     CUTOFF,
     ISOTROPIC_SIGMA,
@@ -34,18 +30,6 @@ from scripts.bench_retrieval import (
     SearchResult,
 )
 from scripts.bench_stats import summarize
-from scripts.report import (
-    Check,
-    check_rows,
-    ecdf,
-    image_path,
-    print_checks,
-    quick_note,
-    save_figure,
-    summary_table,
-    table,
-    write_section,
-)
 
 START = "<!-- retrieval:start -->"
 END = "<!-- retrieval:end -->"
@@ -67,24 +51,24 @@ def kept_rows_by_role(results: RetrievalResults) -> tuple[Kept, Kept, Kept]:
     return baseline, default, hybrid
 
 
-def retrieval_checks(results: RetrievalResults) -> list[Check]:
+def retrieval_checks(results: RetrievalResults) -> list[report.Check]:
     checks = []
     if results.kept:
         baseline, default, hybrid = kept_rows_by_role(results)
         checks += [
-            Check(
+            report.Check(
                 "default block: documents kept per query",
                 f"≥ {TARGET_KEPT_PER_QUERY:g}",
                 f"{default.per_query:.2f}",
                 default.per_query >= TARGET_KEPT_PER_QUERY,
             ),
-            Check(
+            report.Check(
                 f"default block: kept nDCG@{KEEP} vs bm25s top {KEEP}",
                 f"≥ {TARGET_KEPT_RATIO:.2f} x {baseline.ndcg:.4f}",
                 f"{default.ndcg:.4f} ({default.ratio(baseline):.3f} x)",
                 default.ratio(baseline) >= TARGET_KEPT_RATIO,
             ),
-            Check(
+            report.Check(
                 f"hybrid + default judge: kept nDCG@{KEEP} vs bm25s top {KEEP}",
                 f"≥ {TARGET_HYBRID_KEPT_RATIO:.2f} x {baseline.ndcg:.4f}",
                 f"{hybrid.ndcg:.4f} ({hybrid.ratio(baseline):.3f} x)",
@@ -93,7 +77,7 @@ def retrieval_checks(results: RetrievalResults) -> list[Check]:
         ]
     ingest = results.ingest
     checks.append(
-        Check(
+        report.Check(
             "ingestion end to end vs the embedder alone, same chunks",
             f"≥ {TARGET_INGEST_RATIO:.1f} x",
             f"{ingest.chunks_per_s:.1f} / {ingest.embedder_chunks_per_s:.1f} chunks/s "
@@ -104,13 +88,13 @@ def retrieval_checks(results: RetrievalResults) -> list[Check]:
     for search in results.searches:
         latency = summarize(search.latencies_ms)
         checks += [
-            Check(
+            report.Check(
                 f"embedding recall p99, {search.label}, {results.scale.rows:,} chunks",
                 f"≤ {TARGET_P99_MS:g} ms",
                 f"{latency.p99:.2f} ms (p50 {latency.p50:.2f} ms)",
                 latency.p99 <= TARGET_P99_MS,
             ),
-            Check(
+            report.Check(
                 f"recall@10 vs exact scan, {search.label}",
                 f"≥ {TARGET_RECALL:.2f}",
                 f"{search.recall_at_10:.4f}",
@@ -145,30 +129,35 @@ def plot_quality(results: RetrievalResults, path: Path) -> None:
         )
     right.axhline(results.baseline.ndcg, color="tab:gray", linestyle=":", label="bm25s baseline")
     right.axhline(target_ndcg(results), color="tab:green", linestyle="--", label="target")
-    right.set_xlabel("judge min_score")
-    right.set_ylabel(f"nDCG@{CUTOFF}")
-    right.set_title("Default recall, judge settings varied")
-    right.legend(loc="lower left")
-    right.grid(alpha=0.3)
-    save_figure(fig, path)
+    report.label_axes(
+        right,
+        "judge min_score",
+        f"nDCG@{CUTOFF}",
+        "Default recall, judge settings varied",
+        loc="lower left",
+    )
+    report.save_figure(fig, path)
 
 
 def plot_latency(results: RetrievalResults, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for search in results.searches:
-        ecdf(ax, search.latencies_ms, f"{search.label} (recall@10 {search.recall_at_10:.3f})")
+        report.ecdf(
+            ax, search.latencies_ms, f"{search.label} (recall@10 {search.recall_at_10:.3f})"
+        )
     ax.axvline(
         TARGET_P99_MS, color="tab:red", linestyle="--", label=f"p99 target {TARGET_P99_MS:g} ms"
     )
     ax.axhline(0.99, color="grey", linewidth=0.5)
     worst = max(max(s.latencies_ms) for s in results.searches)
     ax.set_xlim(0, max(TARGET_P99_MS * 1.3, min(worst, TARGET_P99_MS * 4)))
-    ax.set_xlabel("nearest_chunks() wall time, query embedding excluded (ms)")
-    ax.set_ylabel("fraction of queries")
-    ax.set_title(f"Embedding recall (HNSW) over {results.scale.rows:,} chunks, k = {CUTOFF}")
-    ax.legend(loc="lower right")
-    ax.grid(alpha=0.3)
-    save_figure(fig, path)
+    report.label_axes(
+        ax,
+        "nearest_chunks() wall time, query embedding excluded (ms)",
+        "fraction of queries",
+        f"Embedding recall (HNSW) over {results.scale.rows:,} chunks, k = {CUTOFF}",
+    )
+    report.save_figure(fig, path)
 
 
 # Markdown ----------------------------------------------------------------------------------------
@@ -255,7 +244,7 @@ def plot_kept(results: RetrievalResults, path: Path) -> None:
     right.set_xlim(0, KEEP * 1.2)
     right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2))
     right.grid(alpha=0.3, axis="x")
-    save_figure(fig, path)
+    report.save_figure(fig, path)
 
 
 def sweep_rows(results: RetrievalResults) -> list[list[str]]:
@@ -417,8 +406,10 @@ def section(results: RetrievalResults, commit: str) -> str:
         f"Measured {results.date} (commit {commit}) in {results.runtime_s:.0f} s by "
         "`scripts/bench_retrieval.py`; `BENCH_ONLY=retrieval make bench` refreshes this section "
         f"alone. Load average at the end of the run: {results.load_average} (2 cores; other "
-        f"processes on the machine slow every figure here).{quick_note(results.quick)}",
-        table(["check", "target", "measured", "result"], check_rows(retrieval_checks(results))),
+        f"processes on the machine slow every figure here).{report.quick_note(results.quick)}",
+        report.table(
+            ["check", "target", "measured", "result"], report.check_rows(retrieval_checks(results))
+        ),
         "### Quality",
         f"Cranfield 1400 (`../shared/data/cranfield/`, loaded by `scripts/cranfield.py`): "
         f"{len(results.baseline.ranked)} queries, {results.judged_pairs} judged pairs. The 1,400 "
@@ -440,7 +431,7 @@ def section(results: RetrievalResults, commit: str) -> str:
         "pair as relevant. Means over all queries; a query with nothing returned scores 0.",
         "#### What the default blocks keep",
         kept_text(results),
-        table(
+        report.table(
             [
                 "block",
                 "what runs",
@@ -454,7 +445,7 @@ def section(results: RetrievalResults, commit: str) -> str:
         ),
         f"![What the blocks keep](bench/{KEPT_PLOT})",
         "#### Ranked lists",
-        table(quality_header, quality_rows(results)),
+        report.table(quality_header, quality_rows(results)),
         "The judged rows keep 10 *chunks*, so they may return fewer than 10 documents when two "
         "chunks of one abstract are kept. The `embedding` recall on this collection runs as: "
         f"{results.quality_plan} (the only collection in its tenant's chunk table).",
@@ -462,7 +453,7 @@ def section(results: RetrievalResults, commit: str) -> str:
         "The default recall (embedding, top_k 20, the embedder's min_similarity, BM25 features) "
         f"with the judge's `top_k` and `min_score` varied; *meets* compares nDCG@{CUTOFF} with "
         f"{TARGET_RATIO:.2f} x bm25s:",
-        table(
+        report.table(
             ["judge top_k", "min_score", f"nDCG@{CUTOFF}", "x bm25s", "docs kept / query", "meets"],
             sweep_rows(results),
         ),
@@ -485,7 +476,7 @@ def section(results: RetrievalResults, commit: str) -> str:
         f"{ingest.cpu.describe()}; during the embedder alone: {embedder_cpu}.",
         "Query embedding, `get_embedder().embed_query(query)` for each Cranfield query, one at a "
         "time, two rounds after a warm-up:",
-        summary_table([("embed_query", embed)]),
+        report.summary_table([("embed_query", embed)]),
         f"CPU meanwhile: {results.query_embed_cpu.describe()}.",
         noise_text(results),
         scale_text(results),
@@ -501,11 +492,11 @@ def section(results: RetrievalResults, commit: str) -> str:
         "*machine busy / other cores*: the CPU of the whole machine during the timed rounds, and "
         "the cores busy outside the bench process (PostgreSQL answering it, and whatever else "
         "runs on the machine): latency on 2 shared cores moves with it.",
-        table(search_header, search_rows(results.searches)),
+        report.table(search_header, search_rows(results.searches)),
         "The same query with `hnsw.ef_search` set otherwise (the bench's copy of the "
         "`nearest_chunks` query, one round after the rounds above), to show what a higher "
         "setting would buy:",
-        table(
+        report.table(
             ["query", "hnsw.ef_search", "recall@10", "p50 ms", "p99 ms", "plan (EXPLAIN)"],
             ef_rows(results.searches),
         ),
@@ -518,10 +509,10 @@ def section(results: RetrievalResults, commit: str) -> str:
 
 def write_retrieval(results: RetrievalResults, docs_dir: Path, commit: str) -> list[Path]:
     quality_plot, latency_plot = (
-        image_path(docs_dir, QUALITY_PLOT),
-        image_path(docs_dir, LATENCY_PLOT),
+        report.image_path(docs_dir, QUALITY_PLOT),
+        report.image_path(docs_dir, LATENCY_PLOT),
     )
-    kept_plot = image_path(docs_dir, KEPT_PLOT)
+    kept_plot = report.image_path(docs_dir, KEPT_PLOT)
     plot_quality(results, quality_plot)
     plot_latency(results, latency_plot)
     plot_kept(results, kept_plot)
@@ -529,7 +520,7 @@ def write_retrieval(results: RetrievalResults, docs_dir: Path, commit: str) -> l
         quality_plot,
         latency_plot,
         kept_plot,
-        write_section(docs_dir, section(results, commit), START, END),
+        report.write_section(docs_dir, section(results, commit), START, END),
     ]
 
 
@@ -572,7 +563,7 @@ def print_retrieval(results: RetrievalResults) -> None:
                 f"    ef_search {point.ef_search}: recall@10 {point.recall_at_10:.4f}, "
                 f"p50 {point.p50_ms:.2f} ms, p99 {point.p99_ms:.2f} ms; {point.plan}"
             )
-    print_checks(retrieval_checks(results))
+    report.print_checks(retrieval_checks(results))
     print(
         f"  retrieval runtime {results.runtime_s:.0f} s (100k collection reused: {results.scale.reused})"
     )

@@ -6,11 +6,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from scripts import report
 from scripts.bench_soak import (
     KINDS,
     MIX,
@@ -20,16 +18,6 @@ from scripts.bench_soak import (
     latency_summary,
     ok,
     percentile,
-)
-from scripts.report import (
-    Check,
-    check_rows,
-    print_checks,
-    quick_note,
-    save_figure,
-    table,
-    with_figure,
-    write_plotted_section,
 )
 
 START = "<!-- soak:start -->"
@@ -51,7 +39,7 @@ def growth(results: SoakResults, kind: int) -> dict[str, float]:
     }
 
 
-def soak_checks(results: SoakResults) -> list[Check]:
+def soak_checks(results: SoakResults) -> list[report.Check]:
     answers = results.answers
     failed = [answer for answer in answers if not ok(answer)]
     grown = growth(results, USS)
@@ -69,13 +57,13 @@ def soak_checks(results: SoakResults) -> list[Check]:
     unfinished = sum(count for status, count in results.jobs.items() if status != "done")
     connections = [window.connections for window in results.windows]
     return [
-        Check(
+        report.Check(
             f"errors over {results.seconds:g} s at {results.rate:g} requests/s",
             "0",
             f"{len(failed)} of {len(answers)}",
             not failed,
         ),
-        Check(
+        report.Check(
             "memory each platform process holds alone (USS: web, Celery, beat, the stand-in), "
             f"end vs start (from {results.warmup_s:.0f} s)",
             f"within {FLAT:.0%}",
@@ -83,7 +71,7 @@ def soak_checks(results: SoakResults) -> list[Check]:
             f"{worst_shared[1]:+.1%} ({worst_shared[0]})",
             all(abs(change) <= FLAT for change in platform.values()),
         ),
-        Check(
+        report.Check(
             "memory of the data stores (USS), end vs start: they hold what the soak writes",
             f"reported (within {FLAT:.0%} would mean no growth)",
             ", ".join(
@@ -95,20 +83,20 @@ def soak_checks(results: SoakResults) -> list[Check]:
             or "-",
             True,
         ),
-        Check(
+        report.Check(
             "memory turns written after the load (none pending or failed)",
             "0 left",
             f"{lost_turns} left; {dict(sorted(results.turns.items()))}, drained in "
             f"{results.drain_s:.0f} s",
             lost_turns == 0,
         ),
-        Check(
+        report.Check(
             "ingestion jobs done",
             "all",
             f"{results.jobs.get('done', 0)} of {sum(results.jobs.values())}",
             unfinished == 0,
         ),
-        Check(
+        report.Check(
             "database connections (every window)",
             "bounded (reported)",
             f"min {min(connections, default=0)}, max {max(connections, default=0)}",
@@ -196,18 +184,18 @@ def draw(results: SoakResults, path: Path) -> None:
     connections.plot(starts, [w.connections for w in results.windows])
     connections.set_ylabel("DB connections")
     connections.set_xlabel("seconds into the soak")
-    save_figure(fig, path)
+    report.save_figure(fig, path)
 
 
 def soak_section(results: SoakResults) -> str:
     mix = ", ".join(f"{MIX.count(kind)} {kind}" for kind in KINDS)
-    return with_figure(
+    return report.with_figure(
         [
             START,
             "## 13. Soak: the cluster shape under mixed work",
             f"Measured {results.date} on `{results.commit}` by `scripts/bench_soak.py`; "
             "`BENCH_ONLY=soak make bench` refreshes this section alone. Load average before "
-            f"{results.load_before}, after {results.load_after}.{quick_note(results.quick)}",
+            f"{results.load_before}, after {results.load_after}.{report.quick_note(results.quick)}",
             "The cluster of `make cluster` (`scripts/cluster.py`): PostgreSQL as its own server "
             "over TCP, Redis of its own, gunicorn with two uvicorn workers, two Celery workers "
             "and beat, the stand-in model, on this one machine with the load generator. "
@@ -227,11 +215,13 @@ def soak_section(results: SoakResults) -> str:
             "worker's first judge calibration included (a one-time step of about 50 MiB, at 140 "
             "and 195 s in the first 600 s run). After the load, the queued turns and jobs are "
             "waited for.",
-            table(["check", "target", "measured", "result"], check_rows(soak_checks(results))),
+            report.table(
+                ["check", "target", "measured", "result"], report.check_rows(soak_checks(results))
+            ),
             "### By kind (ms, answered requests)",
-            table(["kind", "requests", "errors", "p50", "p99"], kind_rows(results)),
+            report.table(["kind", "requests", "errors", "p50", "p99"], kind_rows(results)),
             "### Over time",
-            table(
+            report.table(
                 [
                     "window start s",
                     "requests",
@@ -245,7 +235,7 @@ def soak_section(results: SoakResults) -> str:
                 window_rows(results),
             ),
             "### Memory (MiB): PSS, and USS (held alone)",
-            table(
+            report.table(
                 [
                     "process",
                     "PSS start",
@@ -270,11 +260,11 @@ def soak_section(results: SoakResults) -> str:
 
 
 def write_soak(results: SoakResults, docs_dir: Path, commit: str) -> list[Path]:
-    return write_plotted_section(
+    return report.write_plotted_section(
         docs_dir, PLOT, lambda path: draw(results, path), soak_section(results), START, END
     )
 
 
 def print_soak(results: SoakResults) -> None:
     print("soak:")
-    print_checks(soak_checks(results))
+    report.print_checks(soak_checks(results))

@@ -1,8 +1,5 @@
 """Section "http_path" of docs/benchmarks.md (the HTTP path under wrk, the servers side by side)
-and its plot.
-
-The section sits between two HTML comments, so that ``BENCH_ONLY=http_path`` can replace it in
-the page of an earlier run and leave the other sections as they were.
+and its plot; ``BENCH_ONLY=http_path`` replaces it alone (``report.write_section``).
 """
 
 from __future__ import annotations
@@ -11,12 +8,11 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from scripts import report
+from scripts.bench_stats import median
 from scripts.bench_wrk import (
     BARE,
     CONNECTIONS,
@@ -36,16 +32,6 @@ from scripts.bench_wrk import (
     UVICORN_H11,
     HttpPathResults,
     WrkRun,
-)
-from scripts.report import (
-    Check,
-    check_rows,
-    print_checks,
-    quick_note,
-    save_figure,
-    table,
-    with_figure,
-    write_plotted_section,
 )
 
 START = "<!-- http_path:start -->"
@@ -89,10 +75,6 @@ def errors_text(run: WrkRun) -> str:
 
 
 # Checks ------------------------------------------------------------------------------------------
-
-
-def median(values: list[float]) -> float:
-    return float(np.median(values)) if values else float("nan")
 
 
 def resolve_runs(results: HttpPathResults, *, redis: bool) -> list[WrkRun]:
@@ -152,12 +134,12 @@ def round_by_round(plain: list[WrkRun], with_redis: list[WrkRun]) -> str:
     )
 
 
-def http_path_checks(results: HttpPathResults) -> list[Check]:
+def http_path_checks(results: HttpPathResults) -> list[report.Check]:
     prod = results.production
-    checks: list[Check] = []
+    checks: list[report.Check] = []
 
     def missing(name: str, target: str) -> None:
-        checks.append(Check(name, target, "not measured in this run", False))
+        checks.append(report.Check(name, target, "not measured in this run", False))
 
     for workers in (1, 2):
         healthz = results.find(prod, workers, HEALTHZ)
@@ -168,7 +150,7 @@ def http_path_checks(results: HttpPathResults) -> list[Check]:
         per_worker = healthz.requests_per_s / workers
         share = healthz.requests_per_s / bare.requests_per_s if bare.requests_per_s else 0.0
         checks.append(
-            Check(
+            report.Check(
                 f"/healthz per worker, {workers} worker(s)",
                 f"≥ {HEALTHZ_PER_WORKER:,.0f} requests/s per worker",
                 f"{rate(per_worker)}/s ({rate(healthz.requests_per_s)}/s in all)",
@@ -176,7 +158,7 @@ def http_path_checks(results: HttpPathResults) -> list[Check]:
             )
         )
         checks.append(
-            Check(
+            report.Check(
                 f"/healthz beside the bare ASGI app, {workers} worker(s)",
                 f"≥ {HEALTHZ_OF_BARE:g} x bare ({rate(bare.requests_per_s)}/s, same run)",
                 f"{share:.3f} x",
@@ -190,13 +172,13 @@ def http_path_checks(results: HttpPathResults) -> list[Check]:
         throughput = median([run.requests_per_s for run in plain])
         p99 = median([run.p99 for run in plain])
         checks += [
-            Check(
+            report.Check(
                 f"resolve (demo route), 2 workers, {CONNECTIONS} connections",
                 f"≥ {RESOLVE_2_WORKERS:g} requests/s",
                 f"{rate(throughput)}/s ({runs_shown(plain, lambda r: rate(r.requests_per_s))})",
                 throughput >= RESOLVE_2_WORKERS,
             ),
-            Check(
+            report.Check(
                 "resolve p99, 2 workers",
                 f"≤ {RESOLVE_P99_MS:g} ms",
                 f"{ms(p99)} ms (p50 {ms(median([run.p50 for run in plain]))} ms; "
@@ -212,7 +194,7 @@ def http_path_checks(results: HttpPathResults) -> list[Check]:
     if resolves:
         failed = sum(run.failed for run in resolves)
         checks.append(
-            Check(
+            report.Check(
                 "resolve errors (non-2xx, socket), every run of the production server",
                 "0",
                 str(failed),
@@ -228,7 +210,7 @@ def http_path_checks(results: HttpPathResults) -> list[Check]:
         ratio = with_ / without if without else 0.0
         failed = sum(run.failed for run in paired_redis)
         checks.append(
-            Check(
+            report.Check(
                 "resolve with REDIS_URL, 2 workers",
                 f"no slower than without (≥ {REDIS_NO_SLOWER:g} x {rate(without)}/s, median of "
                 f"{len(paired_plain)} rounds alternating with it)",
@@ -245,7 +227,7 @@ def http_path_checks(results: HttpPathResults) -> list[Check]:
         missing("gateway, route without sources, 2 workers", f"≥ {GATEWAY_RPS:g}/s")
     else:
         checks.append(
-            Check(
+            report.Check(
                 "gateway, route without sources, loopback upstream, 2 workers",
                 f"≥ {GATEWAY_RPS:g} requests/s",
                 f"{rate(gateway.requests_per_s)}/s, p99 {ms(gateway.p99)} ms, errors "
@@ -257,7 +239,7 @@ def http_path_checks(results: HttpPathResults) -> list[Check]:
     bare_2 = results.find(prod, 2, BARE)
     if bare_2 is not None:
         checks.append(
-            Check(
+            report.Check(
                 "several processes without the flat 44 ms (bare app, 2 workers, p50)",
                 f"< {FLAT_DELAY_MS:g} ms",
                 f"{ms(bare_2.p50)} ms ({rate(bare_2.requests_per_s)}/s)",
@@ -346,12 +328,10 @@ def plot(results: HttpPathResults, path: Path) -> None:
             label=f"{UVICORN_H11.name} 2w, bare",
         )
     right.set_xscale("log")
-    right.set_xlabel("latency (ms, log)")
-    right.set_ylabel("fraction of requests")
-    right.set_title("latency, 2 workers")
-    right.legend(loc="lower right", fontsize=7)
-    right.grid(alpha=0.3)
-    save_figure(fig, path)
+    report.label_axes(
+        right, "latency (ms, log)", "fraction of requests", "latency, 2 workers", fontsize=7
+    )
+    report.save_figure(fig, path)
 
 
 # Markdown ----------------------------------------------------------------------------------------
@@ -497,21 +477,23 @@ def section(results: HttpPathResults, commit: str) -> str:
         "counters in Redis). `GET /healthz` is answered in front of Django "
         "(`contextplatform.asgi.Liveness`); the stack in front of the views, which the probe "
         "measured before, has its own row in the request path profile section."
-        + quick_note(results.quick)
+        + report.quick_note(results.quick)
     )
     parts = [
         START,
         "## HTTP path under wrk: servers, /healthz, resolve, gateway",
         "`scripts/bench_wrk.py`, `BENCH_ONLY=http_path make bench`.",
         intro,
-        table(["check (production server)", "target", "measured", "result"], check_rows(checks)),
+        report.table(
+            ["check (production server)", "target", "measured", "result"], report.check_rows(checks)
+        ),
     ]
     if results.problems:
         parts.append("Left out of this run: " + "; ".join(f"{p}" for p in results.problems) + ".")
     for target in TARGETS:
         rows = target_rows(results, target)
         if rows:
-            parts += [f"### {TARGET_LABELS[target]}", table(ROW_HEADER, rows)]
+            parts += [f"### {TARGET_LABELS[target]}", report.table(ROW_HEADER, rows)]
     if results.paired:
         parts += [
             "### resolve without and with REDIS_URL, alternating rounds",
@@ -519,7 +501,7 @@ def section(results: HttpPathResults, commit: str) -> str:
             "of each round alternating, so that the machine's drift falls on both alike; the "
             "checks above compare the medians, and the resolve's own targets take the median of "
             "every embedded run of it (the table above and these rounds).",
-            table(
+            report.table(
                 [
                     "round",
                     "Redis",
@@ -536,17 +518,16 @@ def section(results: HttpPathResults, commit: str) -> str:
         ]
     parts += [
         "### The servers",
-        table(["server", "", "command", "versions"], server_rows(results)),
+        report.table(["server", "", "command", "versions"], server_rows(results)),
         choice_text(results),
         flat_delay_text(results),
     ]
-    return with_figure(parts, "requests/s per server and target; latency at 2 workers", PLOT, END)
-
-
-def write_http_path(results: HttpPathResults, docs_dir: Path, commit: str) -> list[Path]:
-    return write_plotted_section(
-        docs_dir, PLOT, lambda path: plot(results, path), section(results, commit), START, END
+    return report.with_figure(
+        parts, "requests/s per server and target; latency at 2 workers", PLOT, END
     )
+
+
+write_http_path = report.plotted_writer(plot, section, PLOT, START, END)
 
 
 def print_http_path(results: HttpPathResults) -> None:
@@ -562,5 +543,5 @@ def print_http_path(results: HttpPathResults) -> None:
             f"p99 {ms(run.p99):>7} ms  errors {run.failed:<4} "
             f"{'' if share is None or run.target == BARE else f'{share:.3f} x bare'}"
         )
-    print_checks(http_path_checks(results))
+    report.print_checks(http_path_checks(results))
     print(f"  load average {results.load_average_start} → {results.load_average_end}")
