@@ -96,14 +96,7 @@ class _GuardedTransport(httpx2.AsyncHTTPTransport):
     def __init__(self, policy: OutboundPolicy, max_response_bytes: int) -> None:
         # No proxy from the environment (it would bypass the guard); the shared TLS context.
         super().__init__(verify=shared_ssl_context(), trust_env=False)
-        pin_connections(
-            self._pool,
-            httpcore2.AsyncConnectionPool,
-            policy,
-            unresolved=httpcore2.ConnectError,
-            failures=(httpcore2.ConnectError, httpcore2.ConnectTimeout),
-            library="httpx2/httpcore2",
-        )
+        pin_connections(self._pool, policy, httpcore2)
         self.max_response_bytes = max_response_bytes
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:

@@ -41,14 +41,7 @@ class _GuardedTransport(httpx.AsyncHTTPTransport):
     def __init__(self, policy: OutboundPolicy):
         # No proxy from the environment: it would bypass us.
         super().__init__(trust_env=False, verify=shared_ssl_context())
-        pin_connections(
-            self._pool,
-            httpcore.AsyncConnectionPool,
-            policy,
-            unresolved=httpcore.ConnectError,
-            failures=(httpcore.ConnectError, httpcore.ConnectTimeout),
-            library="httpx/httpcore",
-        )
+        pin_connections(self._pool, policy, httpcore)
 
 
 def guarded_async_client(

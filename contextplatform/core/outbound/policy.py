@@ -22,6 +22,7 @@ import re
 import socket
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Generic, NoReturn, Protocol, TypedDict, TypeVar
 
 import anyio.to_thread
@@ -419,20 +420,12 @@ class PinnedBackend(Generic[StreamT]):
         self.unresolved = unresolved
         self.failures = failures
 
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> StreamT:
+    async def connect_tcp(self, host: str, port: int, **options: Any) -> StreamT:
+        """``options``: the pool's timeout, local address and socket options, passed on."""
         targets = await checked_targets(self.policy, host, port, self.unresolved)
         return await connect_first(
             targets,
-            lambda target: self.inner.connect_tcp(
-                target, port, timeout, local_address, socket_options
-            ),
+            lambda target: self.inner.connect_tcp(target, port, **options),
             self.failures,
         )
 
@@ -445,19 +438,15 @@ class PinnedBackend(Generic[StreamT]):
         await self.inner.sleep(seconds)
 
 
-def pin_connections(
-    pool: object,
-    pool_type: type,
-    policy: OutboundPolicy,
-    *,
-    unresolved: type[Exception],
-    failures: tuple[type[Exception], ...],
-    library: str,
-) -> None:
-    """Put a ``PinnedBackend`` under ``pool`` (an httpcore-like connection pool, which builds
-    every connection with its ``_network_backend``), or refuse to make a client at all when the
-    library no longer has that attribute: an unguarded client must never be made."""
-    if not isinstance(pool, pool_type) or not hasattr(pool, "_network_backend"):
-        raise RuntimeError(f"{library} changed: cannot guard outbound connections")
+def pin_connections(pool: object, policy: OutboundPolicy, library: ModuleType) -> None:
+    """Put a ``PinnedBackend`` under ``pool``, a connection pool of ``library`` (httpcore, or its
+    fork httpcore2: the same names), which builds every connection with its ``_network_backend``;
+    or refuse to make a client at all when the library no longer has that attribute: an unguarded
+    client must never be made. A name that no longer resolves when connecting is the library's
+    ConnectError, which its client reports as a failed connection."""
+    if not isinstance(pool, library.AsyncConnectionPool) or not hasattr(pool, "_network_backend"):
+        raise RuntimeError(f"{library.__name__} changed: cannot guard outbound connections")
     inner = getattr(pool, "_network_backend")  # noqa: B009 (a private attribute, checked above)
-    setattr(pool, "_network_backend", PinnedBackend(policy, inner, unresolved, failures))  # noqa: B010
+    failures = (library.ConnectError, library.ConnectTimeout)
+    pinned = PinnedBackend(policy, inner, library.ConnectError, failures)
+    setattr(pool, "_network_backend", pinned)  # noqa: B010
