@@ -10,7 +10,7 @@ from django_tenants.models import DomainMixin, TenantMixin
 
 
 def validate_outbound_allowlist(value: Any) -> None:
-    from contextplatform.core.outbound import validate_allowlist
+    from contextplatform.core.outbound.policy import validate_allowlist
 
     try:
         validate_allowlist(value)
@@ -20,10 +20,10 @@ def validate_outbound_allowlist(value: Any) -> None:
 
 class OutboundAllowlistField(models.JSONField):
     """A JSON list of allow-list entries, read back as a list of strings whatever the column
-    holds (``outbound.readable_allowlist``): every outbound call of the tenant reads it."""
+    holds (``outbound.policy.readable_allowlist``): every outbound call of the tenant reads it."""
 
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
-        from contextplatform.core.outbound import readable_allowlist
+        from contextplatform.core.outbound.policy import readable_allowlist
 
         return readable_allowlist(super().from_db_value(value, expression, connection))
 

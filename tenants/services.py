@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from contextplatform.core.outbound import validate_allowlist
+from contextplatform.core.outbound.policy import validate_allowlist
 from tenants.models import ApiKey, Domain, Tenant
 from tenants.scopes import ALL_SCOPES, parse_scopes
 

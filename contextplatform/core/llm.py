@@ -31,13 +31,20 @@ import json
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import httpx
 
-from contextplatform.core.outbound import OutboundError, guarded_async_client, shared_ssl_context
+from contextplatform.core.outbound.bounded import (
+    ByteBudget,
+    ResponseTooLarge,
+    declared_length,
+    read_bounded,
+)
+from contextplatform.core.outbound.httpx_client import guarded_async_client, shared_ssl_context
+from contextplatform.core.outbound.policy import OutboundError
 
 DEFAULT_TIMEOUT_MS = 10_000
 DEFAULT_MAX_DOCUMENT_CHARS = 2_000
@@ -264,8 +271,7 @@ class _Call:
                 headers=deployment.headers,
             ) as response,
         ):
-            _refuse_declared_size(response)
-            body = await _read_async(response.aiter_bytes())
+            body = await _read_async(response)
         return response.status_code, body
 
     def post_sync(self, messages: Messages) -> tuple[int, bytes]:
@@ -282,17 +288,23 @@ class _Call:
                 headers=deployment.headers,
             ) as response,
         ):
-            _refuse_declared_size(response)
-            body = self._read_sync(response.iter_bytes(), deadline)
+            body = self._read_sync(response, deadline)
         return response.status_code, body
 
-    def _read_sync(self, chunks: Iterator[bytes], deadline: float) -> bytes:
-        body = _BoundedBody()
-        for chunk in chunks:
-            body.add(chunk)
-            if time.monotonic() > deadline:  # a trickling answer: each read is in time, not all
-                raise self.timed_out()
-        return body.joined()
+    def _read_sync(self, response: httpx.Response, deadline: float) -> bytes:
+        """The body, bounded as ``_read_async``'s (the synchronous client has no async chunks)."""
+        budget = ByteBudget(MAX_RESPONSE_BYTES)
+        chunks: list[bytes] = []
+        try:
+            budget.check_declared(declared_length(response.headers))
+            for chunk in response.iter_bytes():
+                budget.spend(len(chunk))
+                chunks.append(chunk)
+                if time.monotonic() > deadline:  # a trickling answer: each read is in time, not all
+                    raise self.timed_out()
+        except ResponseTooLarge as error:
+            raise _too_large() from error
+        return b"".join(chunks)
 
     def answer(self, status: int, body: bytes) -> str:
         if status != 200:
@@ -310,39 +322,15 @@ class _Call:
         return LLMError(f"{self.label} refused by the outbound guard: {error}")
 
 
-class _BoundedBody:
-    """A response body that refuses to grow past ``MAX_RESPONSE_BYTES`` (counted decoded, so the
-    bound holds after decompression too)."""
-
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-        self.size = 0
-
-    def add(self, chunk: bytes) -> None:
-        self.size += len(chunk)
-        if self.size > MAX_RESPONSE_BYTES:
-            raise _too_large()
-        self.chunks.append(chunk)
-
-    def joined(self) -> bytes:
-        return b"".join(self.chunks)
-
-
-async def _read_async(chunks: AsyncIterator[bytes]) -> bytes:
-    body = _BoundedBody()
-    async for chunk in chunks:
-        body.add(chunk)
-    return body.joined()
-
-
-def _refuse_declared_size(response: httpx.Response) -> None:
-    """An answer that announces more than the bound is refused before any of it is read."""
+async def _read_async(response: httpx.Response) -> bytes:
+    """The body, refused past ``MAX_RESPONSE_BYTES`` (announced, or counted decoded, so the bound
+    holds after decompression too)."""
     try:
-        declared = int(response.headers["content-length"])
-    except (KeyError, ValueError):
-        return
-    if declared > MAX_RESPONSE_BYTES:
-        raise _too_large()
+        return await read_bounded(
+            response.aiter_bytes(), MAX_RESPONSE_BYTES, headers=response.headers
+        )
+    except ResponseTooLarge as error:
+        raise _too_large() from error
 
 
 def _too_large() -> LLMError:

@@ -25,8 +25,14 @@ from tenacity import (
 
 from contextplatform.core import safe_json
 from contextplatform.core.loop_clients import LoopClients
-from contextplatform.core.outbound import OutboundBlocked, OutboundError, display_url
-from contextplatform.core.outbound_aiohttp import GuardedSession, checked_url, guarded_session
+from contextplatform.core.outbound import bounded
+from contextplatform.core.outbound.aiohttp_client import (
+    GuardedSession,
+    checked_url,
+    guarded_session,
+)
+from contextplatform.core.outbound.policy import OutboundBlocked, OutboundError
+from contextplatform.core.outbound.urls import display_url
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.gateway.protocol import GatewayError, upstream_error, upstream_timeout
 
@@ -145,15 +151,12 @@ class UpstreamResponse:
 
 
 async def read_bounded(response: UpstreamResponse, limit: int) -> bytes:
-    declared = response.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise upstream_error(f"the upstream answered {declared} bytes, more than {limit}")
-    body = bytearray()
-    async for chunk in response:
-        body.extend(chunk)
-        if len(body) > limit:
-            raise upstream_error(f"the upstream answered more than {limit} bytes")
-    return bytes(body)
+    try:
+        return await bounded.read_bounded(
+            response, limit, headers=response.headers, where="the upstream"
+        )
+    except bounded.ResponseTooLarge as error:
+        raise upstream_error(str(error)) from error
 
 
 async def _refusal(upstream: Upstream, response: UpstreamResponse) -> Exception:

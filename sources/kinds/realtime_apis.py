@@ -39,7 +39,13 @@ import httpx
 from django.core.cache import cache
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from contextplatform.core.outbound import DEFAULT_MAX_RESPONSE_BYTES, OutboundError
+from contextplatform.core.outbound.bounded import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    ResponseTooLarge,
+    read_bounded,
+)
+from contextplatform.core.outbound.httpx_client import refuse_constant
+from contextplatform.core.outbound.policy import OutboundError
 from sources import fetch_deadline, json_select
 from sources import realtime_templates as templates
 from sources.base import (
@@ -280,19 +286,11 @@ def connector_seconds(connector: Connector) -> tuple[float, bool]:
 
 
 async def read_capped(response: httpx.Response, limit: int) -> bytes:
-    declared = response.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ConnectorError(f"answered {declared} bytes, more than {limit}")
-    body = bytearray()
-    async for chunk in response.aiter_bytes():  # decoded: the limit holds after decompression
-        body.extend(chunk)
-        if len(body) > limit:
-            raise ConnectorError(f"answered more than {limit} bytes")
-    return bytes(body)
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    try:
+        # aiter_bytes is decoded: the limit holds after decompression.
+        return await read_bounded(response.aiter_bytes(), limit, headers=response.headers)
+    except ResponseTooLarge as error:
+        raise ConnectorError(str(error)) from error
 
 
 async def call(connector: Connector, sent: Prepared, allowlist: tuple[str, ...]) -> Any:
@@ -324,7 +322,7 @@ async def call(connector: Connector, sent: Prepared, allowlist: tuple[str, ...])
     if not response.is_success:
         raise ConnectorError(f"answered HTTP {response.status_code}")
     try:
-        return json.loads(body, parse_constant=_refuse_constant)
+        return json.loads(body, parse_constant=refuse_constant)
     except (ValueError, UnicodeDecodeError):
         raise ConnectorError("answered something that is not JSON") from None
 

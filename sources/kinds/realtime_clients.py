@@ -20,7 +20,7 @@ import httpx
 from django.conf import settings
 
 from contextplatform.core.loop_clients import LoopClients
-from contextplatform.core.outbound import guarded_async_client
+from contextplatform.core.outbound.httpx_client import guarded_async_client
 
 MAX_CLIENTS = 32
 BACKSTOP_TIMEOUT_S = 120.0

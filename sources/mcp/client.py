@@ -42,8 +42,9 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from contextplatform.core.loop_clients import LoopClients
-from contextplatform.core.outbound import DEFAULT_MAX_RESPONSE_BYTES, OutboundError
-from contextplatform.core.outbound_httpx2 import guarded_httpx2_client, receiving_at_most
+from contextplatform.core.outbound.bounded import DEFAULT_MAX_RESPONSE_BYTES
+from contextplatform.core.outbound.httpx2_client import guarded_httpx2_client, receiving_at_most
+from contextplatform.core.outbound.policy import OutboundError
 from sources import fetch_deadline
 from sources.deadline import within_deadline
 from sources.mcp.selectors import (

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from contextplatform.core.http_urls import checked_http_url
-from contextplatform.core.outbound import DEFAULT_MAX_RESPONSE_BYTES
+from contextplatform.core.outbound.bounded import DEFAULT_MAX_RESPONSE_BYTES
 
 # The same names as deployments, routes and recipes.
 MCP_SERVER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"

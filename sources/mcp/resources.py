@@ -25,7 +25,7 @@ from urllib.parse import quote
 import mcp_types as types
 from pydantic import Field, field_validator
 
-from contextplatform.core.outbound import DEFAULT_MAX_RESPONSE_BYTES
+from contextplatform.core.outbound.bounded import DEFAULT_MAX_RESPONSE_BYTES
 from sources.base import (
     ContextItem,
     ContextRequest,

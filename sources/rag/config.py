@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from contextplatform.core.outbound import DEFAULT_MAX_RESPONSE_BYTES
+from contextplatform.core.outbound.bounded import DEFAULT_MAX_RESPONSE_BYTES
 from contextplatform.core.validation import describe
 from sources.base import SourceSettings
 from sources.matching import MatchConfig

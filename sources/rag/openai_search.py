@@ -25,7 +25,8 @@ from typing import Any
 
 import httpx
 
-from contextplatform.core.outbound import OutboundError, fetch_json_limited, guarded_async_client
+from contextplatform.core.outbound.httpx_client import fetch_json_limited, guarded_async_client
+from contextplatform.core.outbound.policy import OutboundError
 from sources import fetch_deadline
 from sources.rag.backends import BackendError, BackendTimeout, RagBackend, RetrievalRequest
 from sources.rag.external import timeout_words

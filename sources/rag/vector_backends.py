@@ -30,7 +30,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 
-from contextplatform.core.outbound import OutboundError, check_url
+from contextplatform.core.outbound.policy import OutboundError
+from contextplatform.core.outbound.urls import check_url
 from sources import fetch_deadline
 from sources.embedding import get_embedder
 from sources.rag.backends import BackendError, BackendTimeout, RagBackend, RetrievalRequest

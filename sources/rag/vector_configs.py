@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from contextplatform.core.outbound import DEFAULT_MAX_RESPONSE_BYTES
+from contextplatform.core.outbound.bounded import DEFAULT_MAX_RESPONSE_BYTES
 from contextplatform.deployments.schema import checked_base_url
 from sources.secret_settings import Secret
 

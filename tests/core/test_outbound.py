@@ -13,18 +13,16 @@ import httpx
 import pytest
 from django.core.exceptions import ValidationError
 
-from contextplatform.core import outbound
-from contextplatform.core.outbound import (
-    InvalidResponse,
+from contextplatform.core.outbound import policy as outbound
+from contextplatform.core.outbound.bounded import InvalidResponse, ResponseTooLarge
+from contextplatform.core.outbound.httpx_client import fetch_json_limited, guarded_async_client
+from contextplatform.core.outbound.policy import (
     OutboundBlocked,
     OutboundError,
-    ResponseTooLarge,
-    check_url,
-    fetch_json_limited,
-    guarded_async_client,
     refusal_reason,
     validate_allowlist,
 )
+from contextplatform.core.outbound.urls import check_url
 from tenants.models import Tenant
 from tests.loopback import Reply, Seen, Service, running_service
 from tests.ssrf_targets import INTERNAL, Target
@@ -351,7 +349,7 @@ def test_allowed_host_name_connects(loopback: Service) -> None:
 def test_a_guarded_client_keeps_no_cookie_from_one_call_to_the_next() -> None:
     """Guarded clients are pooled across users and tenants (the gateway's upstream calls, the
     connectors): a cookie one answer set must never go out with the next request."""
-    from contextplatform.core.outbound import guarded_async_client
+    from contextplatform.core.outbound.httpx_client import guarded_async_client
 
     def respond(seen: Seen) -> Reply:
         return Reply(body=b"{}", headers={"Set-Cookie": "session=ann-secret; Path=/"})

@@ -12,9 +12,13 @@ from collections.abc import Iterator
 import aiohttp
 import pytest
 
-from contextplatform.core import outbound
-from contextplatform.core.outbound import OutboundBlocked, OutboundError
-from contextplatform.core.outbound_aiohttp import guarded_session, taken_for_an_address
+from contextplatform.core.outbound import policy as outbound
+from contextplatform.core.outbound.aiohttp_client import guarded_session
+from contextplatform.core.outbound.policy import (
+    OutboundBlocked,
+    OutboundError,
+    taken_for_an_address,
+)
 from tests.loopback import Reply, Service, serving_routes
 
 ROUTES = {

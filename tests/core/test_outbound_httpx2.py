@@ -14,18 +14,14 @@ from typing import Any
 import httpx2
 import pytest
 
-from contextplatform.core import outbound
-from contextplatform.core.outbound import (
-    InvalidResponse,
-    OutboundBlocked,
-    OutboundError,
-    ResponseTooLarge,
-)
-from contextplatform.core.outbound_httpx2 import (
+from contextplatform.core.outbound import policy as outbound
+from contextplatform.core.outbound.bounded import InvalidResponse, ResponseTooLarge
+from contextplatform.core.outbound.httpx2_client import (
     guarded_httpx2_client,
     receiving_at_most,
     shared_ssl_context,
 )
+from contextplatform.core.outbound.policy import OutboundBlocked, OutboundError
 from tests.loopback import Reply, Seen, Service, serving_routes
 
 ROUTES = {

@@ -13,18 +13,17 @@ from typing import Any
 
 import pytest
 
-from contextplatform.core import outbound
-from contextplatform.core.outbound import (
+from contextplatform.core.outbound import policy as outbound
+from contextplatform.core.outbound.aiohttp_client import guarded_session
+from contextplatform.core.outbound.httpx2_client import guarded_httpx2_client
+from contextplatform.core.outbound.httpx_client import fetch_json_limited, guarded_async_client
+from contextplatform.core.outbound.policy import (
     OutboundBlocked,
     OutboundPolicy,
-    check_url,
-    fetch_json_limited,
-    guarded_async_client,
     parse_entry,
     validate_allowlist,
 )
-from contextplatform.core.outbound_aiohttp import guarded_session
-from contextplatform.core.outbound_httpx2 import guarded_httpx2_client
+from contextplatform.core.outbound.urls import check_url
 from tests.loopback import Reply, Service, serving_routes
 
 JSON = {"Content-Type": "application/json"}

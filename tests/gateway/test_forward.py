@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from contextplatform.core import outbound
-from contextplatform.core.outbound import OutboundError
+from contextplatform.core.outbound import policy as outbound
+from contextplatform.core.outbound.policy import OutboundError
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.gateway.forward import UpstreamAnswer, call_upstream
 from contextplatform.gateway.protocol import GatewayError

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from contextplatform.core.outbound import ENTRY_FORMS
+from contextplatform.core.outbound.policy import ENTRY_FORMS
 from tenants.services import TenantError, create_tenant
 
 

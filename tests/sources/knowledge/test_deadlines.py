@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from contextplatform.core import outbound
+from contextplatform.core.outbound import httpx_client as outbound
 from tests.conftest import ApiClient, TenantFixture, table_locked
 from tests.loopback import LOOPBACK, Service, json_reply, outbound_allowlist, running_service
 from tests.sources.knowledge.conftest import rag_route, resolve

@@ -3,7 +3,7 @@
 The gateway forwards every chat call, so its HTTP client's own cost is paid on every request:
 aiohttp's C parser and connection pool cost a tenth of the CPU httpx does per call on the same
 upstream (httpx's pool polls every idle connection before each request), which is a fifth of a
-gateway call. The guard is the same policy as ``outbound`` (the tenant's allow-list):
+gateway call. This module wires the one policy (``policy``, the tenant's allow-list) into aiohttp:
 
 * before anything is sent, the URL is checked: http or https, a host, and a host written as an
   address (in any spelling: aiohttp connects to it without resolving it) must be allowed;
@@ -23,14 +23,13 @@ import aiohttp
 import httpx
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from contextplatform.core.outbound import (
-    OutboundBlocked,
+from contextplatform.core.outbound.httpx_client import shared_ssl_context
+from contextplatform.core.outbound.policy import (
     OutboundPolicy,
     checked_targets,
-    resolve_async,
-    shared_ssl_context,
-    target,
+    taken_for_an_address,
 )
+from contextplatform.core.outbound.urls import target
 
 # Connections kept per session, as many as httpx's default pool: a worker's concurrent calls to
 # its deployments. Idle ones are closed after KEEPALIVE_S, under the 5 s that servers commonly
@@ -78,15 +77,9 @@ class GuardedResolver(AbstractResolver):
         await self.inner.close()
 
 
-def taken_for_an_address(host: str) -> bool:
-    """Whether aiohttp takes ``host`` for an address and connects to it without asking the
-    resolver: digits and dots (``127.1``, ``2130706433``, ``127.0.0.1.`` too), or a colon."""
-    return ":" in host or host.replace(".", "").isdigit()
-
-
 @functools.lru_cache(maxsize=256)
 def checked_url(url: str) -> tuple[httpx.URL, str, int]:
-    """``outbound.target``: the URL parsed as every outbound URL is, its host and port
+    """``urls.target``: the URL parsed as every outbound URL is, its host and port
     (``OutboundBlocked`` for one that is not a valid http(s) URL with a host); kept, as a
     deployment calls the same URL every time."""
     return target(url)
@@ -120,8 +113,8 @@ class GuardedSession:
         """Refuse before sending: an invalid URL, or a host that aiohttp would connect to without
         the resolver's check, unless the address it stands for is allowed."""
         parsed, host, port = checked_url(url)
-        if taken_for_an_address(host) and not self.policy.names(host, port):
-            self.policy.check_addresses(host, await resolve_async(host, port), port)
+        if taken_for_an_address(host):
+            await self.policy.check_before_sending(host, port)
         return parsed
 
     async def post(
@@ -147,8 +140,8 @@ def guarded_session(
 __all__ = [
     "GuardedResolver",
     "GuardedSession",
-    "OutboundBlocked",
     "Unresolved",
     "checked_url",
     "guarded_session",
+    "taken_for_an_address",
 ]

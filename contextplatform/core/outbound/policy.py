@@ -1,39 +1,41 @@
-"""Outbound HTTP for tenant-configured sources, guarded against server-side request forgery.
+"""The outbound guard's one policy, whatever HTTP library sends the request.
 
 A request may only reach a globally routable address, unless the tenant's allow-list names the
 host, the IP or a network containing it, on any port or on the request's one (``host:port``), or
-the operator sets OUTBOUND_ALLOW_PRIVATE. Addresses
-are checked twice: by an httpx request hook, on every request including each redirect, for a clear
-refusal before anything is sent; and in the connection layer, on the very addresses the socket
-connects to, so that a name which resolves differently the second time (DNS rebinding) is caught.
+the operator sets OUTBOUND_ALLOW_PRIVATE. Each adapter (``httpx_client``, ``httpx2_client``,
+``aiohttp_client``) checks addresses twice with what is here: before anything is sent, for a
+clear refusal (``check_before_sending``, on every request including each redirect); and where the
+connection is made, on the very addresses the socket connects to (``checked_targets``,
+``PinnedBackend``: the name is resolved once, every address checked, and only those are
+connected to), so that a name which resolves differently the second time (DNS rebinding) is
+caught.
+
+No HTTP library here: the adapters hand in what their library parsed and connect with what it
+provides.
 """
 
 from __future__ import annotations
 
-import functools
-import http.cookiejar
 import ipaddress
-import json as jsonlib
 import logging
 import re
 import socket
-import ssl
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import Any, Generic, NoReturn, Protocol, TypedDict, TypeVar
 
 import anyio.to_thread
-import httpcore
-import httpx
-from django.conf import settings
 
-DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 ALLOWED_SCHEMES = frozenset({"http", "https"})
+DEFAULT_MAX_REDIRECTS = 3
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 StreamT = TypeVar("StreamT")
-logger = logging.getLogger(__name__)
+StreamT_co = TypeVar("StreamT_co", covariant=True)
+# The name operators' logging configuration knows the guard by.
+logger = logging.getLogger("contextplatform.core.outbound")
 
 SHARED_ADDRESS_SPACE = ipaddress.IPv4Network("100.64.0.0/10")  # carrier-grade NAT
 UNIQUE_LOCAL = ipaddress.IPv6Network("fc00::/7")
@@ -46,14 +48,6 @@ class OutboundError(Exception):
 
 class OutboundBlocked(OutboundError):
     """The destination is not allowed for this tenant."""
-
-
-class ResponseTooLarge(OutboundError):
-    """The answer is larger than the caller accepts."""
-
-
-class InvalidResponse(OutboundError):
-    """The answer is not a successful JSON document."""
 
 
 # --- addresses ---------------------------------------------------------------------------------
@@ -272,7 +266,7 @@ class OutboundPolicy:
     @classmethod
     def from_allowlist(cls, allowlist: Any, *, allow_private: bool | None = None) -> OutboundPolicy:
         if allow_private is None:
-            allow_private = bool(getattr(settings, "OUTBOUND_ALLOW_PRIVATE", False))
+            allow_private = _allow_private_setting()
         return cls(entries=tuple(_usable_entries(allowlist)), allow_private=allow_private)
 
     def names(self, host: str, port: int) -> bool:
@@ -296,46 +290,70 @@ class OutboundPolicy:
                     "not in the tenant's outbound allow-list"
                 )
 
+    def check_now(self, host: str, port: int) -> None:
+        """Before sending, blocking: OutboundBlocked unless ``host`` (each address it resolves to)
+        may be reached on ``port``; OutboundError when it does not resolve."""
+        if self.names(host, port):
+            return
+        literal = parse_ip(host)
+        self.check_addresses(host, [literal] if literal else _resolve(host, port), port)
+
+    async def check_before_sending(self, host: str, port: int) -> None:
+        """``check_now`` for the event loop: the lookup runs in a thread."""
+        if not self.names(host, port):
+            self.check_addresses(host, await resolve_async(host, port), port)
+
+
+def _allow_private_setting() -> bool:
+    # Read where a policy is made, not at import: the policy itself needs no configured Django.
+    from django.conf import settings
+
+    return bool(getattr(settings, "OUTBOUND_ALLOW_PRIVATE", False))
+
 
 # --- URLs --------------------------------------------------------------------------------------
 
 
-def display_url(url: httpx.URL) -> str:
-    """The URL without credentials or query, for messages and logs."""
-    port = f":{url.port}" if url.port else ""
-    host = f"[{url.host}]" if ":" in url.host else url.host
-    return f"{url.scheme}://{host}{port}{url.path}"
-
-
-def target(url: str | httpx.URL) -> tuple[httpx.URL, str, int]:
-    """The URL parsed, its host and port; ``OutboundBlocked`` unless it is an http(s) URL with a
-    host (the one parse of outbound URLs, whatever library then sends the request)."""
-    try:
-        parsed = httpx.URL(url)
-    except (httpx.InvalidURL, TypeError) as error:
-        raise OutboundBlocked(f"not a valid URL: {error}") from error
-    if parsed.scheme not in ALLOWED_SCHEMES:
-        raise OutboundBlocked(f"scheme {parsed.scheme or '(none)'!r} refused: only http and https")
-    if not parsed.host:
+def check_target(scheme: str, host: str, port: int | None) -> tuple[str, int]:
+    """The host and port a URL parsed into ``scheme``, ``host`` and ``port`` (None: the scheme's
+    own) reaches; ``OutboundBlocked`` unless it is an http(s) URL with a host."""
+    if scheme not in ALLOWED_SCHEMES:
+        raise OutboundBlocked(f"scheme {scheme or '(none)'!r} refused: only http and https")
+    if not host:
         raise OutboundBlocked("URL has no host")
-    port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    return parsed, parsed.host, port
+    return host, port or (443 if scheme == "https" else 80)
 
 
-def check_url(url: str, allowlist: Sequence[str], *, allow_private: bool | None = None) -> None:
-    """Raise OutboundBlocked unless ``url`` may be fetched for a tenant with ``allowlist``."""
-    policy = OutboundPolicy.from_allowlist(allowlist, allow_private=allow_private)
-    _, host, port = target(url)
-    if policy.names(host, port):
-        return
-    literal = parse_ip(host)
-    policy.check_addresses(host, [literal] if literal else _resolve(host, port), port)
+def taken_for_an_address(host: str) -> bool:
+    """Whether a client may take ``host`` for an address and connect to it without asking the
+    resolver (aiohttp does): digits and dots (``127.1``, ``2130706433``, ``127.0.0.1.`` too), or a
+    colon. Such a host is checked before sending as the address it stands for."""
+    return ":" in host or host.replace(".", "").isdigit()
 
 
-async def _acheck(policy: OutboundPolicy, url: httpx.URL) -> None:
-    _, host, port = target(url)
-    if not policy.names(host, port):
-        policy.check_addresses(host, await resolve_async(host, port), port)
+def display(scheme: str, host: str, port: int | None, path: str) -> str:
+    """A URL without credentials or query, for messages and logs."""
+    shown_port = f":{port}" if port else ""
+    shown_host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{shown_host}{shown_port}{path}"
+
+
+# --- redirects ---------------------------------------------------------------------------------
+
+
+class RedirectRule(TypedDict):
+    follow_redirects: bool
+    max_redirects: int
+
+
+def redirect_rule(max_redirects: int) -> RedirectRule:
+    """A client's redirect options: at most ``max_redirects`` hops, none when 0. Each hop is a new
+    request, checked before it is sent like the first; a client that cannot check a hop before
+    following it (aiohttp) follows none."""
+    return {"follow_redirects": max_redirects > 0, "max_redirects": max_redirects}
+
+
+# --- pinned resolution -------------------------------------------------------------------------
 
 
 async def checked_targets(
@@ -371,15 +389,8 @@ async def connect_first(
     raise error
 
 
-# --- the client --------------------------------------------------------------------------------
-
-
-class _GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
-    """Resolves, checks, and connects to the checked address itself (no second resolution)."""
-
-    def __init__(self, policy: OutboundPolicy, inner: httpcore.AsyncNetworkBackend):
-        self.policy = policy
-        self.inner = inner
+class NetworkBackend(Protocol[StreamT_co]):
+    """What httpcore's and httpcore2's connection pools call on their network backend."""
 
     async def connect_tcp(
         self,
@@ -388,131 +399,54 @@ class _GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
         timeout: float | None = None,
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        targets = await checked_targets(self.policy, host, port, httpcore.ConnectError)
+    ) -> StreamT_co: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class PinnedBackend(Generic[StreamT]):
+    """A connection pool's network backend (httpcore's interface, which httpcore2 shares) that
+    resolves, checks, and connects to the checked addresses itself: no second resolution."""
+
+    def __init__(
+        self,
+        policy: OutboundPolicy,
+        inner: NetworkBackend[StreamT],
+        unresolved: type[Exception],
+        failures: tuple[type[Exception], ...],
+    ) -> None:
+        self.policy = policy
+        self.inner = inner
+        self.unresolved = unresolved
+        self.failures = failures
+
+    async def connect_tcp(self, host: str, port: int, **options: Any) -> StreamT:
+        """``options``: the pool's timeout, local address and socket options, passed on."""
+        targets = await checked_targets(self.policy, host, port, self.unresolved)
         return await connect_first(
             targets,
-            lambda target: self.inner.connect_tcp(
-                target, port, timeout, local_address, socket_options
-            ),
-            (httpcore.ConnectError, httpcore.ConnectTimeout),
+            lambda target: self.inner.connect_tcp(target, port, **options),
+            self.failures,
         )
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Any = None
-    ) -> httpcore.AsyncNetworkStream:
+    ) -> NoReturn:
         raise OutboundBlocked("unix sockets are refused")
 
     async def sleep(self, seconds: float) -> None:
         await self.inner.sleep(seconds)
 
 
-@functools.cache
-def shared_ssl_context() -> ssl.SSLContext:
-    """The one verifying TLS context of the process. Building one loads the CA bundle, tens of
-    milliseconds on the event loop (more on a busy machine): a client per request must not pay
-    that inside its caller's deadline, where no timer can fire while it runs."""
-    return httpx.create_ssl_context(trust_env=False)
-
-
-class _GuardedTransport(httpx.AsyncHTTPTransport):
-    def __init__(self, policy: OutboundPolicy):
-        # No proxy from the environment: it would bypass us.
-        super().__init__(trust_env=False, verify=shared_ssl_context())
-        pool = self._pool
-        if not isinstance(pool, httpcore.AsyncConnectionPool) or not hasattr(
-            pool, "_network_backend"
-        ):
-            raise RuntimeError("httpx/httpcore changed: cannot guard outbound connections")
-        pool._network_backend = _GuardedNetworkBackend(policy, pool._network_backend)
-
-
-def guarded_async_client(
-    *,
-    allowlist: Sequence[str],
-    timeout_s: float,
-    max_redirects: int = 3,
-    allow_private: bool | None = None,
-) -> httpx.AsyncClient:
-    """An AsyncClient that refuses, before sending and at connect time, what the policy refuses."""
-    policy = OutboundPolicy.from_allowlist(allowlist, allow_private=allow_private)
-
-    async def check_request(request: httpx.Request) -> None:
-        await _acheck(policy, request.url)
-
-    client = httpx.AsyncClient(
-        transport=_GuardedTransport(policy),
-        timeout=timeout_s,
-        follow_redirects=max_redirects > 0,
-        max_redirects=max_redirects,
-        trust_env=False,
-        event_hooks={"request": [check_request]},
-    )
-    client.cookies = no_cookies()  # the setter keeps a jar as it is
-    return client
-
-
-def no_cookies() -> http.cookiejar.CookieJar:
-    """A cookie jar that keeps nothing (its policy allows no domain). Outbound clients are pooled
-    and shared by many callers (users, and tenants with the same allow-list): a cookie one
-    upstream answered to one caller must never ride along with the next caller's request. Set as
-    ``client.cookies`` after the client is made: given to the constructor, httpx would copy it
-    into a jar of the default policy."""
-    return http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
-
-
-# --- bounded JSON ------------------------------------------------------------------------------
-
-
-def _declared_length(response: httpx.Response) -> int | None:
-    try:
-        return int(response.headers["content-length"])
-    except (KeyError, ValueError):
-        return None
-
-
-async def _read_limited(response: httpx.Response, max_bytes: int) -> bytes:
-    where = display_url(response.url)
-    declared = _declared_length(response)
-    if declared is not None and declared > max_bytes:
-        raise ResponseTooLarge(f"{where} answered {declared} bytes, more than {max_bytes}")
-    body = bytearray()
-    async for chunk in response.aiter_bytes():  # decoded: the limit holds after decompression
-        body.extend(chunk)
-        if len(body) > max_bytes:
-            raise ResponseTooLarge(f"{where} answered more than {max_bytes} bytes")
-    return bytes(body)
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _decode_json(body: bytes, where: str) -> Any:
-    if not body.strip():
-        raise InvalidResponse(f"{where} answered an empty body, expected JSON")
-    try:
-        return jsonlib.loads(body, parse_constant=_refuse_constant)
-    except (ValueError, UnicodeDecodeError) as error:
-        snippet = body[:120].decode("utf-8", "replace")
-        raise InvalidResponse(f"{where} answered non-JSON ({error}): {snippet!r}") from error
-
-
-async def fetch_json_limited(
-    client: httpx.AsyncClient,
-    method: str,
-    url: str,
-    *,
-    json: Any = None,
-    headers: dict[str, str] | None = None,
-    max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-) -> Any:
-    """The decoded JSON answer; ResponseTooLarge past ``max_bytes``, InvalidResponse if not a
-    2xx JSON answer. Transport errors and timeouts are httpx's own exceptions."""
-    async with client.stream(method, url, json=json, headers=headers) as response:
-        body = await _read_limited(response, max_bytes)
-    where = display_url(response.url)
-    if not response.is_success:
-        snippet = body[:200].decode("utf-8", "replace")
-        raise InvalidResponse(f"{where} answered HTTP {response.status_code}: {snippet!r}")
-    return _decode_json(body, where)
+def pin_connections(pool: object, policy: OutboundPolicy, library: ModuleType) -> None:
+    """Put a ``PinnedBackend`` under ``pool``, a connection pool of ``library`` (httpcore, or its
+    fork httpcore2: the same names), which builds every connection with its ``_network_backend``;
+    or refuse to make a client at all when the library no longer has that attribute: an unguarded
+    client must never be made. A name that no longer resolves when connecting is the library's
+    ConnectError, which its client reports as a failed connection."""
+    if not isinstance(pool, library.AsyncConnectionPool) or not hasattr(pool, "_network_backend"):
+        raise RuntimeError(f"{library.__name__} changed: cannot guard outbound connections")
+    inner = getattr(pool, "_network_backend")  # noqa: B009 (a private attribute, checked above)
+    failures = (library.ConnectError, library.ConnectTimeout)
+    pinned = PinnedBackend(policy, inner, library.ConnectError, failures)
+    setattr(pool, "_network_backend", pinned)  # noqa: B010
