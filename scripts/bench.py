@@ -25,6 +25,9 @@ The vector backends (``milvus`` on Milvus Lite, ``qdrant`` in local mode) beside
 over the retrieval section's 100,000 chunks run right after it (``scripts/bench_backends.py``;
 ``BENCH_ONLY=backends`` runs it alone).
 ``BENCH_QUICK=1`` shrinks every run (for trying the script; the page then says so).
+``BENCH_BEFORE=<commit>`` with ``BENCH_ONLY=http_path`` or ``BENCH_ONLY=gateway``: that section's
+throughput for the code of ``<commit>`` beside this one's, in paired rounds of the same run
+(``scripts/bench_compare.py``), written right after the section instead of the section itself.
 ``BENCH_ONLY=retrieval``, ``BENCH_ONLY=compression``, ``BENCH_ONLY=memory``,
 ``BENCH_ONLY=observability`` or ``BENCH_ONLY=gateway`` runs section 4, 5, 6, 7 or 8 alone and
 replaces it in the existing page (section 5 needs no database).
@@ -41,6 +44,12 @@ from typing import Any
 
 from scripts import bench_sources  # noqa: F401  (registers the bench-only source kind)
 from scripts.bench_backends import run_backends
+from scripts.bench_compare import (
+    BEFORE_ENV,
+    before_commit,
+    run_gateway_compare,
+    run_http_path_compare,
+)
 from scripts.bench_compression import run_compression
 from scripts.bench_connectors import run_connectors
 from scripts.bench_env import environment, git_revision
@@ -89,6 +98,7 @@ from scripts.report import (
     write_report,
 )
 from scripts.report_backends import print_backends, write_backends
+from scripts.report_compare import print_compare, write_compare
 from scripts.report_compression import print_compression, write_compression
 from scripts.report_connectors import print_connectors, write_connectors
 from scripts.report_faults import print_faults, write_faults
@@ -284,6 +294,11 @@ SECTIONS = {
     # The cluster shape brings its own PostgreSQL and Redis: not the bench's database.
     "soak": Section(run_soak, write_soak, print_soak, database=False),
 }
+# BENCH_BEFORE=<commit>: these sections' code of <commit> beside this one's, in the same run.
+COMPARED = {
+    "http_path": Section(run_http_path_compare, write_compare, print_compare),
+    "gateway": Section(run_gateway_compare, write_compare, print_compare),
+}
 
 
 def main_only(section: Section, quick: bool) -> None:
@@ -302,6 +317,11 @@ def main() -> None:
     started = time.perf_counter()
     quick = os.environ.get("BENCH_QUICK", "") not in {"", "0"}
     only = os.environ.get("BENCH_ONLY", "").strip()
+    if before_commit():
+        if only not in COMPARED:
+            raise SystemExit(f"{BEFORE_ENV} needs BENCH_ONLY= one of {sorted(COMPARED)}")
+        main_only(COMPARED[only], quick)
+        return
     if only:
         if only not in SECTIONS:
             raise SystemExit(f"BENCH_ONLY={only!r}: expected one of {sorted(SECTIONS)} or unset")

@@ -50,7 +50,7 @@ from scripts.bench_http import (
     running_server,
     server_config,
 )
-from scripts.bench_server import free_port, tree_cpu_seconds
+from scripts.bench_server import ServerProcess, free_port, tree_cpu_seconds
 from scripts.bench_setup import (
     DEMO_TENANT,
     ROOT,
@@ -242,7 +242,7 @@ class Target:
 
 
 def targets(
-    upstream_port: int, gateway: Server, gateway_key: str, litellm_port: int | None
+    upstream_port: int, gateway: ServerProcess, gateway_key: str, litellm_port: int | None
 ) -> list[Target]:
     json_type = {"content-type": "application/json"}
     gateway_headers = {**json_type, "authorization": f"Bearer {gateway_key}"}

@@ -192,23 +192,28 @@ def header_section(results: BenchResults) -> str:
     )
 
 
-def splice_section(page: str, text: str, start: str, end: str) -> str:
+def splice_section(page: str, text: str, start: str, end: str, after: str = "") -> str:
     """Replace the part of ``page`` from marker ``start`` to marker ``end`` by ``text`` (which
-    carries the markers), or append ``text`` when the page has no such part."""
+    carries the markers); when the page has no such part, put ``text`` right after the marker
+    ``after`` (when given and found), else at the end."""
     if start in page and end in page:
         return page[: page.index(start)] + text + page[page.index(end) + len(end) :]
+    if after and after in page:
+        cut = page.index(after) + len(after)
+        return page[:cut] + "\n\n" + text + page[cut:]
     return page.rstrip("\n") + "\n\n" + text + "\n"
 
 
-def write_section(docs_dir: Path, text: str, start: str, end: str) -> Path:
+def write_section(docs_dir: Path, text: str, start: str, end: str, after: str = "") -> Path:
     """Put ``text`` (a section between markers ``start`` and ``end``) into docs/benchmarks.md,
-    in place of that section of an earlier run, or at the end; return the page's path.
+    in place of that section of an earlier run, or after the marker ``after``, or at the end;
+    return the page's path.
 
     The markers are HTML comments: ``BENCH_ONLY=<section>`` replaces one section in the page of an
     earlier run and leaves the other sections as they were."""
     path = docs_dir / "benchmarks.md"
     page = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    path.write_text(splice_section(page, text, start, end), encoding="utf-8")
+    path.write_text(splice_section(page, text, start, end, after), encoding="utf-8")
     return path
 
 
