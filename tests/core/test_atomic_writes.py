@@ -50,7 +50,7 @@ def test_a_profile_whose_answer_fails_is_not_written(
 def test_a_route_whose_answer_fails_is_not_created(
     acme_api: ApiClient, acme: TenantFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from contextplatform.resolve.api import routes as route_views
+    from contextplatform.routes import api as route_views
 
     monkeypatch.setattr(route_views, "Response", broken)
     response = acme_api.post("/api/v1/routes", {"name": "atomic-route", "context": {"sources": []}})
