@@ -1,5 +1,5 @@
 """A route saved as one whose collection went away after it was saved: validated, but without the
-save-time check that the collections it names exist (``routing.services.check_collections``), for
+save-time check that the collections it names exist (``routes.services.check_collections``), for
 the tests of what resolve does with a missing collection (and of a locked collection table, where
 creating the collection would itself hold a lock on the table the test locks)."""
 

@@ -1,6 +1,6 @@
 """The provider's usage written into the resolve's replay record, and the deployment's token
 calibration moved by it. The usage arrives after the answer, when the record may still be on its
-way to the table (``turns.await_replay`` waits for it, as completing the turn does)."""
+way to the table (``replay.arrival.await_replay`` waits for it, as completing the turn does)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Replay records are written off the resolve path, and on local disk before the answer.
 
-A resolve appends its record to this process's write-ahead spool (``replay_spool``: one line on
+A resolve appends its record to this process's write-ahead spool (``replay.spool``: one line on
 local disk, no database round trip) and hands it to this process's writer; a daemon thread inserts
 the records in batches, each in its tenant's schema, and then lets the spool forget them. Readers
 in this process (the replay API, the admin pages, completing a turn) call

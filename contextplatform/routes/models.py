@@ -1,4 +1,4 @@
-"""Routes, their configuration layers and replay records, in each tenant's schema."""
+"""Routes and the configuration layers beneath them (recipes, the tenant defaults), in each tenant's schema."""
 
 from __future__ import annotations
 

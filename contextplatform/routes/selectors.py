@@ -51,7 +51,7 @@ class LoadedRoute:
 
 ROUTES = "routes"
 # Every resolve and gateway call reads its route: kept per process and tenant schema, dropped
-# when a route, a recipe or the tenant defaults change (routing.signals).
+# when a route, a recipe or the tenant defaults change (routes.signals).
 _loaded_routes: ProcessCache[tuple[str, str], LoadedRoute | None] = ProcessCache(ROUTES)
 
 

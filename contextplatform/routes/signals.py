@@ -1,4 +1,4 @@
-"""Routes kept per process (``routing.selectors.loaded_route``) are dropped in every process when a
+"""Routes kept per process (``routes.selectors.loaded_route``) are dropped in every process when a
 route or a layer beneath routes (a recipe, the tenant defaults) is saved or deleted."""
 
 from __future__ import annotations
