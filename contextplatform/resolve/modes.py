@@ -4,22 +4,17 @@ or a side effect happens (``pipeline.py``), never an if-chain per caller.
 The pipeline's stages are plan → fetch → pack → inject → compress → record. A mode names the
 stages it runs and what it may touch:
 
-================== ============================== ===== ===== ===== ===== ===== ===== ===== ===== =====
-mode               stages                         repl. sess. mem.w mem.s recov cache metr. live  calib
-================== ============================== ===== ===== ===== ===== ===== ===== ===== ===== =====
-live               plan fetch pack inject         yes   yes   yes   yes   yes   yes   yes   yes   yes
-                   compress record
-preview            plan fetch pack inject         -     -     -     -     -     yes   yes   -     -
-                   compress
-match_preview      fetch (previewable sources)    -     -     -     -     -     -     yes   -     -
-compression_preview plan compress                 -     -     -     -     -     -     -     -     -
-prewarm            fetch (prewarmable, read ahead) -    -     -     -     -     yes   -     -     -
-search             fetch (one lazy source)        -     -     -     -     -     yes   yes   -     -
-rerun              plan fetch pack inject         -     -     -     -     -     -     -     -     -
-                   compress
-================== ============================== ===== ===== ===== ===== ===== ===== ===== ===== =====
+| mode                | stages                               | replay | session | memory write | memory strength | recovery blobs | caches | metrics | live events | calibration |
+|---------------------|--------------------------------------|--------|---------|--------------|-----------------|----------------|--------|---------|-------------|-------------|
+| live                | plan fetch pack inject compress record | yes  | yes     | yes          | yes             | yes            | yes    | yes     | yes         | yes         |
+| preview             | plan fetch pack inject compress      | -      | -       | -            | -               | -              | yes    | yes     | -           | -           |
+| match_preview       | fetch (previewable sources)          | -      | -       | -            | -               | -              | -      | yes     | -           | -           |
+| compression_preview | plan compress                        | -      | -       | -            | -               | -              | -      | -       | -           | -           |
+| prewarm             | fetch (prewarmable, read ahead)      | -      | -       | -            | -               | -              | yes    | -       | -           | -           |
+| search              | fetch (the one lazy source)          | -      | -       | -            | -               | -              | yes    | yes     | -           | -           |
+| rerun               | plan fetch pack inject compress      | -      | -       | -            | -               | -              | -      | -       | -           | -           |
 
-Columns: ``replay_record`` (the resolve's ReplayRecord), ``session`` (the user's message stored
+Columns (the ``Touch`` names): ``replay_record`` (the resolve's ReplayRecord), ``session`` (the user's message stored
 at resolve, the answer at hand-back), ``memory_write`` (a kind's after-resolve hook queues the
 turn's memory write), ``memory_strength`` (a recalled memory is reinforced), ``recovery_blobs``
 (compression's recoverable originals stored in the database; otherwise kept in memory only),
