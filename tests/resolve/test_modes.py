@@ -335,3 +335,32 @@ def test_a_rerun_reads_only_what_existed_when_it_was_recorded(
     ).json()
     now = str(live["request"]["messages"][0]["content"])
     assert "A later message." in now and "User now reads novels." in now
+
+
+def test_a_rerun_against_a_draft_runs_the_draft(
+    acme: TenantFixture, acme_api: ApiClient, ids: Ids, published: list[Any]
+) -> None:
+    from contextplatform.routes.selectors import loaded_route
+
+    make_route(acme_api)
+    seed(acme_api, ids)
+    request = {"model": "m", "messages": [{"role": "user", "content": "What do I read?"}]}
+    resolved = acme_api.post(
+        "/api/v1/resolve",
+        {"route": "modes", "user": ids.user, "session": ids.session, "request": request},
+    )
+    assert resolved.status_code == 200, resolved.content
+    schema = acme.tenant.schema_name
+    with schema_context(schema):
+        record = ReplayRecord.objects.get(pk=resolved.json()["id"])
+        record.request_body = record.request_body or request
+        saved = loaded_route("modes").spec
+        context = saved.context.model_copy(
+            update={"sources": [s for s in saved.context.sources if s.type != "memory"]}
+        )
+        draft = saved.model_copy(update={"context": context})
+        published.clear()
+        before = state(acme, ids)
+        again = rerun(tenant=acme.tenant, record=record, spec=draft)
+    assert [o.name for o in again.outcomes] == ["history", "fixed"]
+    assert changed(before, state(acme, ids)) == set() and published == []
