@@ -92,10 +92,15 @@ def user_memories(user_id: str) -> QuerySet[Memory]:
     return Memory.objects.filter(user_id=require_user(user_id))
 
 
-def live_memories(user_id: str) -> QuerySet[Memory]:
-    """One user's memories that have not expired."""
+def live_memories(user_id: str, as_of: datetime | None = None) -> QuerySet[Memory]:
+    """One user's memories that have not expired; ``as_of``: those that existed then and had not
+    expired by then (a rerun of a recorded request)."""
+    if as_of is None:
+        return user_memories(user_id).filter(
+            Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+        )
     return user_memories(user_id).filter(
-        Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+        Q(created_at__lte=as_of), Q(expires_at__isnull=True) | Q(expires_at__gt=as_of)
     )
 
 
@@ -107,11 +112,17 @@ def text_query(query: str) -> SearchQuery:
 
 
 def nearest(
-    user_id: str, vector: Sequence[float], k: int, text: str | None = None
+    user_id: str,
+    vector: Sequence[float],
+    k: int,
+    text: str | None = None,
+    as_of: datetime | None = None,
 ) -> list[MemoryHit]:
     """The user's ``k`` live memories closest to ``vector`` by cosine, exactly. With ``text``,
     each hit also carries its full-text rank for it (0.0 when its text does not match)."""
-    rows = live_memories(user_id).annotate(distance=CosineDistance("embedding", list(vector)))
+    rows = live_memories(user_id, as_of).annotate(
+        distance=CosineDistance("embedding", list(vector))
+    )
     fields: tuple[str, ...] = (*HIT_FIELDS, "distance")
     if text is not None:
         rows = rows.annotate(rank=text_rank(text))
@@ -138,13 +149,15 @@ def text_rank(text: str) -> Expression:
     )
 
 
-def lexical_matches(user_id: str, query: str, k: int) -> list[MemoryHit]:
+def lexical_matches(
+    user_id: str, query: str, k: int, as_of: datetime | None = None
+) -> list[MemoryHit]:
     """The user's ``k`` live memories best matching ``query`` as full text (ts_rank_cd)."""
     if not query.strip():
         return []
     search = text_query(query)
     rows = (
-        live_memories(user_id)
+        live_memories(user_id, as_of)
         .filter(search_vector=search)
         .annotate(rank=SearchRank(F("search_vector"), search, cover_density=True))
         .order_by("-rank", "id")
@@ -164,22 +177,28 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def embedding_search(
-    user_id: str, vector: Sequence[float], limit: int, min_similarity: float
+    user_id: str,
+    vector: Sequence[float],
+    limit: int,
+    min_similarity: float,
+    as_of: datetime | None = None,
 ) -> list[MemoryHit]:
-    hits = [hit for hit in nearest(user_id, vector, limit) if hit.cosine >= min_similarity]
+    hits = [
+        hit for hit in nearest(user_id, vector, limit, as_of=as_of) if hit.cosine >= min_similarity
+    ]
     for hit in hits:
         hit.score = hit.cosine or 0.0
     return hits
 
 
 def candidate_pool(
-    user_id: str, query: str, vector: Sequence[float], limit: int
+    user_id: str, query: str, vector: Sequence[float], limit: int, as_of: datetime | None = None
 ) -> list[MemoryHit]:
     """The union of the embedding and the full-text candidates, each with its cosine and its
     lexical score (0.0 for a memory whose text does not match)."""
     pool = max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit)
-    by_id = {hit.id: hit for hit in nearest(user_id, vector, pool, text=query)}
-    for hit in lexical_matches(user_id, query, pool):
+    by_id = {hit.id: hit for hit in nearest(user_id, vector, pool, text=query, as_of=as_of)}
+    for hit in lexical_matches(user_id, query, pool, as_of):
         if hit.id not in by_id:
             hit.cosine = cosine(hit.embedding, vector)
             by_id[hit.id] = hit
@@ -193,12 +212,13 @@ def hybrid_search(
     limit: int,
     min_similarity: float,
     mode: HybridMode,
+    as_of: datetime | None = None,
 ) -> list[MemoryHit]:
     """The cosine threshold applies to every candidate before fusion, whichever retriever found
     it, so ``min_similarity`` means the same in both modes (RRF scores are on another scale)."""
     hits = [
         hit
-        for hit in candidate_pool(user_id, query, vector, limit)
+        for hit in candidate_pool(user_id, query, vector, limit, as_of)
         if (hit.cosine or 0.0) >= min_similarity
     ]
     cosines = [hit.cosine or 0.0 for hit in hits]
@@ -219,6 +239,7 @@ def search_memories(
     min_similarity: float,
     hybrid: bool = False,
     hybrid_mode: HybridMode = "weighted",
+    as_of: datetime | None = None,
 ) -> list[MemoryHit]:
     """The user's live memories most relevant to ``query`` (whose embedding is ``vector``), best
     first, each with ``cosine >= min_similarity``. Embedding search scores by cosine; hybrid search
@@ -227,15 +248,15 @@ def search_memories(
     if limit <= 0:
         return []
     if not hybrid:
-        return embedding_search(user_id, vector, limit, min_similarity)
+        return embedding_search(user_id, vector, limit, min_similarity, as_of)
     if hybrid_mode not in HYBRID_MODES:
         raise ValueError(f"hybrid_mode must be one of {', '.join(HYBRID_MODES)}")
-    return hybrid_search(user_id, query, vector, limit, min_similarity, hybrid_mode)
+    return hybrid_search(user_id, query, vector, limit, min_similarity, hybrid_mode, as_of)
 
 
-def newest_memories(user_id: str, limit: int) -> list[MemoryHit]:
+def newest_memories(user_id: str, limit: int, as_of: datetime | None = None) -> list[MemoryHit]:
     """The user's newest live memories (for a match block with only a judge)."""
-    rows = live_memories(user_id).order_by("-created_at", "-id").values(*HIT_FIELDS)[:limit]
+    rows = live_memories(user_id, as_of).order_by("-created_at", "-id").values(*HIT_FIELDS)[:limit]
     return [hit_from_row(row) for row in rows]
 
 

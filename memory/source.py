@@ -300,7 +300,7 @@ class MemorySource(ContextSource):
         if recall is None:  # a judge-only block reads the user's newest memories
             limit = self.judge_only_limit
             memories = await sync_to_async(within_deadline)(
-                self.timeout_seconds, lambda: newest_memories(request.user, limit)
+                self.timeout_seconds, lambda: newest_memories(request.user, limit, request.as_of)
             )
             return [recall_hit(m, score=1.0) for m in memories]
         applied = self.applied_recall(recall)
@@ -315,6 +315,7 @@ class MemorySource(ContextSource):
                 min_similarity=applied.min_similarity,
                 hybrid=self.memory.hybrid_search,
                 hybrid_mode=self.memory.hybrid_mode,
+                as_of=request.as_of,
             ),
         )
         return [recall_hit(hit, score=hit.score) for hit in found]

@@ -119,27 +119,28 @@ def prepare() -> Any:
 
 
 def resolve_once(tenant: Any, route: str, question: str) -> Any:
-    from contextplatform.resolve.resolver import resolve
+    from contextplatform.resolve.modes import PREVIEW
+    from contextplatform.resolve.pipeline import ResolveRequest, resolve
 
     return resolve(
-        tenant_schema=tenant.schema_name,
-        capture_content=False,
-        route_name=route,
-        user="u_123",
-        session=None,
-        request_body={"model": "m", "messages": [{"role": "user", "content": question}]},
-        chat_format="openai",
-        record=False,
-        allowlist=tenant.outbound_allowlist,
-        serves_tools=True,
-    )
+        ResolveRequest(
+            tenant_schema=tenant.schema_name,
+            route=route,
+            user="u_123",
+            request_body={"model": "m", "messages": [{"role": "user", "content": question}]},
+            chat_format="openai",
+            allowlist=tuple(tenant.outbound_allowlist),
+            serves_tools=True,
+        ),
+        PREVIEW,
+    ).resolution
 
 
 def run_lazy(quick: bool) -> LazyResults:
     from django_tenants.utils import schema_context
 
     from contextplatform.core.estimation import default_estimator
-    from contextplatform.resolve.lazy_sources import search_source
+    from contextplatform.resolve.use_cases import search_source
     from contextplatform.routes.models import Route
 
     sizes = QUICK_SIZES if quick else FULL_SIZES

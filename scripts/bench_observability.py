@@ -124,7 +124,7 @@ PATCHES: dict[str, tuple[tuple[str, Any], ...]] = {
         ("contextplatform.core.live_events.LIVE_EVENTS", NULL_METRIC),
         ("contextplatform.resolve.live_events.LIVE_EVENTS", NULL_METRIC),
     ),
-    "replay": (("contextplatform.resolve.resolver.save_replay", no_op),),
+    "replay": (("contextplatform.resolve.pipeline.save_replay", no_op),),
     "live": (("contextplatform.resolve.live_events.publish_source_events", no_op),),
 }
 

@@ -2,7 +2,7 @@
 
 The demo tenant's ``support`` route as ``bootstrap_demo`` writes it (guardrails, the profile and
 history of user ``u_123``, the ``support-kb`` documents), resolved with the demo question by
-``resolver.resolve()`` (recorded, as ``POST /api/v1/resolve`` runs it) in a session of the bench's
+``pipeline.resolve()`` (recorded, as ``POST /api/v1/resolve`` runs it) in a session of the bench's
 own holding a copy of the demo session's messages. Two settings, in a fresh seeded random order in
 every round: **cold**, the session's pre-warm invalidated first (so the resolve also pays the
 pre-warm lookup that finds nothing usable), and **pre-warmed**, the session pre-warmed first
@@ -96,11 +96,21 @@ def clean() -> int:
     return removed
 
 
+def recorded_only() -> Any:
+    """The live mode without the turn's start: a session write would invalidate the pre-warm the
+    next round measures."""
+    from dataclasses import replace
+
+    from contextplatform.resolve.modes import LIVE
+
+    return replace(LIVE, name="bench_recorded", touches=LIVE.touches - {"session", "memory_write"})
+
+
 def one_round(tenant: Any, setting: str, results: PrewarmResults, record: bool) -> None:
     from contextplatform.demo.defaults import DEMO_RESOLVE_BODY, DEMO_ROUTE, DEMO_USER
     from contextplatform.replay.writer import REPLAY_WRITER
-    from contextplatform.resolve.prewarm import prewarm_session
-    from contextplatform.resolve.resolver import resolve
+    from contextplatform.resolve.pipeline import ResolveRequest, resolve
+    from contextplatform.resolve.use_cases import prewarm_session
     from sources.prewarm import invalidate_prewarm
 
     invalidate_prewarm(DEMO_TENANT, session=SESSION)  # nothing of the round before serves this one
@@ -111,15 +121,17 @@ def one_round(tenant: Any, setting: str, results: PrewarmResults, record: bool) 
             results.prewarm_ms.append((time.perf_counter() - started) * 1000)
     started = time.perf_counter()
     resolution = resolve(
-        tenant_schema=DEMO_TENANT,
-        capture_content=tenant.capture_content,
-        route_name=DEMO_ROUTE,
-        user=DEMO_USER,
-        session=SESSION,
-        request_body=DEMO_RESOLVE_BODY["request"],
-        chat_format=None,
-        allowlist=tenant.outbound_allowlist,
-    )
+        ResolveRequest(
+            tenant_schema=DEMO_TENANT,
+            route=DEMO_ROUTE,
+            user=DEMO_USER,
+            session=SESSION,
+            request_body=DEMO_RESOLVE_BODY["request"],
+            capture_content=tenant.capture_content,
+            allowlist=tuple(tenant.outbound_allowlist),
+        ),
+        recorded_only(),
+    ).resolution
     wall_ms = (time.perf_counter() - started) * 1000
     REPLAY_WRITER.flush()  # off the resolve path; not into the next one
     if any(o.failed for o in resolution.outcomes):

@@ -114,19 +114,17 @@ def prepare_routes() -> None:
 def resolve_bench(route: str, *, record: bool = True) -> tuple[Any, float]:
     """``resolve()`` of a bench route with ``CHAT_BODY``, in the current schema: the resolution
     and the call's wall ms. Raises when a source did not succeed."""
-    from contextplatform.resolve.resolver import resolve
+    from dataclasses import replace
 
+    from contextplatform.resolve.modes import LIVE, PREVIEW
+    from contextplatform.resolve.pipeline import ResolveRequest, resolve
+
+    # Recorded: the live mode without the turn's start (the bench's requests name no session).
+    mode = replace(LIVE, touches=LIVE.touches - {"session", "memory_write"}) if record else PREVIEW
     started = time.perf_counter()
     resolution = resolve(
-        tenant_schema=BENCH_TENANT,
-        capture_content=False,
-        route_name=route,
-        user=None,
-        session=None,
-        request_body=CHAT_BODY,
-        chat_format=None,
-        record=record,
-    )
+        ResolveRequest(tenant_schema=BENCH_TENANT, route=route, request_body=CHAT_BODY), mode
+    ).resolution
     wall_ms = (time.perf_counter() - started) * 1000
     if any(o.status != "ok" for o in resolution.outcomes):
         raise RuntimeError(f"a bench source did not succeed: {resolution.source_reports()}")

@@ -281,7 +281,7 @@ def overhead_section(results: BenchResults) -> str:
             f"A route in tenant `bench` with {SOURCE_COUNT} bench-only sources (`bench_static`, "
             f"registered by the bench process only) that return {TOTAL_ITEMS} candidate items in "
             f"total after `asyncio.sleep` of {sleeps} ms. Each request calls "
-            "`contextplatform.resolve.resolver.resolve()` for real: route lookup in PostgreSQL, "
+            "`contextplatform.resolve.pipeline.resolve()` for real: route lookup in PostgreSQL, "
             "parallel fetch (`async_to_sync`), budget, packing "
             f"({sample.kept} of {sample.candidates} items fit the 6000-token context cap), "
             "`tool_role` injection and, when recording, the replay record written to PostgreSQL. "

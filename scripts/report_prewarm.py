@@ -63,7 +63,7 @@ def prewarm_section(results: PrewarmResults, commit: str) -> str:
             ),
             f"The demo tenant's `support` route as `bootstrap_demo` writes it "
             f"({', '.join(results.route_sources)}), resolved in process by "
-            "`resolver.resolve()` with the demo question, recorded, for user `u_123` in the "
+            "`pipeline.resolve()` with the demo question, recorded, for user `u_123` in the "
             f"bench's session `{SESSION}` (a copy of the demo session's 4 messages), "
             f"{sizes.rounds} measured rounds after {sizes.warmup} warm-up rounds. Every round "
             "runs both settings in a fresh random order (seeded): **cold**, the session's "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -73,6 +74,11 @@ class ContextRequest:
     # The route's upstream deployment (``model.upstream``): what a judge block that names no
     # deployment asks, when that deployment may judge (checked when the judge is chosen).
     judge_deployment: str | None = None
+    # Read the tenant's data as it stood then (a rerun of a recorded request): the kinds that read
+    # history or memories see only what existed at this time. None: now.
+    as_of: datetime | None = None
+    # Count this fetch in the per-source metrics (a rerun is no observation of the sources now).
+    observed: bool = True
 
 
 @dataclass

@@ -71,7 +71,8 @@ async def fetch_source(
         outcome = await fetch_one(source, request, estimator, started_at)
     finally:
         metrics.current_source_type.reset(token)
-    metrics.observe_source(request.route, outcome)
+    if request.observed:
+        metrics.observe_source(request.route, outcome)
     return outcome
 
 
@@ -342,7 +343,8 @@ def fetched_at_once(
         finally:
             metrics.current_source_type.reset(token)
         finished(outcome, request, estimator)
-    metrics.observe_source(request.route, outcome)
+    if request.observed:
+        metrics.observe_source(request.route, outcome)
     return outcome
 
 

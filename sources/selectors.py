@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import datetime
 from typing import Any
 
 from django.db import connection
@@ -70,15 +71,26 @@ _SESSION_TURNS_SQL = (
     " WHERE s.key = %s AND s.user_id = %s ORDER BY m.seq"
 )
 _LAST_SESSION_TURN_SQL = f"{_SESSION_TURNS_SQL} DESC LIMIT 1"
+_SESSION_TURNS_AS_OF_SQL = _SESSION_TURNS_SQL.replace(
+    " ORDER BY", f" AND m.{ChatMessage._meta.get_field('created_at').column} <= %s ORDER BY"
+)
 
 
 def session_turns(
-    *, session_key: str, user_id: str | None, for_resolve: str = ""
+    *,
+    session_key: str,
+    user_id: str | None,
+    for_resolve: str = "",
+    as_of: datetime | None = None,
 ) -> list[tuple[str, str]]:
     """``(role, text)`` of each message of the user's session, oldest first. Read ``for_resolve``
-    (its id), the turns are remembered on this thread for that resolve's own turn start."""
+    (its id), the turns are remembered on this thread for that resolve's own turn start. ``as_of``:
+    only the messages written by then (a rerun of a recorded request)."""
     with connection.cursor() as cursor:
-        cursor.execute(_SESSION_TURNS_SQL, [session_key, user_id or ""])
+        if as_of is None:
+            cursor.execute(_SESSION_TURNS_SQL, [session_key, user_id or ""])
+        else:
+            cursor.execute(_SESSION_TURNS_AS_OF_SQL, [session_key, user_id or "", as_of])
         turns = [(role, text) for role, text in cursor.fetchall()]
     if for_resolve:
         _READ_FOR_RESOLVE.key = _read_key(for_resolve, session_key, user_id)

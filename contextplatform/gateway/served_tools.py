@@ -17,8 +17,8 @@ from typing import Any
 from compression.recovery import RecoveryError, retrieve
 from compression.rewrite import RETRIEVE_TOOL_NAME
 from contextplatform.gateway.tool_calls import ServedCall, ToolCall
-from contextplatform.resolve.lazy_sources import search_source
 from contextplatform.resolve.resolver import Resolution
+from contextplatform.resolve.use_cases import search_source
 from sources.base import ContextSource
 
 # At most this many rounds of served calls per client request, whatever the model asks: a model

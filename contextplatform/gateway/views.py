@@ -50,7 +50,7 @@ from contextplatform.replay.writer import writes_inline
 from contextplatform.resolve.resolver import Resolution
 from contextplatform.resolve.use_cases import (
     ResolveCall,
-    finish_call,
+    finish_turn,
     resolve_context,
 )
 from contextplatform.routes.selectors import all_routes
@@ -124,8 +124,9 @@ async def finish(
 
     def work() -> None:
         try:
-            finish_call(
+            finish_turn(
                 tenant=tenant,
+                resolve_id=resolution.id,
                 resolution=resolution,
                 response=response,
                 usage=usage,

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from contextplatform.core.estimation import TokenEstimator
 from contextplatform.resolve.chat import ChatFormat
-from sources.base import ContextRequest, ContextSource
-from sources.fetch import SourceOutcome, fetch_all_from_thread
+from sources.base import ContextSource
+from sources.fetch import SourceOutcome
 
 TOOL_PREFIX = "search_"
 MAX_TOOL_NAME = 64  # both providers' limit on a tool's name
@@ -128,16 +127,3 @@ def render_passages(outcome: SourceOutcome) -> str:
     return "\n\n".join(
         f'<context source="{outcome.name}">\n{item.content}\n</context>' for item in ranked
     )
-
-
-def search_source(
-    source: ContextSource,
-    query: str,
-    request: ContextRequest,
-    estimator: TokenEstimator,
-) -> SearchResult:
-    """One call of a lazy source's tool: the source fetched for ``query`` with its own timeout,
-    match block and limits, exactly as a resolve fetches it. Runs on the tenant's database thread."""
-    asked = replace(request, query=query[:MAX_QUERY_CHARS])
-    (outcome,) = fetch_all_from_thread([source], asked, estimator)
-    return SearchResult(content=render_passages(outcome), outcome=outcome)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from contextplatform.resolve.resolver import build_sources
-from contextplatform.routes.selectors import existing_route
-from sources.base import ContextRequest
-from sources.fetch import fetch_all_from_thread
+from contextplatform.resolve import modes
+from contextplatform.resolve.pipeline import ResolveRequest, resolve
 
 
 def preview_route(
@@ -20,24 +17,21 @@ def preview_route(
     user: str | None,
     allowlist: Sequence[str] = (),
 ) -> dict[str, Any]:
-    route = existing_route(route_name)
-    spec = route.spec()
-    sources = [source for source in build_sources(spec) if source.previewable]
-    request = ContextRequest(
-        request_id="pvw_" + secrets.token_hex(8),
-        tenant=tenant_schema,
-        route=route.name,
-        user=user,
-        session=None,
-        query=query,
-        allowlist=tuple(allowlist),
-        use_cache=False,
-        dry_run=True,
-        judge_deployment=spec.model.upstream,  # the same default judge as the route's resolves
+    """The route's previewable sources fetched for ``query`` (the pipeline's ``match_preview``
+    mode: recall and judge, no cache, nothing reinforced or recorded)."""
+    run = resolve(
+        ResolveRequest(
+            tenant_schema=tenant_schema,
+            route=route_name,
+            user=user,
+            query=query,
+            allowlist=tuple(allowlist),
+        ),
+        modes.MATCH_PREVIEW,
     )
-    outcomes = fetch_all_from_thread(sources, request)
+    assert run.request is not None
     return {
-        "route": route.name,
+        "route": run.request.route,
         "query": query,
         "sources": [
             {
@@ -49,6 +43,6 @@ def preview_route(
                 "notes": outcome.notes,
                 "items": outcome.candidates,  # scores and decisions; never the text
             }
-            for outcome in outcomes
+            for outcome in run.outcomes
         ],
     }

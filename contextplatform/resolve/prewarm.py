@@ -14,22 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import async_to_sync
-
-from contextplatform.resolve.resolver import build_sources
-from contextplatform.routes.selectors import loaded_route
 from sources import fetch_deadline
 from sources.base import ContextRequest, ContextSource, PrewarmSkipped
 from sources.fetch import failure_text
-from sources.prewarm import fingerprint, generations, store, ttl_seconds
 
 if TYPE_CHECKING:
-    from tenants.models import Tenant
+    pass
 
 logger = logging.getLogger("contextplatform.sources")
 
@@ -78,54 +72,3 @@ async def prewarm_one(source: ContextSource, request: ContextRequest) -> Prewarm
 
 async def prewarm_all(sources: list[ContextSource], request: ContextRequest) -> list[Prewarmed]:
     return list(await asyncio.gather(*(prewarm_one(s, request) for s in sources)))
-
-
-def prewarm_session(*, tenant: Tenant, route_name: str, user: str, session: str) -> dict[str, Any]:
-    """Read the route's prewarmable sources ahead for ``user`` in ``session``; the answer lists
-    every enabled source of the route with what became of it."""
-    loaded = loaded_route(route_name)
-    spec = loaded.spec
-    schema = tenant.schema_name
-    sources = [s for s in build_sources(spec) if s.settings.enabled] if spec.context.enabled else []
-    request = ContextRequest(
-        request_id=f"pwm_{secrets.token_hex(12)}",
-        tenant=schema,
-        route=loaded.route.name,
-        user=user,
-        session=session,
-        query="",
-        allowlist=tuple(tenant.outbound_allowlist),
-        dry_run=True,  # reading ahead is no turn: nothing is reinforced or recorded
-        judge_deployment=spec.model.upstream,
-    )
-    # Read before the fetch: a write landing while the sources read invalidates what they read.
-    read_under = generations(schema, user, session)
-    chosen = [s for s in sources if s.prewarmable]
-    lines = {id(line.source): line for line in async_to_sync(prewarm_all)(chosen, request)}
-    states = {
-        fingerprint(line.source): line.state
-        for line in lines.values()
-        if line.status == "prewarmed"
-    }
-    if states:
-        store(schema=schema, user=user, session=session, read_under=read_under, states=states)
-    report = [
-        lines[id(s)] if id(s) in lines else Prewarmed(s, "skipped", reason=NOT_PREWARMABLE)
-        for s in sources
-    ]
-    logger.info(
-        "context_prewarm",
-        extra={
-            "request_id": request.request_id,
-            "tenant": schema,
-            "route": request.route,
-            "sources": len(states),
-        },
-    )
-    return {
-        "route": request.route,
-        "session": session,
-        "user": user,
-        "ttl_seconds": ttl_seconds(),
-        "sources": [line.report() for line in report],
-    }

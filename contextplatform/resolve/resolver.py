@@ -1,10 +1,9 @@
-"""The resolve pipeline: route → parallel fetch → budget → pack → inject → replay record."""
+"""A resolve's result (``Resolution``) and what the pipeline (``pipeline.py``) builds it with: the
+route's sources, its deployment, the replay record."""
 
 from __future__ import annotations
 
-import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,28 +11,20 @@ from django.conf import settings
 from django.utils import timezone
 
 from compression.config import CompressConfig
-from contextplatform.core import metrics
 from contextplatform.core.errors import ApiError
-from contextplatform.core.estimation import TokenEstimator, count_json
+from contextplatform.core.estimation import TokenEstimator
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.selectors import deployment_to_call
-from contextplatform.replay.ids import new_resolve_id
 from contextplatform.replay.models import ReplayRecord
 from contextplatform.replay.writer import REPLAY_WRITER, PendingReplay
-from contextplatform.resolve import live_events
-from contextplatform.resolve.budget import Budget, plan_budget
-from contextplatform.resolve.chat import ChatFormat, ChatRequest, parse_chat_request
-from contextplatform.resolve.compression_stage import run_compression
-from contextplatform.resolve.estimators import EstimatorChoice, estimated, estimator_for
-from contextplatform.resolve.injection import SourceBlock, inject, injected_call_ids
-from contextplatform.resolve.lazy_sources import lazy_sources, offer_search_tools
-from contextplatform.resolve.packing import PackDecision, pack
-from contextplatform.resolve.prewarmed import with_prewarmed
-from contextplatform.resolve.refusals import context_length_exceeded, source_failed
+from contextplatform.resolve.budget import Budget
+from contextplatform.resolve.chat import ChatRequest
+from contextplatform.resolve.estimators import EstimatorChoice, estimated
+from contextplatform.resolve.packing import PackDecision
+from contextplatform.resolve.refusals import source_failed
 from contextplatform.routes.configuration.schema import RouteSpec
-from contextplatform.routes.selectors import LoadedRoute, loaded_route
 from sources.base import ContextRequest, ContextSource, source_kind
-from sources.fetch import SourceOutcome, fetch_all_from_thread
+from sources.fetch import SourceOutcome
 
 
 def signal_query(query: str, compress: CompressConfig | None, estimator: TokenEstimator) -> str:
@@ -182,171 +173,6 @@ class Resolution:
             "estimator": self.estimator,
             **self.counting.labels(),
         }
-
-
-def resolve(
-    *,
-    tenant_schema: str,
-    capture_content: bool,
-    route_name: str,
-    user: str | None,
-    session: str | None,
-    request_body: Any,
-    chat_format: ChatFormat | None,
-    record: bool = True,
-    allowlist: Sequence[str] = (),
-    headers: Mapping[str, str] | None = None,
-    loaded: LoadedRoute | None = None,
-    serves_tools: bool = False,
-    defer_replay: bool = False,
-) -> Resolution:
-    """``serves_tools``: the caller (the gateway) answers the model's calls of the tools the
-    platform adds, so lazy sources become search tools and recoverable compression applies to
-    streams too. ``defer_replay``: the record is built but left in ``pending_replay`` for the
-    caller to complete and submit when its call is over (the gateway)."""
-    started = time.perf_counter()
-    loaded = loaded or loaded_route(route_name)
-    route, spec = loaded.route, loaded.spec
-    deployment = route_deployment(spec, loaded.deployment)
-    protocol = deployment.protocol if deployment is not None else None
-    chat = parse_chat_request(
-        request_body,
-        chat_format,
-        protocol=protocol if protocol in ("openai", "anthropic") else None,
-    )
-    counting = estimator_for(spec, deployment)
-    estimator = counting.estimator
-    resolution_id = new_resolve_id()
-    tokens_before = count_json(chat.body, estimator)
-
-    budget_config = spec.context.budget
-    budget = plan_budget(
-        context_window=spec.model.context_window,
-        max_tokens_setting=budget_config.max_tokens,
-        reserve_setting=budget_config.reserve_output_tokens,
-        context_cap=budget_config.context_tokens,
-        request_max_tokens=chat.max_tokens,
-        route_max_output=spec.model.max_output_tokens,
-        request_tokens=tokens_before,
-    )
-    compress = spec.context.compress
-    compresses = compress is not None and compress.compresses_request
-    if budget.max_input <= 0 or (tokens_before > budget.max_input and not compresses):
-        raise context_length_exceeded(tokens_before, budget)
-    # Built even when the route's context is off: a kind's after-resolve hook (the memory write)
-    # still applies to the turn.
-    sources = build_sources(spec)
-    context_request = ContextRequest(
-        request_id=resolution_id,
-        tenant=tenant_schema,
-        route=route.name,
-        user=user,
-        session=session,
-        query=signal_query(chat.query, compress, estimator),
-        turns=chat.turns,
-        allowlist=tuple(allowlist),
-        dry_run=not record,
-        judge_deployment=spec.model.upstream,
-    )
-    clock = metrics.StageClock()
-    offered = lazy_sources(sources, chat.body) if serves_tools and spec.context.enabled else {}
-    lazy = set(map(id, offered.values()))
-    fetched = [s for s in sources if id(s) not in lazy] if spec.context.enabled else []
-    fetched, prewarmed = with_prewarmed(fetched, context_request)
-    outcomes = fetch_all_from_thread(fetched, context_request, estimator)
-    outcomes += [lazy_outcome(tool, source) for tool, source in offered.items()]
-    clock.lap("fetch")
-
-    usable = [o for o in outcomes if o.status == "ok"]
-    items = [item for outcome in usable for item in outcome.items]
-    decisions, used = pack(items, budget.context)
-    budget.used = used
-    clock.lap("pack")
-    if record:  # previews stay off the live stream
-        live_events.publish_source_events(tenant_schema, route.name, outcomes, decisions)
-        clock.restart()
-
-    kept_items = {id(d.item) for d in decisions if d.kept}
-    blocks = [
-        SourceBlock(
-            name=o.name,
-            type=o.type,
-            contents=tuple(
-                item.content
-                for item in sorted(o.items, key=lambda i: -i.priority)
-                if id(item) in kept_items
-            ),
-        )
-        for o in usable
-    ]
-    injection_mode = spec.context.injection.mode
-    rewritten = inject(chat.body, chat.format, blocks, injection_mode, resolution_id)
-    injected = (
-        injected_call_ids(chat.format, resolution_id, blocks)
-        if injection_mode == "tool_role"
-        else {}
-    )
-    rewritten = offer_search_tools(rewritten, chat.format, offered)
-    clock.lap("inject")
-    stage = run_compression(
-        config=compress,
-        body=rewritten,
-        chat_format=chat.format,
-        budget=budget,
-        tokens=(injected_tokens := count_json(rewritten, estimator)),
-        estimator=estimator,
-        injected=injected,
-        request_id=resolution_id,
-        route=route.name,
-        user=user,
-        headers=headers or {},
-        stream=bool(chat.body.get("stream")) and not serves_tools,
-        persist=record,
-        numeric_budget=isinstance(budget_config.max_tokens, int),
-        judge_default=spec.model.upstream,
-        allowlist=tuple(allowlist),
-    )
-    # Count the body once more only if compression actually replaced it.
-    tokens_after = injected_tokens if stage.body is rewritten else count_json(stage.body, estimator)
-    rewritten = stage.body
-    clock.lap("compress")
-    resolution = Resolution(
-        id=resolution_id,
-        route=route.name,
-        spec=spec,
-        chat=chat,
-        rewritten=rewritten,
-        budget=budget,
-        outcomes=outcomes,
-        decisions=decisions,
-        tokens_before=tokens_before,
-        tokens_after=tokens_after,
-        estimator=estimator.name,
-        duration_ms=0.0,
-        compression=stage.report,
-        sources=sources,
-        counting=counting,
-        lazy_tools=offered,
-        context_request=context_request,
-        prewarmed=prewarmed,
-    )
-    resolution.duration_ms = round((time.perf_counter() - started) * 1000, 3)
-    if record:
-        if defer_replay:
-            replay = build_replay(
-                resolution, user=user, session=session, capture_content=capture_content
-            )
-            resolution.pending_replay = PendingReplay(tenant_schema, replay)
-        else:  # through save_replay: the observability bench switches the replay stage off there
-            save_replay(
-                resolution,
-                tenant_schema=tenant_schema,
-                user=user,
-                session=session,
-                capture_content=capture_content,
-            )
-        clock.lap("replay")
-    return resolution
 
 
 def save_replay(

@@ -8,14 +8,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from contextplatform.core.errors import ApiError
+from contextplatform.core.estimation import TokenEstimator
 from contextplatform.protocols.usage import ProviderUsage
+from contextplatform.replay.models import ReplayRecord
 from contextplatform.replay.usage_records import apply_usage
 from contextplatform.replay.usage_records import record_usage as record_usage_in_replay
+from contextplatform.resolve import modes
 from contextplatform.resolve.chat import ChatFormat
-from contextplatform.resolve.resolver import Resolution, resolve
-from contextplatform.resolve.turns import begin_turn, complete_turn, record_answer
+from contextplatform.resolve.lazy_sources import MAX_QUERY_CHARS, SearchResult, render_passages
+from contextplatform.resolve.pipeline import ResolveRequest, resolve
+from contextplatform.resolve.prewarm import NOT_PREWARMABLE, Prewarmed, logger
+from contextplatform.resolve.resolver import Resolution
+from contextplatform.resolve.turns import complete_turn, record_answer
+from contextplatform.routes.configuration.schema import RouteSpec
 from contextplatform.routes.selectors import LoadedRoute
-from sources.base import ResolvedTurn
+from sources.base import ContextRequest, ContextSource
+from sources.prewarm import ttl_seconds
 
 if TYPE_CHECKING:
     from tenants.models import Tenant
@@ -39,104 +48,198 @@ class ResolveCall:
     # The entry point answers the model's calls of the platform's own tools (the gateway does).
     serves_tools: bool = False
     # The entry point completes the call itself (the gateway): the replay record is written once,
-    # when ``finish_call`` is given the answer, instead of at resolve.
+    # when ``finish_turn`` is given the answer, instead of at resolve.
     defer_replay: bool = False
 
 
 def resolve_context(call: ResolveCall) -> Resolution:
     """Resolve, record, refuse with 503 when a blocking source failed, and start the turn: the
     user's message lands in the session and each source kind queues what it does after the
-    response (memory's write)."""
+    response (memory's write). REST POST /resolve and the gateway."""
     tenant = call.tenant
-    resolution = resolve(
-        tenant_schema=tenant.schema_name,
-        capture_content=tenant.capture_content,
-        route_name=call.route,
-        user=call.user,
-        session=call.session,
-        request_body=call.request_body,
-        chat_format=call.chat_format,
-        allowlist=tenant.outbound_allowlist,
-        headers=call.headers,
-        loaded=call.loaded,
-        serves_tools=call.serves_tools,
-        defer_replay=call.defer_replay,
+    run = resolve(
+        ResolveRequest(
+            tenant_schema=tenant.schema_name,
+            route=call.route,
+            request_body=call.request_body,
+            user=call.user,
+            session=call.session,
+            chat_format=call.chat_format,
+            capture_content=tenant.capture_content,
+            allowlist=tuple(tenant.outbound_allowlist),
+            headers=call.headers,
+            store_memory=call.store_memory,
+            loaded=call.loaded,
+            serves_tools=call.serves_tools,
+            defer_replay=call.defer_replay,
+        ),
+        modes.LIVE,
     )
+    resolution = run.resolution
+    assert resolution is not None
     refusal = resolution.refusal()
     if refusal is not None:
         if resolution.pending_replay is not None:
             resolution.pending_replay.submit()
         raise refusal
-    turn = ResolvedTurn(
-        resolve_id=resolution.id,
-        route=resolution.route,
-        user=call.user,
-        session=call.session,
-        user_text=resolution.chat.query,
-        store_requested=call.store_memory,
-    )
-    for source in resolution.sources:
-        if source.settings.enabled and source.after_resolve(turn):
-            resolution.answer_kinds.append(type(source))
-    if call.session:
-        begin_turn(
-            resolve_id=resolution.id,
-            user=call.user,
-            session=call.session,
-            messages=call.request_body["messages"],
-        )
     return resolution
 
 
-def hand_back(
-    *, tenant: Tenant, resolve_id: str, response: Any, usage: ProviderUsage | None = None
-) -> dict[str, Any]:
-    """The model's answer to a resolve: stored in the session, and handed to each source kind's
-    after-response hook (memory's write); the provider's ``usage``, when given, recorded as
-    ``record_usage`` does. Idempotent per resolve: a repeated answer changes nothing."""
-    result = complete_turn(
-        record_id=resolve_id, response=response, capture_content=tenant.capture_content
-    )
-    if usage is not None and not result["duplicate"]:
-        record_usage(resolve_id=resolve_id, usage=usage)
-    return result
-
-
-def record_usage(
-    *, resolve_id: str, usage: ProviderUsage, first_call: ProviderUsage | None = None
-) -> bool:
-    """The provider's reported usage of a resolve's answer: into its replay record beside the
-    estimate, and into its deployment's token calibration. Once per resolve. ``first_call``: when
-    the answer took follow-up calls (served tools), the first call's usage, the one the estimate
-    is of, which alone moves the calibration."""
-    return record_usage_in_replay(resolve_id=resolve_id, usage=usage, first_call=first_call)
-
-
-def finish_call(
+def preview_resolve(
     *,
     tenant: Tenant,
-    resolution: Resolution,
+    route: str,
+    request_body: dict[str, Any],
+    user: str | None,
+    session: str | None,
+    chat_format: ChatFormat | None,
+) -> Resolution:
+    """The route admin's Preview: a real resolve of a sample request that records nothing."""
+    run = resolve(
+        ResolveRequest(
+            tenant_schema=tenant.schema_name,
+            route=route,
+            request_body=request_body,
+            user=user,
+            session=session,
+            chat_format=chat_format,
+            allowlist=tuple(tenant.outbound_allowlist),
+        ),
+        modes.PREVIEW,
+    )
+    assert run.resolution is not None
+    return run.resolution
+
+
+def rerun(*, tenant: Tenant, record: ReplayRecord, spec: RouteSpec | None = None) -> Resolution:
+    """A recorded request (its captured ``request_body``) resolved again against the route's
+    current configuration, or ``spec`` (a draft), reading history and memories as they stood when
+    it was recorded. Writes nothing: no record, no session message, no memory or its strength."""
+    if record.request_body is None:
+        raise ApiError(
+            "invalid_request", f"resolve {record.id!r} kept no request body to run again"
+        )
+    run = resolve(
+        ResolveRequest(
+            tenant_schema=tenant.schema_name,
+            route=record.route,
+            request_body=record.request_body,
+            user=record.user_id or None,
+            session=record.session_key or None,
+            chat_format=record.format or None,  # type: ignore[arg-type]
+            allowlist=tuple(tenant.outbound_allowlist),
+            spec=spec,
+            as_of=record.created_at,
+        ),
+        modes.RERUN,
+    )
+    assert run.resolution is not None
+    return run.resolution
+
+
+def prewarm_session(*, tenant: Tenant, route_name: str, user: str, session: str) -> dict[str, Any]:
+    """Read the route's prewarmable sources ahead for ``user`` in ``session``; the answer lists
+    every enabled source of the route with what became of it."""
+    run = resolve(
+        ResolveRequest(
+            tenant_schema=tenant.schema_name,
+            route=route_name,
+            user=user,
+            session=session,
+            allowlist=tuple(tenant.outbound_allowlist),
+        ),
+        modes.PREWARM,
+    )
+    request = run.request
+    assert request is not None
+    lines = {id(line.source): line for line in run.prewarmed}
+    report = [
+        lines[id(s)] if id(s) in lines else Prewarmed(s, "skipped", reason=NOT_PREWARMABLE)
+        for s in run.sources
+    ]
+    logger.info(
+        "context_prewarm",
+        extra={
+            "request_id": request.request_id,
+            "tenant": tenant.schema_name,
+            "route": request.route,
+            "sources": sum(1 for line in run.prewarmed if line.status == "prewarmed"),
+        },
+    )
+    return {
+        "route": request.route,
+        "session": session,
+        "user": user,
+        "ttl_seconds": ttl_seconds(),
+        "sources": [line.report() for line in report],
+    }
+
+
+def search_source(
+    source: ContextSource,
+    query: str,
+    request: ContextRequest,
+    estimator: TokenEstimator,
+) -> SearchResult:
+    """One call of a lazy source's tool (the gateway serves it): the source fetched for ``query``
+    with its own timeout, match block and limits, exactly as a resolve fetches it, for the
+    resolve whose ``request`` offered it. Runs on the tenant's database thread."""
+    run = resolve(
+        ResolveRequest(
+            tenant_schema=request.tenant,
+            route=request.route,
+            query=query[:MAX_QUERY_CHARS],
+            source=source,
+            base=request,
+            estimator=estimator,
+        ),
+        modes.SEARCH,
+    )
+    (outcome,) = run.outcomes
+    return SearchResult(content=render_passages(outcome), outcome=outcome)
+
+
+def finish_turn(
+    *,
+    tenant: Tenant,
+    resolve_id: str,
     response: Any | None,
     usage: ProviderUsage | None = None,
+    resolution: Resolution | None = None,
     first_call: ProviderUsage | None = None,
     tool_calls: list[dict[str, Any]] | None = None,
     session_budget: dict[str, Any] | None = None,
-) -> None:
-    """The end of a call whose entry point forwarded it (the gateway): what a hand-back does
-    when there is an answer (``response``; None when the call ended without one), the provider's
-    usage, the session budget's reservation and charge (``session_budget``) and the served tool
-    calls, all into the replay record the resolve left pending, which
-    is then written, once. Only the kinds whose after-resolve hook queued something hear the
-    answer. The session's message is written before this returns (the conversation's next call
-    reads it); the record and the deployment's calibration are written in the background."""
+) -> dict[str, Any]:
+    """The model's answer to a resolve, for REST (POST /resolve/{id}/response) and the gateway
+    alike: stored in the session, handed to the after-response hooks of the source kinds
+    (memory's write), the provider's ``usage`` recorded beside the estimate and moving the
+    deployment's calibration (``first_call``'s, when the answer took follow-up calls). Idempotent
+    per resolve: a repeated answer changes nothing (``duplicate``).
+
+    ``resolution``: the gateway's own resolve, whose replay record was left pending; the answer,
+    usage, served ``tool_calls`` and ``session_budget`` go into it and it is submitted, once
+    (``response`` None when the call ended without an answer). Only the kinds whose after-resolve
+    hook queued something hear the answer. Without it (REST), the resolve's record is awaited
+    (another worker may still be writing it), locked and completed; a refused resolve answers 409.
+    The session's message is written before this returns (the conversation's next call reads it).
+    """
+    if resolution is None:
+        result = complete_turn(
+            record_id=resolve_id, response=response, capture_content=tenant.capture_content
+        )
+        if usage is not None and not result["duplicate"]:
+            record_usage(resolve_id=resolve_id, usage=usage, first_call=first_call)
+        return result
     pending = resolution.pending_replay
+    duplicate = {"id": resolve_id, "status": "accepted", "duplicate": True, "messages_written": 0}
     if pending is None or pending.submitted:
-        return
+        return duplicate
     record = pending.record
     calibration = None
+    written, acted = 0, False
     try:
         if response is not None and record.status != "refused":
-            record_answer(
+            written, acted = record_answer(
                 record,
                 response,
                 capture_content=tenant.capture_content,
@@ -151,5 +254,23 @@ def finish_call(
             # sees which calls went past what they held, and by how much.
             record.tokens = {**(record.tokens or {}), "session_budget": session_budget}
     finally:
-        # The calibration moves in the writer's thread: nothing the caller waits for.
+        # The record and the calibration are written in the writer's thread: nothing the
+        # caller waits for.
         pending.submit(after=calibration)
+    return {
+        "id": resolve_id,
+        "status": "accepted",
+        "duplicate": False,
+        "messages_written": written,
+        "memory_write": "queued" if acted else "none",
+    }
+
+
+def record_usage(
+    *, resolve_id: str, usage: ProviderUsage, first_call: ProviderUsage | None = None
+) -> bool:
+    """The provider's reported usage of a resolve's answer: into its replay record beside the
+    estimate, and into its deployment's token calibration. Once per resolve. ``first_call``: when
+    the answer took follow-up calls (served tools), the first call's usage, the one the estimate
+    is of, which alone moves the calibration."""
+    return record_usage_in_replay(resolve_id=resolve_id, usage=usage, first_call=first_call)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
@@ -78,7 +79,7 @@ class RecentMessagesSource(ContextSource):
         if not request.session:
             return SourceResult()
         stored = await sync_to_async(self._load)(
-            request.session, request.user, for_resolve=request.request_id
+            request.session, request.user, for_resolve=request.request_id, as_of=request.as_of
         )
         return self.from_stored(request, stored)
 
@@ -92,7 +93,13 @@ class RecentMessagesSource(ContextSource):
         if not request.session:
             return SourceResult()
         return self.from_stored(
-            request, self._load(request.session, request.user, for_resolve=request.request_id)
+            request,
+            self._load(
+                request.session,
+                request.user,
+                for_resolve=request.request_id,
+                as_of=request.as_of,
+            ),
         )
 
     async def fetch_prewarmed(self, request: ContextRequest, warm: Any) -> SourceResult:
@@ -125,10 +132,15 @@ class RecentMessagesSource(ContextSource):
         return SourceResult(items)
 
     @staticmethod
-    def _load(session_key: str, user_id: str | None, for_resolve: str = "") -> list[ChatTurn]:
+    def _load(
+        session_key: str,
+        user_id: str | None,
+        for_resolve: str = "",
+        as_of: datetime | None = None,
+    ) -> list[ChatTurn]:
         return [
             ChatTurn(role=role, text=text)
             for role, text in session_turns(
-                session_key=session_key, user_id=user_id, for_resolve=for_resolve
+                session_key=session_key, user_id=user_id, for_resolve=for_resolve, as_of=as_of
             )
         ]

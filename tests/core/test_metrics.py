@@ -18,7 +18,9 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from contextplatform.core import metrics
-from contextplatform.resolve.resolver import resolve as run_resolve
+from contextplatform.resolve.modes import PREVIEW
+from contextplatform.resolve.pipeline import ResolveRequest
+from contextplatform.resolve.pipeline import resolve as run_resolve
 from memory.source import BACKEND
 from sources.matching import JudgeConfig, judge_and_keep
 from sources.recall import RecallHit
@@ -123,14 +125,12 @@ def test_a_resolve_without_a_record_has_no_replay_stage(acme_api: ApiClient) -> 
     )
     with schema_context("acme"):
         run_resolve(
-            tenant_schema="acme",
-            capture_content=False,
-            route_name="bare",
-            user=None,
-            session=None,
-            request_body={"messages": [{"role": "user", "content": "hi"}]},
-            chat_format=None,
-            record=False,
+            ResolveRequest(
+                tenant_schema="acme",
+                route="bare",
+                request_body={"messages": [{"role": "user", "content": "hi"}]},
+            ),
+            PREVIEW,
         )
     assert deltas() == [1.0, 0.0]
 

@@ -1,9 +1,9 @@
 """The route admin's Preview: a real resolve of a sample request, shown to the operator and never
 recorded.
 
-``resolve(record=False)`` stores no replay record, publishes nothing on the live stream, keeps
-compression originals in memory only and counts no compression outcome; sources run as a dry run
-(a recalled memory gains no strength). Source and stage metrics are still counted: the preview
+It runs the pipeline in its ``preview`` mode (``modes.py``): no replay record, nothing on the live
+stream, compression originals in memory only and no compression outcome counted, no session or
+memory write; sources run as a dry run (a recalled memory gains no strength). Source and stage metrics are still counted: the preview
 really calls the sources, and their latency and failures are real observations of them.
 """
 
@@ -21,7 +21,8 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 
 from contextplatform.core.errors import ApiError
-from contextplatform.resolve.resolver import Resolution, resolve
+from contextplatform.resolve.resolver import Resolution
+from contextplatform.resolve.use_cases import preview_resolve
 from contextplatform.routes.admin.route_form import JsonTextField
 from contextplatform.routes.admin.routes import RouteAdmin
 from contextplatform.routes.models import Route
@@ -67,16 +68,13 @@ class PreviewForm(forms.Form):
 def run_preview(request: HttpRequest, route: Route, form: PreviewForm) -> Resolution:
     tenant = request.tenant  # type: ignore[attr-defined]  (set by the tenant middleware)
     cleaned = form.cleaned_data
-    return resolve(
-        tenant_schema=tenant.schema_name,
-        capture_content=False,
-        route_name=route.name,
+    return preview_resolve(
+        tenant=tenant,
+        route=route.name,
+        request_body=form.request_body(),
         user=cleaned["user"] or None,
         session=cleaned["session"] or None,
-        request_body=form.request_body(),
         chat_format=cleaned["format"] or None,
-        record=False,
-        allowlist=tenant.outbound_allowlist,
     )
 
 

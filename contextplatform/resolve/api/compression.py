@@ -13,12 +13,10 @@ from compression.config import CompressConfig, CompressMatch, CompressRecall
 from compression.engine import uses_judge
 from compression.views import audited
 from contextplatform.core.errors import ApiError
-from contextplatform.core.estimation import count_json, default_estimator
 from contextplatform.core.validation import parse
 from contextplatform.core.views import ApiView
-from contextplatform.resolve.budget import plan_budget
-from contextplatform.resolve.chat import parse_chat_request
-from contextplatform.resolve.compression_stage import run_compression
+from contextplatform.resolve import modes
+from contextplatform.resolve.pipeline import CompressionInputs, ResolveRequest, resolve
 from contextplatform.routes.configuration.schema import (
     BudgetConfig,
     ContextConfig,
@@ -110,41 +108,26 @@ class CompressionPreviewView(ApiView):
     def post(self, request: Request) -> Response:
         body = self.body(request, CompressionPreviewBody)
         config, budget_config, window, max_output, warnings = preview_config(body)
-        chat = parse_chat_request(body.request_body, body.format, prefix="request_body")
-        estimator = default_estimator()
-        tokens = count_json(chat.body, estimator)
-        budget = plan_budget(
-            context_window=window,
-            max_tokens_setting=budget_config.max_tokens,
-            reserve_setting=budget_config.reserve_output_tokens,
-            context_cap=None,
-            request_max_tokens=chat.max_tokens,
-            route_max_output=max_output,
-            request_tokens=tokens,
-        )
-        report: dict[str, Any]
-        try:
-            stage = run_compression(
-                config=config,
-                body=chat.body,
-                chat_format=chat.format,
-                budget=budget,
-                tokens=tokens,
-                estimator=estimator,
-                injected={},
-                request_id="preview",
+        run = resolve(
+            ResolveRequest(
+                tenant_schema=self.tenant(request).schema_name,
                 route=body.route or "",
-                user=None,
-                headers={},
-                persist=False,
-                numeric_budget=isinstance(budget_config.max_tokens, int),
-            )
-            report = {"valid": True, **stage.report}
+                request_body=body.request_body,
+                chat_format=body.format,
+                compression=CompressionInputs(config, budget_config, window, max_output),
+            ),
+            modes.COMPRESSION_PREVIEW,
+        )
+        budget, tokens = run.budget, run.tokens_before
+        assert budget is not None
+        report: dict[str, Any]
+        if run.overflow is None:
+            assert run.compression is not None
+            report = {"valid": True, **run.compression.report}
             if DISABLED in warnings:
                 report["skip_reason"] = "disabled"
-        except ApiError as error:
-            if error.code != "context_length_exceeded":
-                raise
+        else:
+            error = run.overflow
             report = {
                 "valid": True,
                 "applied": False,

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from contextplatform.core.views import ApiView
-from contextplatform.resolve.prewarm import prewarm_session
+from contextplatform.resolve.use_cases import prewarm_session
 
 
 class PrewarmBody(BaseModel):

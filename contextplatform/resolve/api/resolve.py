@@ -15,7 +15,7 @@ from contextplatform.core.errors import envelope
 from contextplatform.core.views import ApiView
 from contextplatform.protocols.usage import usage_from_response
 from contextplatform.resolve.match_preview import preview_route
-from contextplatform.resolve.use_cases import ResolveCall, hand_back, resolve_context
+from contextplatform.resolve.use_cases import ResolveCall, finish_turn, resolve_context
 from tenants import rate_limits
 
 
@@ -112,7 +112,7 @@ class ResolveResponseView(ApiView):
     )
     def post(self, request: Request, resolve_id: str) -> Response:
         body = self.body(request, ResponseBody)
-        result = hand_back(
+        result = finish_turn(
             tenant=self.tenant(request),
             resolve_id=resolve_id,
             response=body.response,
