@@ -30,7 +30,7 @@ history and memories as they stood at the record's time (``ContextRequest.as_of`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 Stage = Literal["plan", "fetch", "pack", "inject", "compress", "record"]
 Touch = Literal[
@@ -48,20 +48,8 @@ Touch = Literal[
 # those read ahead when a session opens, or the one source the caller names (a lazy search).
 SourceChoice = Literal["route", "previewable", "prewarmable", "given"]
 
-ALL_STAGES: frozenset[Stage] = frozenset(("plan", "fetch", "pack", "inject", "compress", "record"))
-ALL_TOUCHES: frozenset[Touch] = frozenset(
-    (
-        "replay_record",
-        "session",
-        "memory_write",
-        "memory_strength",
-        "recovery_blobs",
-        "caches",
-        "metrics",
-        "live_events",
-        "calibration",
-    )
-)
+ALL_STAGES: frozenset[Stage] = frozenset(get_args(Stage))
+ALL_TOUCHES: frozenset[Touch] = frozenset(get_args(Touch))
 
 
 @dataclass(frozen=True)

@@ -52,21 +52,27 @@ class ResolveCall:
     defer_replay: bool = False
 
 
+def tenant_request(tenant: Tenant, **fields: Any) -> ResolveRequest:
+    """A pipeline request on ``tenant``'s behalf: in its schema, under its outbound allow-list."""
+    return ResolveRequest(
+        tenant_schema=tenant.schema_name, allowlist=tuple(tenant.outbound_allowlist), **fields
+    )
+
+
 def resolve_context(call: ResolveCall) -> Resolution:
     """Resolve, record, refuse with 503 when a blocking source failed, and start the turn: the
     user's message lands in the session and each source kind queues what it does after the
     response (memory's write). REST POST /resolve and the gateway."""
     tenant = call.tenant
     run = resolve(
-        ResolveRequest(
-            tenant_schema=tenant.schema_name,
+        tenant_request(
+            tenant,
             route=call.route,
             request_body=call.request_body,
             user=call.user,
             session=call.session,
             chat_format=call.chat_format,
             capture_content=tenant.capture_content,
-            allowlist=tuple(tenant.outbound_allowlist),
             headers=call.headers,
             store_memory=call.store_memory,
             loaded=call.loaded,
@@ -96,14 +102,13 @@ def preview_resolve(
 ) -> Resolution:
     """The route admin's Preview: a real resolve of a sample request that records nothing."""
     run = resolve(
-        ResolveRequest(
-            tenant_schema=tenant.schema_name,
+        tenant_request(
+            tenant,
             route=route,
             request_body=request_body,
             user=user,
             session=session,
             chat_format=chat_format,
-            allowlist=tuple(tenant.outbound_allowlist),
         ),
         modes.PREVIEW,
     )
@@ -120,14 +125,13 @@ def rerun(*, tenant: Tenant, record: ReplayRecord, spec: RouteSpec | None = None
             "invalid_request", f"resolve {record.id!r} kept no request body to run again"
         )
     run = resolve(
-        ResolveRequest(
-            tenant_schema=tenant.schema_name,
+        tenant_request(
+            tenant,
             route=record.route,
             request_body=record.request_body,
             user=record.user_id or None,
             session=record.session_key or None,
             chat_format=record.format or None,  # type: ignore[arg-type]
-            allowlist=tuple(tenant.outbound_allowlist),
             spec=spec,
             as_of=record.created_at,
         ),
@@ -141,12 +145,11 @@ def prewarm_session(*, tenant: Tenant, route_name: str, user: str, session: str)
     """Read the route's prewarmable sources ahead for ``user`` in ``session``; the answer lists
     every enabled source of the route with what became of it."""
     run = resolve(
-        ResolveRequest(
-            tenant_schema=tenant.schema_name,
+        tenant_request(
+            tenant,
             route=route_name,
             user=user,
             session=session,
-            allowlist=tuple(tenant.outbound_allowlist),
         ),
         modes.PREWARM,
     )
