@@ -10,7 +10,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from pgvector.django import HnswIndex, VectorField
 
-from sources.mcp.config import DEFAULT_TIMEOUT_MS, MCP_SERVER_NAME_PATTERN
+from sources.mcp_config import DEFAULT_TIMEOUT_MS, MCP_SERVER_NAME_PATTERN
 
 
 class UserProfile(models.Model):

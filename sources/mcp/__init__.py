@@ -1,5 +1,7 @@
-"""MCP: a tenant's MCP servers, the ``mcp_resources`` source kind and the ``mcp`` RAG backend.
+"""MCP: a tenant's MCP servers, the ``mcp_resources`` source kind, and the client the ``mcp`` RAG
+backend (``sources.rag.mcp_tool``) calls.
 
-Nothing is imported here, so that ``sources.rag.config`` can import the backend's settings
-(``sources.mcp.config``) without pulling the client in.
+Nothing is imported here. The written forms (``sources.mcp_config``) are a module of their own
+beside this package: ``sources.models`` and ``sources.rag.config`` read them, and this package
+reads both of those, so neither may import from here.
 """

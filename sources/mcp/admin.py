@@ -26,7 +26,7 @@ from django.urls import URLPattern, path
 from contextplatform.core.errors import ApiError
 from contextplatform.core.form_errors import error_text
 from sources.mcp import client, selectors, services
-from sources.mcp.config import McpServerSpec
+from sources.mcp_config import McpServerSpec
 from sources.models import McpServer
 from tenants.admin import TenantOnlyAdmin, WriteOnlyHeadersForm, write_only_headers
 

@@ -36,8 +36,8 @@ from sources.base import (
     register_source_kind,
 )
 from sources.mcp.client import McpError, endpoint_for, read_resources
-from sources.mcp.config import MCP_SERVER_NAME_PATTERN
 from sources.mcp.selectors import Endpoint, HeadersUnreadable, UnknownServer
+from sources.mcp_config import MCP_SERVER_NAME_PATTERN
 
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 FILLED = ("user", "session", "query")

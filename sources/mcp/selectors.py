@@ -24,7 +24,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models import QuerySet
 
 from contextplatform.core import secrets
-from sources.mcp.config import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
+from sources.mcp_config import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, MIN_TIMEOUT_MS
 from sources.models import McpServer
 
 

@@ -13,8 +13,8 @@ from django.db import IntegrityError, connection, transaction
 from contextplatform.core import secrets
 from contextplatform.core.errors import ApiError, invalid_request
 from contextplatform.core.validation import parse
-from sources.mcp.config import READ_ONLY_FIELDS, McpServerSpec
 from sources.mcp.selectors import forget_endpoint
+from sources.mcp_config import READ_ONLY_FIELDS, McpServerSpec
 from sources.models import McpServer
 
 

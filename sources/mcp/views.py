@@ -14,7 +14,7 @@ from contextplatform.core.errors import not_found
 from contextplatform.core.read_back import without_read_only
 from contextplatform.core.views import ApiView, replacement_body
 from sources.mcp import selectors, services
-from sources.mcp.config import McpServerSpec
+from sources.mcp_config import McpServerSpec
 from sources.models import McpServer
 
 # What a server's representation adds to what it writes; a write ignores them (core/read_back.py):

@@ -16,7 +16,7 @@ from contextplatform.core.outbound.bounded import DEFAULT_MAX_RESPONSE_BYTES
 from contextplatform.core.validation import describe
 from sources.base import SourceSettings
 from sources.matching import MatchConfig
-from sources.mcp.config import McpBackendConfig
+from sources.mcp_config import McpBackendConfig
 from sources.rag.vector_configs import MilvusConfig, OpenAiSearchConfig, QdrantConfig
 from sources.secret_settings import (
     Path,

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
+
+from pydantic import BaseModel
 
 from sources.judge_calibration import JudgeCalibration
 from sources.matching import AppliedRecall
@@ -15,20 +18,22 @@ from sources.rag.backends import BackendError, RagBackend, RetrievalRequest
 from sources.rag.config import BackendSpec, HybridConfig, validate_backend_config
 from sources.recall import RecallHit
 
+# Builds the backend of a validated backend config: ``sources.rag.source.build_backend``, handed
+# in by it, since it is the one that knows every backend (and builds this one).
+BackendBuilder = Callable[[BaseModel], RagBackend]
 
-def build(spec: BackendSpec) -> RagBackend:
-    from sources.rag.source import build_backend
 
+def build(spec: BackendSpec, build_backend: BackendBuilder) -> RagBackend:
     return build_backend(validate_backend_config(spec.backend, spec.backend_config))
 
 
 class HybridBackend(RagBackend):
     name = "hybrid"
 
-    def __init__(self, config: HybridConfig):
+    def __init__(self, config: HybridConfig, build_backend: BackendBuilder):
         self.config = config
-        self.primary = build(config.primary)
-        self.fallback = build(config.fallback) if config.fallback else None
+        self.primary = build(config.primary, build_backend)
+        self.fallback = build(config.fallback, build_backend) if config.fallback else None
         self.served_by: str | None = None
         self.primary_error: str | None = None
 

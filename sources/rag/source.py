@@ -22,7 +22,7 @@ from sources.matching import (
     default_match,
     judge_and_keep,
 )
-from sources.mcp.config import McpBackendConfig
+from sources.mcp_config import McpBackendConfig
 from sources.rag import cache
 from sources.rag.backends import RagBackend, RetrievalRequest, VectorstoreBackend
 from sources.rag.config import ExternalApiConfig, HybridConfig, RagSettings, VectorstoreConfig
@@ -31,6 +31,9 @@ from sources.recall import RecallHit
 
 
 def build_backend(config: BaseModel) -> RagBackend:
+    """The backend of a validated backend config. The one place that knows every backend: each
+    module is imported on first use (an engine's client loads only where a route uses it), and
+    ``hybrid`` is handed this function for its two sides rather than importing it back."""
     if isinstance(config, VectorstoreConfig):
         return VectorstoreBackend(config)
     if isinstance(config, ExternalApiConfig):
@@ -40,13 +43,21 @@ def build_backend(config: BaseModel) -> RagBackend:
     if isinstance(config, HybridConfig):
         from sources.rag.hybrid import HybridBackend
 
-        return HybridBackend(config)
-    if isinstance(config, MilvusConfig | QdrantConfig | OpenAiSearchConfig):
-        from sources.rag.vector_backends import build_vector_backend
+        return HybridBackend(config, build_backend)
+    if isinstance(config, MilvusConfig):
+        from sources.rag.milvus import MilvusBackend
 
-        return build_vector_backend(config)
+        return MilvusBackend(config)
+    if isinstance(config, QdrantConfig):
+        from sources.rag.qdrant import QdrantBackend
+
+        return QdrantBackend(config)
+    if isinstance(config, OpenAiSearchConfig):
+        from sources.rag.openai_search import OpenAiSearchBackend
+
+        return OpenAiSearchBackend(config)
     if isinstance(config, McpBackendConfig):
-        from sources.mcp.backend import McpBackend
+        from sources.rag.mcp_tool import McpBackend
 
         return McpBackend(config)
     raise TypeError(f"no backend for {type(config).__name__}")

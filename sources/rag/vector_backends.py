@@ -35,7 +35,7 @@ from contextplatform.core.outbound.urls import check_url
 from sources import fetch_deadline
 from sources.embedding import get_embedder
 from sources.rag.backends import BackendError, BackendTimeout, RagBackend, RetrievalRequest
-from sources.rag.vector_configs import MilvusConfig, OpenAiSearchConfig, QdrantConfig
+from sources.rag.vector_configs import MilvusConfig, QdrantConfig
 from sources.recall import RecallHit
 from sources.secret_settings import SecretUnavailable, SecretValue
 
@@ -45,20 +45,6 @@ T = TypeVar("T")
 ENGINE_THREADS = 8
 _POOL = ThreadPoolExecutor(max_workers=ENGINE_THREADS, thread_name_prefix="vector-backend")
 PLATFORM_SEPARATOR = "__"  # <tenant schema>__<collection> on the platform's servers
-
-
-def build_vector_backend(config: MilvusConfig | QdrantConfig | OpenAiSearchConfig) -> RagBackend:
-    if isinstance(config, MilvusConfig):
-        from sources.rag.milvus import MilvusBackend
-
-        return MilvusBackend(config)
-    if isinstance(config, QdrantConfig):
-        from sources.rag.qdrant import QdrantBackend
-
-        return QdrantBackend(config)
-    from sources.rag.openai_search import OpenAiSearchBackend
-
-    return OpenAiSearchBackend(config)
 
 
 def revealed(secret: SecretValue | None) -> str | None:

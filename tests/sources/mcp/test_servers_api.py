@@ -13,8 +13,8 @@ from django.core.management import call_command
 from django_tenants.utils import schema_context
 
 from contextplatform.core import secrets
-from sources.mcp.config import MAX_HEADERS
 from sources.mcp.services import rotate_header_keys
+from sources.mcp_config import MAX_HEADERS
 from sources.models import McpServer
 from tests.conftest import ApiClient, TenantFixture
 

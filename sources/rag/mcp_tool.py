@@ -25,8 +25,8 @@ from typing import Any
 import mcp_types as types
 
 from sources.mcp.client import McpError, McpTimeout, call_tool, endpoint_for
-from sources.mcp.config import TOP_K, USER_CONTENT, McpBackendConfig
 from sources.mcp.selectors import Endpoint, HeadersUnreadable, UnknownServer
+from sources.mcp_config import TOP_K, USER_CONTENT, McpBackendConfig
 from sources.rag.backends import BackendError, BackendTimeout, RagBackend, RetrievalRequest
 from sources.recall import RecallHit
 
