@@ -143,9 +143,8 @@ class SSEReader:
         elif field == "id":
             if "\0" not in text:
                 self.last_event_id = text
-        elif field == "retry":
-            if text.isascii() and text.isdigit():
-                self._retry = int(text)
+        elif field == "retry" and text.isascii() and text.isdigit():
+            self._retry = int(text)
 
     def _dispatch(self) -> SSEBlock:
         raw = bytes(self._raw)
