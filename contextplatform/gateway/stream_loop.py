@@ -14,8 +14,6 @@ of the turn when the loop is over. Pure: the caller does the I/O.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,32 +25,21 @@ from contextplatform.gateway.tool_calls import (
     parse_arguments,
     summed_usage,
 )
+from contextplatform.protocols.base import as_object as _object
+from contextplatform.protocols.registry import protocol_for
+from contextplatform.protocols.sse import SSEBlock, SSEReader, sse
 
-EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 MAX_EVENT_BYTES = 4 * 1024 * 1024  # a longer event is passed on as it is, unread
 
 
 def event_data(event: bytes) -> Any:
-    """The JSON of an event's ``data:`` lines, ``"[DONE]"``, or None."""
-    lines = [line[5:].strip() for line in event.splitlines() if line.startswith(b"data:")]
-    if not lines:
-        return None
-    data = b"\n".join(lines)
-    if data == b"[DONE]":
-        return "[DONE]"
-    try:
-        return json.loads(data)
-    except (ValueError, UnicodeDecodeError):
-        return None
-
-
-def _object(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def sse(data: Any, event: str | None = None) -> bytes:
-    head = f"event: {event}\n" if event else ""
-    return f"{head}data: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+    """The JSON of an event's data, ``"[DONE]"``, or None."""
+    reader = SSEReader()
+    blocks = reader.feed(event if event.endswith((b"\n\n", b"\r\r")) else event + b"\n\n")
+    for block in blocks:
+        if block.dispatched:
+            return block.json()
+    return None
 
 
 @dataclass
@@ -63,19 +50,7 @@ class HeldCall:
     client_index: int | None = None
 
     def tool_call(self, protocol: Protocol) -> ToolCall:
-        if protocol == "anthropic":
-            raw: dict[str, Any] = {
-                "type": "tool_use",
-                "id": self.id,
-                "name": self.name,
-                "input": parse_arguments(self.arguments) or {},
-            }
-        else:
-            raw = {
-                "id": self.id,
-                "type": "function",
-                "function": {"name": self.name, "arguments": self.arguments or "{}"},
-            }
+        raw = protocol_for(protocol).streamed_call(self.id, self.name, self.arguments)
         return ToolCall(
             id=self.id, name=self.name, arguments=parse_arguments(self.arguments), raw=raw
         )
@@ -92,7 +67,7 @@ class StreamRound:
     text_passed: bool = False
     usages: list[dict[str, Any]] = field(default_factory=list)
     # This round's state.
-    _pending: bytes = b""
+    _reader: SSEReader = field(default_factory=lambda: SSEReader(max_block_bytes=MAX_EVENT_BYTES))
     _text: list[str] = field(default_factory=list)
     _calls: dict[int, HeldCall] = field(default_factory=dict)
     _finish: dict[str, Any] | None = None  # the held end of the turn (finish chunk, message_delta)
@@ -105,27 +80,19 @@ class StreamRound:
         if self._usage:
             self.usages.append(self._usage)
         self.rounds += 1
-        self._pending, self._text, self._calls, self._finish = b"", [], {}, None
+        self._reader = SSEReader(max_block_bytes=MAX_EVENT_BYTES)
+        self._text, self._calls, self._finish = [], {}, None
         self._usage, self._index_map = {}, {}
 
     # ---------------------------------------------------------------- reading
 
     def feed(self, chunk: bytes) -> bytes:
         """What of ``chunk`` goes to the client now."""
-        data = self._pending + chunk
-        passed = bytearray()
-        start = 0
-        for end in EVENT_END.finditer(data):
-            passed += self._event(data[start : end.end()])
-            start = end.end()
-        self._pending = data[start:]
-        if len(self._pending) > MAX_EVENT_BYTES:
-            passed += self._pending
-            self._pending = b""
-        return bytes(passed)
+        return b"".join(self._event(block) for block in self._reader.feed(chunk))
 
-    def _event(self, raw: bytes) -> bytes:
-        data = event_data(raw)
+    def _event(self, block: SSEBlock) -> bytes:
+        raw = block.raw
+        data = None if block.overflow else block.json()
         if data is None:
             return raw if raw.strip() else b""  # comments and keep-alives pass
         if self.protocol == "anthropic":
@@ -238,12 +205,8 @@ class StreamRound:
 
     def turn(self) -> dict[str, Any]:
         """This round's answer in the non-streaming shape (what a follow-up is built from)."""
-        text = "".join(self._text)
         calls = [call.tool_call(self.protocol).raw for _, call in sorted(self._calls.items())]
-        if self.protocol == "anthropic":
-            blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-            return {"content": [*blocks, *calls]}
-        return {"choices": [{"message": {"content": text or None, "tool_calls": calls}}]}
+        return protocol_for(self.protocol).turn("".join(self._text), calls)
 
     def total_usage(self) -> dict[str, Any] | None:
         return summed_usage(self.protocol, [*self.usages, *([self._usage] if self._usage else [])])
