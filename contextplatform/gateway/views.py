@@ -88,6 +88,7 @@ def _prepared(
             tenant=tenant,
             route=call.route,
             request_body=call.body,
+            chat=call.chat,
             user=call.user,
             session=call.session,
             chat_format=protocol,

@@ -7,10 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from contextplatform.core.validation import parse
-from contextplatform.protocols.provider_shapes import (
-    AnthropicChatRequest,
-    OpenAIChatRequest,
-)
+from contextplatform.protocols.registry import protocol_for
 from sources.base import ChatTurn
 from sources.messages import content_text
 
@@ -125,23 +122,22 @@ def parse_chat_request(
     *,
     prefix: str = "request",
     protocol: ChatFormat | None = None,
-    anthropic_shape: type[AnthropicChatRequest] = AnthropicChatRequest,
+    for_call: bool = False,
 ) -> ChatRequest:
     """``explicit``: the format the caller named (the resolve's ``format``, the gateway's endpoint),
     which wins; ``protocol``: the route's deployment's, for a body valid in both shapes;
-    ``anthropic_shape``: the gateway's, which requires what Anthropic requires of a call."""
+    ``for_call``: the gateway's, whose body is sent on as it is, so it needs what the provider
+    requires of a call (the format's ``request_shape(for_call=True)``)."""
     if explicit:
         chat_format, because = explicit, f"the request names format {explicit!r}"
     elif isinstance(body, dict):
         chat_format, because = detect_format(body, protocol)
     else:
         chat_format, because = "openai", "the body is not an object"
-    if chat_format == "anthropic":
-        anthropic = parse(anthropic_shape, body, prefix=prefix)
-        max_tokens = anthropic.max_tokens
-    else:
-        openai = parse(OpenAIChatRequest, body, prefix=prefix)
-        max_tokens = openai.max_completion_tokens or openai.max_tokens
+    provider = protocol_for(chat_format)
+    max_tokens = provider.max_tokens_of(
+        parse(provider.request_shape(for_call=for_call), body, prefix=prefix)
+    )
     turns = tuple(
         ChatTurn(role=str(message.get("role")), text=content_text(message.get("content")))
         for message in body["messages"]

@@ -199,8 +199,10 @@ def resolve(
     loaded: LoadedRoute | None = None,
     serves_tools: bool = False,
     defer_replay: bool = False,
+    chat: ChatRequest | None = None,
 ) -> Resolution:
-    """``serves_tools``: the caller (the gateway) answers the model's calls of the tools the
+    """``chat``: the request as the caller already parsed it (the gateway), not parsed again.
+    ``serves_tools``: the caller (the gateway) answers the model's calls of the tools the
     platform adds, so lazy sources become search tools and recoverable compression applies to
     streams too. ``defer_replay``: the record is built but left in ``pending_replay`` for the
     caller to complete and submit when its call is over (the gateway)."""
@@ -209,11 +211,12 @@ def resolve(
     route, spec = loaded.route, loaded.spec
     deployment = route_deployment(spec, loaded.deployment)
     protocol = deployment.protocol if deployment is not None else None
-    chat = parse_chat_request(
-        request_body,
-        chat_format,
-        protocol=protocol if protocol in ("openai", "anthropic") else None,
-    )
+    if chat is None:
+        chat = parse_chat_request(
+            request_body,
+            chat_format,
+            protocol=protocol if protocol in ("openai", "anthropic") else None,
+        )
     counting = estimator_for(spec, deployment)
     estimator = counting.estimator
     resolution_id = new_resolve_id()

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from contextplatform.protocols.usage import ProviderUsage
 from contextplatform.replay.usage_records import apply_usage
 from contextplatform.replay.usage_records import record_usage as record_usage_in_replay
-from contextplatform.resolve.chat import ChatFormat
+from contextplatform.resolve.chat import ChatFormat, ChatRequest
 from contextplatform.resolve.resolver import Resolution, resolve
 from contextplatform.resolve.turns import begin_turn, complete_turn, record_answer
 from contextplatform.routes.selectors import LoadedRoute
@@ -38,6 +38,8 @@ class ResolveCall:
     loaded: LoadedRoute | None = None
     # The entry point answers the model's calls of the platform's own tools (the gateway does).
     serves_tools: bool = False
+    # The request as the entry point already parsed it (the gateway): not parsed again.
+    chat: ChatRequest | None = None
     # The entry point completes the call itself (the gateway): the replay record is written once,
     # when ``finish_call`` is given the answer, instead of at resolve.
     defer_replay: bool = False
@@ -61,6 +63,7 @@ def resolve_context(call: ResolveCall) -> Resolution:
         loaded=call.loaded,
         serves_tools=call.serves_tools,
         defer_replay=call.defer_replay,
+        chat=call.chat,
     )
     refusal = resolution.refusal()
     if refusal is not None:
