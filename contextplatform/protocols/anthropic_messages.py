@@ -26,6 +26,7 @@ from contextplatform.protocols.base import (
     parse_arguments,
     tool_call,
 )
+from contextplatform.protocols.provider_input import anthropic_tool_prompt_tokens
 from contextplatform.protocols.provider_shapes import AnthropicCallRequest, AnthropicChatRequest
 from contextplatform.protocols.sse import sse
 from contextplatform.protocols.usage import ANTHROPIC_INPUT_FIELDS, ProviderUsage
@@ -52,6 +53,7 @@ def is_tool_use(block: Any, reserved: Collection[str] | None = None) -> bool:
 class AnthropicMessages(ProviderProtocol):
     name = "anthropic"
     user_field = "metadata.user_id"
+    path = "/v1/messages"
     usage_fields: ClassVar[tuple[str, ...]] = (
         "input_tokens",
         "output_tokens",
@@ -67,6 +69,18 @@ class AnthropicMessages(ProviderProtocol):
     def max_tokens_of(self, request: BaseModel) -> int | None:
         assert isinstance(request, AnthropicChatRequest)
         return request.max_tokens
+
+    def output_limit_field(self, model: str) -> str:
+        return "max_tokens"  # required
+
+    def published_overhead(self, model: str, body: Mapping[str, Any]) -> int:
+        return anthropic_tool_prompt_tokens(model, dict(body))
+
+    def required_headers(self) -> dict[str, str]:
+        return {"anthropic-version": VERSION}
+
+    def credentials(self, api_key: str | None) -> dict[str, str]:
+        return {"x-api-key": api_key} if api_key else {}
 
     def body_user(self, body: Mapping[str, Any]) -> Any:
         metadata = body.get("metadata")
@@ -94,6 +108,11 @@ class AnthropicMessages(ProviderProtocol):
         outcome = {"type": "tool_result", "tool_use_id": call_id, "content": result}
         return [{"role": "assistant", "content": [use]}, {"role": "user", "content": [outcome]}]
 
+    def tool_definition(
+        self, name: str, description: str, schema: dict[str, Any]
+    ) -> dict[str, Any]:
+        return {"name": name, "description": description, "input_schema": schema}
+
     def declare_tools(self, body: dict[str, Any], names: Sequence[str], description: str) -> None:
         """Anthropic refuses ``tool_use`` blocks of undeclared tools."""
         tools = body.get("tools") or []
@@ -101,7 +120,7 @@ class AnthropicMessages(ProviderProtocol):
         for name in dict.fromkeys(names):
             if name in declared:
                 continue
-            tools.append({"name": name, "description": description, "input_schema": INPUT_SCHEMA})
+            tools.append(self.tool_definition(name, description, INPUT_SCHEMA))
         body["tools"] = tools
 
     # ------------------------------------------------------------------ tool calls
@@ -188,6 +207,9 @@ class AnthropicMessages(ProviderProtocol):
 
     def stream_ends(self, event: Mapping[str, Any]) -> bool:
         return event.get("type") == "message_stop"
+
+    def answer_output(self, payload: Mapping[str, Any]) -> Any:
+        return payload.get("content")
 
     def streamed_response(self, text: str) -> dict[str, Any]:
         return {"role": "assistant", "content": [{"type": "text", "text": text}]}

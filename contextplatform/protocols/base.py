@@ -110,6 +110,9 @@ class ProviderProtocol(ABC):
     # Whether a stream reports usage only when the request asks for it.
     stream_usage_on_request: ClassVar[bool] = False
 
+    # The path of its endpoint (the gateway's, and the one its SDK calls under the server root).
+    path: ClassVar[str]
+
     # ------------------------------------------------------------------ requests
 
     @abstractmethod
@@ -123,6 +126,22 @@ class ProviderProtocol(ABC):
     @abstractmethod
     def body_user(self, body: Mapping[str, Any]) -> Any:
         """The end user the body names (``user_field``), as the body holds it."""
+
+    @abstractmethod
+    def output_limit_field(self, model: str) -> str:
+        """The output limit field a body that names none is given, for ``model``."""
+
+    @abstractmethod
+    def published_overhead(self, model: str, body: Mapping[str, Any]) -> int:
+        """The input tokens the provider adds to ``body`` beyond its text, as it publishes."""
+
+    def required_headers(self) -> dict[str, str]:
+        """Headers every call needs (lowercase names; a caller's own value wins)."""
+        return {}
+
+    @abstractmethod
+    def credentials(self, api_key: str | None) -> dict[str, str]:
+        """The header carrying ``api_key`` (lowercase name), none without a key."""
 
     def with_stream_usage(self, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """The body to forward for a stream, and whether the usage event it then carries must be
@@ -144,6 +163,12 @@ class ProviderProtocol(ABC):
         self, call_id: str, name: str, arguments: dict[str, Any], result: str
     ) -> list[dict[str, Any]]:
         """The messages of one call of ``name`` and its ``result``."""
+
+    @abstractmethod
+    def tool_definition(
+        self, name: str, description: str, schema: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A tool offered to the model, with ``schema`` for its arguments."""
 
     def declare_tools(self, body: dict[str, Any], names: Sequence[str], description: str) -> None:
         """Declare tools whose calls were injected, when the provider refuses undeclared ones
@@ -216,6 +241,10 @@ class ProviderProtocol(ABC):
     def stream_ends(self, event: Mapping[str, Any]) -> bool:
         """Whether an event (a JSON object) ends the answer; ``[DONE]`` always does."""
         return False
+
+    @abstractmethod
+    def answer_output(self, payload: Mapping[str, Any]) -> Any:
+        """What of an answer is the model's output (its count is the output's estimate)."""
 
     @abstractmethod
     def streamed_response(self, text: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ choices, and ends with ``data: [DONE]``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -25,10 +26,13 @@ from contextplatform.protocols.base import (
     error_type,
     tool_call,
 )
+from contextplatform.protocols.provider_input import openai_framing_tokens
 from contextplatform.protocols.provider_shapes import OpenAIChatRequest
 from contextplatform.protocols.usage import ProviderUsage
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
+# OpenAI models that answer 400 to ``max_tokens`` ("use max_completion_tokens instead").
+COMPLETION_TOKENS_ONLY = re.compile(r"^(o\d|gpt-5)([-.:].*)?$")
 
 
 def first_message(payload: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -49,6 +53,7 @@ class OpenAIChat(ProviderProtocol):
     user_field = "user"
     usage_fields: ClassVar[tuple[str, ...]] = ("prompt_tokens", "completion_tokens", "total_tokens")
     stream_usage_on_request = True
+    path = "/v1/chat/completions"
 
     # ------------------------------------------------------------------ requests
 
@@ -61,6 +66,18 @@ class OpenAIChat(ProviderProtocol):
 
     def body_user(self, body: Mapping[str, Any]) -> Any:
         return body.get("user")
+
+    def output_limit_field(self, model: str) -> str:
+        """``max_completion_tokens`` for the reasoning families, which refuse ``max_tokens``;
+        ``max_tokens`` everywhere else (what OpenAI-compatible servers read)."""
+        name = model.rsplit("/", 1)[-1].strip().lower()
+        return "max_completion_tokens" if COMPLETION_TOKENS_ONLY.match(name) else "max_tokens"
+
+    def published_overhead(self, model: str, body: Mapping[str, Any]) -> int:
+        return openai_framing_tokens(dict(body))
+
+    def credentials(self, api_key: str | None) -> dict[str, str]:
+        return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
     def with_stream_usage(self, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         if client_asked_for_usage(body):
@@ -101,6 +118,14 @@ class OpenAIChat(ProviderProtocol):
             {"role": "assistant", "content": None, "tool_calls": [call]},
             {"role": "tool", "tool_call_id": call_id, "content": result},
         ]
+
+    def tool_definition(
+        self, name: str, description: str, schema: dict[str, Any]
+    ) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": name, "description": description, "parameters": schema},
+        }
 
     # ------------------------------------------------------------------ tool calls
 
@@ -192,6 +217,9 @@ class OpenAIChat(ProviderProtocol):
             text = as_object(choices[0].get("delta")).get("content")
             return text if isinstance(text, str) else None
         return None
+
+    def answer_output(self, payload: Mapping[str, Any]) -> Any:
+        return payload.get("choices")
 
     def streamed_response(self, text: str) -> dict[str, Any]:
         return {"choices": [{"message": {"role": "assistant", "content": text}}]}

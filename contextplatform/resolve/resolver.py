@@ -17,6 +17,7 @@ from contextplatform.core.errors import ApiError
 from contextplatform.core.estimation import TokenEstimator, count_json
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.selectors import deployment_to_call
+from contextplatform.protocols.registry import PROTOCOLS
 from contextplatform.replay.ids import new_resolve_id
 from contextplatform.replay.models import ReplayRecord
 from contextplatform.replay.writer import REPLAY_WRITER, PendingReplay
@@ -215,7 +216,7 @@ def resolve(
         chat = parse_chat_request(
             request_body,
             chat_format,
-            protocol=protocol if protocol in ("openai", "anthropic") else None,
+            protocol=protocol if protocol in PROTOCOLS else None,
         )
     counting = estimator_for(spec, deployment)
     estimator = counting.estimator
