@@ -4,6 +4,8 @@ same however the stream arrives."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from contextplatform.protocols.sse import SSEBlock, SSEReader, sse
@@ -13,7 +15,7 @@ def read(stream: bytes, cuts: list[int] | None = None, **options: int) -> list[S
     reader = SSEReader(**options)
     blocks: list[SSEBlock] = []
     edges = [0, *(cuts or []), len(stream)]
-    for start, end in zip(edges, edges[1:], strict=False):
+    for start, end in itertools.pairwise(edges):
         blocks += reader.feed(stream[start:end])
     rest = reader.flush()
     return [*blocks, *([rest] if rest else [])]
