@@ -29,6 +29,7 @@ from contextplatform.protocols.base import (
 from contextplatform.protocols.provider_input import anthropic_tool_prompt_tokens
 from contextplatform.protocols.provider_shapes import AnthropicCallRequest, AnthropicChatRequest
 from contextplatform.protocols.sse import sse
+from contextplatform.protocols.stream_rounds import HeldCall, StreamRound
 from contextplatform.protocols.usage import ANTHROPIC_INPUT_FIELDS, ProviderUsage
 
 # Anthropic's Messages API requires max_tokens; the kernel's answers (scores, decisions) are
@@ -175,6 +176,11 @@ class AnthropicMessages(ProviderProtocol):
             "input": parse_arguments(arguments) or {},
         }
 
+    def stream_round(
+        self, reserved: Collection[str], *, client_wants_usage: bool = True
+    ) -> StreamRound:
+        return MessagesRound(self, reserved, client_wants_usage)
+
     def turn(self, text: str, calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
         blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
         return {"content": [*blocks, *calls]}
@@ -270,4 +276,107 @@ class AnthropicMessages(ProviderProtocol):
         return text
 
 
-__all__ = ["DEFAULT_MAX_TOKENS", "JSON_INSTRUCTION", "VERSION", "AnthropicMessages"]
+class MessagesRound(StreamRound):
+    """A Messages stream's round: typed events; ``tool_use`` blocks held, the client's blocks
+    renumbered past them; ``message_delta`` (with the usage) and ``message_stop`` at the end."""
+
+    def read(self, raw: bytes, data: Any) -> bytes:
+        if not isinstance(data, dict):
+            return raw
+        kind = data.get("type")
+        if kind == "message_start":
+            message = as_object(data.get("message"))
+            if isinstance(message.get("usage"), dict):
+                self._usage = dict(message["usage"])
+            return raw if self.rounds <= 1 else b""
+        if kind in ("content_block_start", "content_block_delta", "content_block_stop"):
+            return self._anthropic_block(raw, data)
+        if kind == "message_delta":
+            if isinstance(data.get("usage"), dict):
+                self._usage = {**self._usage, **data["usage"]}
+            self._finish = data
+            return b""
+        if kind == "message_stop":
+            return b""
+        return raw  # ping, and events this does not know
+
+    def _anthropic_block(self, raw: bytes, data: dict[str, Any]) -> bytes:
+        index = data.get("index")
+        if not isinstance(index, int):
+            return raw
+        if data["type"] == "content_block_start":
+            block = as_object(data.get("content_block"))
+            if block.get("type") == "tool_use":
+                self._calls[index] = HeldCall(
+                    id=str(block.get("id") or ""), name=str(block.get("name") or "")
+                )
+                return b""
+            self._index_map[index] = self._next_index
+            self._next_index += 1
+        if index in self._calls:
+            delta = as_object(data.get("delta"))
+            if isinstance(delta.get("partial_json"), str):
+                self._calls[index].arguments += delta["partial_json"]
+            return b""
+        if index not in self._index_map:
+            return raw
+        text = as_object(data.get("delta")).get("text")
+        if isinstance(text, str):
+            self._text.append(text)
+            self.text_passed = self.text_passed or bool(text)
+        client_index = self._index_map[index]
+        if client_index == index:
+            return raw
+        return sse({**data, "index": client_index}, data["type"])
+
+    def finish_turn(self, client_calls: list[HeldCall]) -> bytes:
+        out = bytearray()
+        if not client_calls and not self.text_passed and self._calls:
+            index = self._claim_index()
+            out += sse(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "text", "text": ""},
+                },
+                "content_block_start",
+            )
+            delta = {"type": "text_delta", "text": UNSERVED_TEXT}
+            out += sse(
+                {"type": "content_block_delta", "index": index, "delta": delta},
+                "content_block_delta",
+            )
+            out += sse({"type": "content_block_stop", "index": index}, "content_block_stop")
+        for call in client_calls:
+            index = self._claim_index()
+            block = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
+            out += sse(
+                {"type": "content_block_start", "index": index, "content_block": block},
+                "content_block_start",
+            )
+            delta = {"type": "input_json_delta", "partial_json": call.arguments}
+            out += sse(
+                {"type": "content_block_delta", "index": index, "delta": delta},
+                "content_block_delta",
+            )
+            out += sse({"type": "content_block_stop", "index": index}, "content_block_stop")
+        finish = dict(self._finish or {"type": "message_delta", "delta": {}})
+        delta = dict(finish.get("delta") or {})
+        if delta.get("stop_reason") == "tool_use" and not client_calls:
+            delta["stop_reason"] = "end_turn"
+        finish["delta"] = delta
+        usage = self.total_usage()
+        if usage is not None:
+            finish["usage"] = usage
+        out += sse(finish, "message_delta")
+        out += sse({"type": "message_stop"}, "message_stop")
+        return bytes(out)
+
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "JSON_INSTRUCTION",
+    "VERSION",
+    "AnthropicMessages",
+    "MessagesRound",
+]

@@ -17,24 +17,27 @@ Pure: no I/O, no Django, no import of the platform's apps or kernel. An error is
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel
 
 from contextplatform.protocols.sse import sse
+from contextplatform.protocols.stream_rounds import StreamRound
+from contextplatform.protocols.tools import (
+    UNSERVED_TEXT,
+    ServedCall,
+    ToolCall,
+    as_object,
+    parse_arguments,
+    tool_call,
+)
 from contextplatform.protocols.usage import ProviderUsage
 
 # The names a deployment's configuration may give (the registry's keys).
 ProtocolName = Literal["openai", "anthropic"]
 Messages = Sequence[Mapping[str, str]]
-
-# What the client reads when the answer consisted only of reserved calls that could not be served.
-UNSERVED_TEXT = "Additional context could not be retrieved."
-
 
 # Anthropic's documented error types per status; OpenAI's clients read the status only, so the
 # OpenAI shape carries the same types and the platform's own code beside them.
@@ -56,46 +59,6 @@ def error_type(status: int) -> str:
 
 class ProtocolError(Exception):
     """An answer or request that does not have the shape its protocol gives it."""
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One call of a tool: its id in the answer, its name, its arguments (None when they were not
-    a JSON object) and the call as the answer held it (put back into the follow-up as it was)."""
-
-    id: str
-    name: str
-    arguments: dict[str, Any] | None
-    raw: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class ServedCall:
-    call: ToolCall
-    content: str  # what the tool answered, or why it could not
-
-
-def parse_arguments(value: Any) -> dict[str, Any] | None:
-    """A call's arguments: a JSON string (OpenAI) or an object (Anthropic)."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value) if value.strip() else {}
-        except ValueError:
-            return None
-    return value if isinstance(value, dict) else None
-
-
-def tool_call(call_id: Any, name: Any, arguments: Any, raw: dict[str, Any]) -> ToolCall:
-    return ToolCall(
-        id=call_id if isinstance(call_id, str) else "",
-        name=name if isinstance(name, str) else "",
-        arguments=parse_arguments(arguments),
-        raw=raw,
-    )
-
-
-def as_object(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 class ProviderProtocol(ABC):
@@ -199,6 +162,13 @@ class ProviderProtocol(ABC):
         """A call assembled from a stream, as a non-streaming answer holds it."""
 
     @abstractmethod
+    def stream_round(
+        self, reserved: Collection[str], *, client_wants_usage: bool = True
+    ) -> StreamRound:
+        """The reader of a stream whose calls of ``reserved`` tools the gateway serves: what
+        passes to the client, what is held until the turn ends (``stream_rounds``)."""
+
+    @abstractmethod
     def turn(self, text: str, calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """An answer in the non-streaming shape with ``text`` and ``calls``."""
 
@@ -286,6 +256,7 @@ __all__ = [
     "ProtocolName",
     "ProviderProtocol",
     "ServedCall",
+    "StreamRound",
     "ToolCall",
     "as_object",
     "error_type",

@@ -28,6 +28,8 @@ from contextplatform.protocols.base import (
 )
 from contextplatform.protocols.provider_input import openai_framing_tokens
 from contextplatform.protocols.provider_shapes import OpenAIChatRequest
+from contextplatform.protocols.sse import sse
+from contextplatform.protocols.stream_rounds import HeldCall, StreamRound
 from contextplatform.protocols.usage import ProviderUsage
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -185,6 +187,11 @@ class OpenAIChat(ProviderProtocol):
             "function": {"name": name, "arguments": arguments or "{}"},
         }
 
+    def stream_round(
+        self, reserved: Collection[str], *, client_wants_usage: bool = True
+    ) -> StreamRound:
+        return ChatCompletionsRound(self, reserved, client_wants_usage)
+
     def turn(self, text: str, calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return {"choices": [{"message": {"content": text or None, "tool_calls": list(calls)}}]}
 
@@ -268,4 +275,84 @@ class OpenAIChat(ProviderProtocol):
         return content
 
 
-__all__ = ["OpenAIChat", "client_asked_for_usage", "first_message"]
+class ChatCompletionsRound(StreamRound):
+    """A Chat Completions stream's round: ``data:`` chunks with ``choices[0].delta``; tool call
+    parts held by index; the finish chunk, the usage chunk and ``[DONE]`` written at the end."""
+
+    def read(self, raw: bytes, data: Any) -> bytes:
+        if data == "[DONE]" or not isinstance(data, dict):
+            return b""  # the end is written by ``finish``
+        choices = data.get("choices")
+        if isinstance(data.get("usage"), dict):
+            self._usage = data["usage"]
+        if not choices:
+            return b""  # the usage chunk: added up and written at the end
+        self._template = {k: v for k, v in data.items() if k not in ("choices", "usage")}
+        choice = as_object(choices[0])
+        delta = as_object(choice.get("delta"))
+        held = False
+        for part in delta.get("tool_calls") or []:
+            if isinstance(part, dict):
+                self._openai_call_part(part)
+                held = True
+        if choice.get("finish_reason"):
+            self._finish = choice
+            return b""
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self._text.append(content)
+            self.text_passed = True
+        if not held:
+            if self.rounds > 1 and delta.get("role") and not content:
+                return b""  # the follow-up's opening chunk: the client had one
+            return raw
+        if content or delta.get("refusal"):
+            rest = {**delta}
+            rest.pop("tool_calls", None)
+            return sse({**data, "choices": [{**choice, "delta": rest}]})
+        return b""
+
+    def _openai_call_part(self, part: dict[str, Any]) -> None:
+        given = part.get("index")
+        index = given if isinstance(given, int) else len(self._calls)
+        call = self._calls.setdefault(index, HeldCall())
+        if isinstance(part.get("id"), str):
+            call.id = part["id"]
+        function = part.get("function")
+        if isinstance(function, dict):
+            if isinstance(function.get("name"), str):
+                call.name += function["name"]
+            if isinstance(function.get("arguments"), str):
+                call.arguments += function["arguments"]
+
+    def finish_turn(self, client_calls: list[HeldCall]) -> bytes:
+        out = bytearray()
+        template = self._template or {"object": "chat.completion.chunk"}
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            return sse(
+                {**template, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            )
+
+        if not client_calls and not self.text_passed and self._calls:
+            out += chunk({"content": UNSERVED_TEXT})
+        for position, call in enumerate(client_calls):
+            part = {
+                "index": position,
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            out += chunk({"tool_calls": [part]})
+        finish = dict(self._finish or {"index": 0, "delta": {}, "finish_reason": "stop"})
+        if finish.get("finish_reason") == "tool_calls" and not client_calls:
+            finish["finish_reason"] = "stop"
+        out += sse({**template, "choices": [finish]})
+        usage = self.total_usage()
+        if usage is not None and self.client_wants_usage:
+            out += sse({**template, "choices": [], "usage": usage})
+        out += b"data: [DONE]\n\n"
+        return bytes(out)
+
+
+__all__ = ["ChatCompletionsRound", "OpenAIChat", "client_asked_for_usage", "first_message"]
