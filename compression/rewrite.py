@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from compression.segments import Path
+from contextplatform.protocols.registry import protocol_for
 
 RETRIEVE_TOOL_NAME = "vsr_context_retrieve"
 RETRIEVE_TOOL_DESCRIPTION = "Retrieve original context omitted by route compression."
@@ -52,20 +53,10 @@ def retrieve_schema(keys: list[str]) -> dict[str, Any]:
 
 
 def retrieve_tool(chat_format: str, keys: list[str]) -> dict[str, Any]:
-    if chat_format == "anthropic":
-        return {
-            "name": RETRIEVE_TOOL_NAME,
-            "description": RETRIEVE_TOOL_DESCRIPTION,
-            "input_schema": retrieve_schema(keys),
-        }
-    return {
-        "type": "function",
-        "function": {
-            "name": RETRIEVE_TOOL_NAME,
-            "description": RETRIEVE_TOOL_DESCRIPTION,
-            "parameters": retrieve_schema(keys),
-        },
-    }
+    """The retrieve tool as ``chat_format``'s protocol offers a tool."""
+    return protocol_for(chat_format).tool_definition(
+        RETRIEVE_TOOL_NAME, RETRIEVE_TOOL_DESCRIPTION, retrieve_schema(keys)
+    )
 
 
 def tool_name(tool: Any) -> str | None:

@@ -33,7 +33,7 @@ import re
 import time
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
@@ -46,20 +46,39 @@ from contextplatform.core.outbound.bounded import (
 from contextplatform.core.outbound.httpx_client import guarded_async_client, shared_ssl_context
 from contextplatform.core.outbound.policy import OutboundError
 
+# Re-exported for the kernel's callers and tests that name them here.
+from contextplatform.protocols.anthropic_messages import (
+    DEFAULT_MAX_TOKENS as DEFAULT_ANTHROPIC_MAX_TOKENS,
+)
+from contextplatform.protocols.anthropic_messages import (
+    JSON_INSTRUCTION as ANTHROPIC_JSON_INSTRUCTION,
+)
+from contextplatform.protocols.anthropic_messages import VERSION as ANTHROPIC_VERSION
+from contextplatform.protocols.base import ProtocolError, ProtocolName, ProviderProtocol
+from contextplatform.protocols.registry import ANTHROPIC, OPENAI, protocol_for
+
 DEFAULT_TIMEOUT_MS = 10_000
 DEFAULT_MAX_DOCUMENT_CHARS = 2_000
 MAX_RESPONSE_BYTES = 1024 * 1024
-# Anthropic's Messages API requires max_tokens; the platform's answers (scores, decisions) are
-# short JSON documents, so this is a cap, not a target.
-DEFAULT_ANTHROPIC_MAX_TOKENS = 4096
-ANTHROPIC_VERSION = "2023-06-01"  # what the anthropic SDK sends when its caller sets none
-# Anthropic has no JSON mode: the prompt asks for it, and the answer is validated as ever.
-ANTHROPIC_JSON_INSTRUCTION = (
-    "Answer with one JSON object and nothing else: no prose before or after it, no code fence."
-)
 
 Messages = Sequence[Mapping[str, str]]
-LLMProtocol = Literal["openai", "anthropic"]
+LLMProtocol = ProtocolName
+__all__ = [
+    "ANTHROPIC_JSON_INSTRUCTION",
+    "ANTHROPIC_VERSION",
+    "DEFAULT_ANTHROPIC_MAX_TOKENS",
+    "LLMDeployment",
+    "LLMError",
+    "answer_content",
+    "complete",
+    "complete_sync",
+    "configured_deployment",
+    "deployment_from_settings",
+    "known_deployments",
+    "message_content",
+    "messages_text",
+    "strip_fence",
+]
 T = TypeVar("T")
 
 
@@ -87,73 +106,40 @@ class LLMDeployment:
     allowlist: tuple[str, ...] | None = None
 
     @property
+    def wire(self) -> ProviderProtocol:
+        """The deployment's protocol (``contextplatform.protocols``)."""
+        return protocol_for(self.protocol)
+
+    @property
     def endpoint(self) -> str:
-        base = self.url.rstrip("/")
-        if self.protocol == "anthropic":
-            return f"{base}/v1/messages"
-        return f"{base}/chat/completions" if self.sdk_base_url else f"{base}/v1/chat/completions"
+        return self.wire.endpoint(self.url, sdk_base_url=self.sdk_base_url)
 
     @property
     def headers(self) -> dict[str, str]:
-        headers = {**dict(self.extra_headers), "Content-Type": "application/json"}
-        if self.protocol == "anthropic":
-            headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
-            if self.api_key:
-                headers["x-api-key"] = self.api_key
-        elif self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        return headers
+        return self.wire.headers(self.api_key, dict(self.extra_headers))
 
     def chat_request(self, messages: Messages) -> dict[str, Any]:
         """A deterministic request body for this deployment's protocol (JSON mode when it has
         it)."""
-        if self.protocol == "anthropic":
-            return self.messages_request(messages)
-        request: dict[str, Any] = {
-            "model": self.model,
-            "messages": [dict(message) for message in messages],
-            "temperature": 0,
-        }
-        if self.json_mode:
-            request["response_format"] = {"type": "json_object"}
-        if self.max_tokens is not None:
-            request["max_tokens"] = self.max_tokens
-        return request
-
-    def messages_request(self, messages: Messages) -> dict[str, Any]:
-        """Anthropic Messages: the system prompt beside the messages, max_tokens always."""
-        system = [m["content"] for m in messages if m.get("role") == "system"]
-        if self.json_mode:
-            system.append(ANTHROPIC_JSON_INSTRUCTION)
-        request: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": self.max_tokens or DEFAULT_ANTHROPIC_MAX_TOKENS,
-            "temperature": 0,
-            "messages": [
-                {"role": m["role"], "content": m["content"]}
-                for m in messages
-                if m.get("role") != "system"
-            ],
-        }
-        if system:
-            request["system"] = "\n\n".join(system)
-        return request
+        return self.wire.chat_request(
+            self.model, messages, json_mode=self.json_mode, max_tokens=self.max_tokens
+        )
 
 
 # --------------------------------------------------------------------------------------------
 # Reading the answer.
 
 
+def _text(wire: ProviderProtocol, payload: Any) -> str:
+    try:
+        return wire.answer_text(payload)
+    except ProtocolError as error:
+        raise LLMError(str(error)) from None
+
+
 def message_content(payload: Any) -> str:
     """The first choice's assistant message content; an LLMError when there is none."""
-    choices = payload.get("choices") if isinstance(payload, dict) else None
-    if not isinstance(choices, list) or not choices:
-        raise LLMError("response has no choices")
-    message = choices[0].get("message") if isinstance(choices[0], dict) else None
-    content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, str) or not content.strip():
-        raise LLMError("response has no message content")
-    return content
+    return _text(OPENAI, payload)
 
 
 def strip_fence(content: str) -> str:
@@ -166,30 +152,16 @@ def strip_fence(content: str) -> str:
 def messages_text(payload: Any) -> str:
     """An Anthropic message's text: its ``content`` text blocks, joined; an LLMError when there
     is none."""
-    content = payload.get("content") if isinstance(payload, dict) else None
-    if not isinstance(content, list):
-        raise LLMError("response has no content")
-    texts = [
-        block["text"]
-        for block in content
-        if isinstance(block, dict)
-        and block.get("type") == "text"
-        and isinstance(block.get("text"), str)
-    ]
-    text = "".join(texts)
-    if not text.strip():
-        raise LLMError("response has no text content")
-    return text
+    return _text(ANTHROPIC, payload)
 
 
 def answer_content(body: bytes, protocol: LLMProtocol = "openai") -> str:
-    """The answer's text of a chat-completions (or, for ``anthropic``, a Messages) response
-    body."""
+    """The answer's text of a response body in ``protocol``'s shape."""
     try:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError) as error:
         raise LLMError(f"response is not JSON: {error}") from None
-    return messages_text(payload) if protocol == "anthropic" else message_content(payload)
+    return _text(protocol_for(protocol), payload)
 
 
 # --------------------------------------------------------------------------------------------

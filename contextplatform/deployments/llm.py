@@ -29,6 +29,7 @@ from contextplatform.deployments.selectors import (
     deployments,
     upstream_of,
 )
+from contextplatform.protocols.registry import PROTOCOLS
 
 LOCAL = "local"  # the local judge and the local extractor: never a deployment's name
 
@@ -72,7 +73,7 @@ def llm_deployment_of(upstream: Upstream, allowlist: Sequence[str]) -> LLMDeploy
         api_key=upstream.api_key,
         timeout_ms=upstream.timeout_ms,
         max_tokens=upstream.max_output_tokens,
-        protocol="anthropic" if upstream.protocol == "anthropic" else "openai",
+        protocol=upstream.protocol if upstream.protocol in PROTOCOLS else "openai",
         sdk_base_url=True,
         extra_headers=tuple(sorted(upstream.headers.items())),
         allowlist=tuple(allowlist),

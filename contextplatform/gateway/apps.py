@@ -13,6 +13,9 @@ class GatewayConfig(AppConfig):
         # middleware answers before a view runs (an oversized body) or after it failed.
         from contextplatform.core.errors import register_error_renderer
         from contextplatform.gateway.protocol import api_error_renderer
+        from contextplatform.protocols.registry import OPENAI, PROTOCOLS
 
-        register_error_renderer("/v1/messages", api_error_renderer("anthropic"))
-        register_error_renderer("/v1/", api_error_renderer("openai"))
+        # Each protocol's own path first; the rest of /v1/ (the model list) is OpenAI's.
+        for protocol in PROTOCOLS.values():
+            register_error_renderer(protocol.path, api_error_renderer(protocol.name))
+        register_error_renderer("/v1/", api_error_renderer(OPENAI.name))

@@ -46,6 +46,7 @@ from contextplatform.gateway.protocol import GatewayError, Protocol
 from contextplatform.gateway.provider_input import published_overhead
 from contextplatform.gateway.reservation_margins import MARGINS, MarginKey, Report
 from contextplatform.gateway.streams import StreamTranscript
+from contextplatform.protocols.registry import protocol_for
 from contextplatform.protocols.usage import ProviderUsage, usage_from_response
 from contextplatform.resolve.estimators import EstimatorChoice
 from contextplatform.resolve.resolver import Resolution
@@ -285,7 +286,7 @@ def ask_for(
 
 def answer_tokens(protocol: Protocol, payload: dict[str, Any]) -> int:
     """The platform's estimate of an answer's output, for a provider that reports no usage."""
-    output = payload.get("content") if protocol == "anthropic" else payload.get("choices")
+    output = protocol_for(protocol).answer_output(payload)
     return count_json(output) if output else 0
 
 

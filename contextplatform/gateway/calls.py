@@ -12,8 +12,8 @@ from django.utils.datastructures import CaseInsensitiveMapping
 from contextplatform.core import text_limits
 from contextplatform.core.errors import ApiError
 from contextplatform.gateway.protocol import GatewayError, Protocol, invalid_request
-from contextplatform.protocols.provider_shapes import AnthropicCallRequest
-from contextplatform.resolve.chat import parse_chat_request
+from contextplatform.protocols.registry import protocol_for
+from contextplatform.resolve.chat import ChatRequest, parse_chat_request
 
 MAX_NAME_LENGTH = 200
 # Credentials stay out of what the resolve sees (and could record).
@@ -24,6 +24,8 @@ PRIVATE_HEADERS = frozenset({"authorization", "x-api-key", "cookie", "proxy-auth
 class GatewayCall:
     route: str
     body: dict[str, Any]
+    # The body checked against its provider's whole shape, once: the resolve takes it as it is.
+    chat: ChatRequest | None = None
     user: str | None = None
     session: str | None = None
     # True asks for the memory write, False opts out (x-memory-store: false), None is silent.
@@ -62,12 +64,13 @@ def _named(value: Any, where: str) -> str | None:
     return value
 
 
-def check_shape(protocol: Protocol, body: dict[str, Any]) -> None:
+def check_shape(protocol: Protocol, body: dict[str, Any]) -> ChatRequest:
     """The body against its provider's whole request shape (protocols/provider_shapes.py),
     before anything is resolved, held or sent: a 400 naming the field as the body spells it.
-    The body is sent on as it is, so an Anthropic one needs what a Messages call needs."""
+    The body is sent on as it is, so it needs what the provider requires of a call. The parsed
+    request is the resolve's too: the body is validated once per call."""
     try:
-        parse_chat_request(body, protocol, prefix="", anthropic_shape=AnthropicCallRequest)
+        return parse_chat_request(body, protocol, prefix="", for_call=True)
     except ApiError as error:
         raise GatewayError.from_api_error(error) from None
 
@@ -81,13 +84,6 @@ def _store_memory(value: str | None) -> bool | None:
     raise invalid_request(f"x-memory-store: expected true or false, got {value!r}")
 
 
-def _body_user(protocol: Protocol, body: dict[str, Any]) -> Any:
-    if protocol == "openai":
-        return body.get("user")
-    metadata = body.get("metadata")
-    return metadata.get("user_id") if isinstance(metadata, dict) else None
-
-
 def gateway_call(protocol: Protocol, headers: Mapping[str, str], raw: bytes) -> GatewayCall:
     """The call a request makes; a 400 in the provider's shape when it names no route."""
     body = parse_body(raw)
@@ -97,12 +93,13 @@ def gateway_call(protocol: Protocol, headers: Mapping[str, str], raw: bytes) -> 
             "no route: send the header x-route or name a route as the body's model", "model"
         )
     header_user = _named(headers.get("x-user-id"), "x-user-id")
-    body_user = "user" if protocol == "openai" else "metadata.user_id"
-    user = header_user or _named(_body_user(protocol, body), body_user)
-    check_shape(protocol, body)
+    provider = protocol_for(protocol)
+    user = header_user or _named(provider.body_user(body), provider.user_field)
+    chat = check_shape(protocol, body)
     return GatewayCall(
         route=route,
         body=body,
+        chat=chat,
         user=user,
         session=_named(headers.get("x-session-id"), "x-session-id"),
         store_memory=_store_memory(headers.get("x-memory-store")),

@@ -35,8 +35,8 @@ from contextplatform.core.outbound.policy import OutboundBlocked, OutboundError
 from contextplatform.core.outbound.urls import display_url
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.gateway.protocol import GatewayError, upstream_error, upstream_timeout
+from contextplatform.protocols.registry import protocol_for
 
-ANTHROPIC_VERSION = "2023-06-01"  # what the anthropic SDK sends when the client sets none
 DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_STREAM_BYTES = 64 * 1024 * 1024
 # Client headers that the upstream should see as the client sent them (feature switches).
@@ -78,8 +78,7 @@ class UpstreamAnswer:
 
 def upstream_url(upstream: Upstream) -> str:
     """``base_url`` plus the path the provider's SDK appends to its own base URL."""
-    base = upstream.base_url.rstrip("/")
-    return f"{base}/v1/messages" if upstream.protocol == "anthropic" else f"{base}/chat/completions"
+    return protocol_for(upstream.protocol).endpoint(upstream.base_url, sdk_base_url=True)
 
 
 def upstream_headers(upstream: Upstream, client_headers: Mapping[str, str]) -> dict[str, str]:
@@ -90,12 +89,10 @@ def upstream_headers(upstream: Upstream, client_headers: Mapping[str, str]) -> d
         value = client_headers.get(name)
         if value:
             headers[name] = value
-    if upstream.protocol == "anthropic":
-        headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
-        if upstream.api_key:
-            headers["x-api-key"] = upstream.api_key
-    elif upstream.api_key:
-        headers["authorization"] = f"Bearer {upstream.api_key}"
+    provider = protocol_for(upstream.protocol)
+    for name, value in provider.required_headers().items():
+        headers.setdefault(name, value)
+    headers.update(provider.credentials(upstream.api_key))
     return headers
 
 

@@ -11,12 +11,11 @@ compatible servers read). Pure: no database, no I/O.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from contextplatform.protocols.registry import protocol_for
+
 OUTPUT_LIMIT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
-# OpenAI models that answer 400 to ``max_tokens`` ("use max_completion_tokens instead").
-COMPLETION_TOKENS_ONLY = re.compile(r"^(o\d|gpt-5)([-.:].*)?$")
 
 
 def _limit(value: Any) -> int | None:
@@ -30,11 +29,8 @@ def client_output_limit(body: dict[str, Any]) -> int | None:
 
 
 def limit_field(protocol: str, model: str) -> str:
-    """The field a body that names no limit is given."""
-    if protocol == "anthropic":
-        return "max_tokens"
-    name = model.rsplit("/", 1)[-1].strip().lower()
-    return "max_completion_tokens" if COMPLETION_TOKENS_ONLY.match(name) else "max_tokens"
+    """The field a body that names no limit is given (the protocol's)."""
+    return protocol_for(protocol).output_limit_field(model)
 
 
 def with_output_limit(

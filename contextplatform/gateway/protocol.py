@@ -17,26 +17,15 @@ those types a cause that is not ours. Every error the gateway answers also carri
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from django.http import HttpResponse, JsonResponse
 
 from contextplatform.core.errors import ApiError
+from contextplatform.protocols.base import ProtocolName
+from contextplatform.protocols.registry import protocol_for
 
-Protocol = Literal["openai", "anthropic"]
-
-# Anthropic's documented error types per status; OpenAI's clients read the status only, so the
-# OpenAI shape carries the same types and the platform's own code beside them.
-ERROR_TYPES: dict[int, str] = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    405: "invalid_request_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-}
-SERVER_ERROR_TYPE = "api_error"
+Protocol = ProtocolName
 ERROR_CODE_HEADER = "x-context-error-code"
 
 
@@ -86,28 +75,9 @@ def upstream_timeout(message: str) -> GatewayError:
     return GatewayError(504, "upstream_timeout", message)
 
 
-def error_type(status: int) -> str:
-    return ERROR_TYPES.get(status, SERVER_ERROR_TYPE if status >= 500 else "invalid_request_error")
-
-
 def error_body(protocol: Protocol, error: GatewayError) -> dict[str, Any]:
-    if protocol == "anthropic":
-        return {
-            "type": "error",
-            "error": {
-                "type": error_type(error.status),
-                "message": error.message,
-                "code": error.code,
-            },
-        }
-    return {
-        "error": {
-            "message": error.message,
-            "type": error_type(error.status),
-            "param": error.param,
-            "code": error.code,
-        }
-    }
+    """The error in the provider's shape (its protocol's)."""
+    return protocol_for(protocol).error_body(error.status, error.code, error.message, error.param)
 
 
 def error_response(protocol: Protocol, error: GatewayError) -> JsonResponse:
@@ -128,3 +98,18 @@ def api_error_renderer(protocol: Protocol) -> Callable[[ApiError], HttpResponse]
         return error_response(protocol, GatewayError.from_api_error(error))
 
     return render
+
+
+__all__ = [
+    "ERROR_CODE_HEADER",
+    "GatewayError",
+    "Protocol",
+    "api_error_renderer",
+    "error_body",
+    "error_response",
+    "forbidden",
+    "invalid_request",
+    "unauthorized",
+    "upstream_error",
+    "upstream_timeout",
+]

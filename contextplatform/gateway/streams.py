@@ -1,68 +1,45 @@
 """The answer's text followed as a stream passes: the bytes go to the client untouched, and the
-events are read beside them so that the turn can be completed, and the provider's reported usage
+events are read beside them (the one SSE reader, ``protocols/sse.py``; what an event says is the
+provider's protocol's) so that the turn can be completed, and the provider's reported usage
 recorded, when the stream ends."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from contextplatform.gateway.protocol import Protocol
+from contextplatform.protocols.registry import protocol_for
+from contextplatform.protocols.sse import DONE, SSEReader
 from contextplatform.protocols.usage import ProviderUsage, StreamUsage
 
-MAX_LINE_BYTES = 1024 * 1024  # a longer line is not an event this follows (it still passes)
+MAX_LINE_BYTES = 1024 * 1024  # a longer event is not one this follows (it still passes)
 
 
 class StreamTranscript:
-    """Reads Server-Sent Events in the provider's format: OpenAI ``data: {chunk}`` lines with
-    ``choices[0].delta.content``, Anthropic ``content_block_delta`` events with ``text_delta``."""
+    """Reads the provider's Server-Sent Events: the answer's text, its end, its usage."""
 
     def __init__(self, protocol: Protocol) -> None:
         self.protocol = protocol
-        self._pending = b""
+        self._provider = protocol_for(protocol)
+        self._reader = SSEReader(max_block_bytes=MAX_LINE_BYTES)
         self._parts: list[str] = []
         self.finished = False
         self._usage = StreamUsage()
 
     def feed(self, chunk: bytes) -> None:
-        lines = (self._pending + chunk).split(b"\n")
-        self._pending = lines.pop()
-        if len(self._pending) > MAX_LINE_BYTES:
-            self._pending = b""
-        for line in lines:
-            self._line(line.strip())
-
-    def _line(self, line: bytes) -> None:
-        if not line.startswith(b"data:"):
-            return
-        data = line[5:].strip()
-        if data == b"[DONE]":
-            self.finished = True
-            return
-        try:
-            event = json.loads(data)
-        except (ValueError, UnicodeDecodeError):
-            return
-        if isinstance(event, dict):
-            self._event(event)
+        for block in self._reader.feed(chunk):
+            event = block.json()
+            if event == DONE:
+                self.finished = True
+            elif isinstance(event, dict):
+                self._event(event)
 
     def _event(self, event: dict[str, Any]) -> None:
         self._usage.feed(event)
-        if self.protocol == "anthropic":
-            if event.get("type") == "message_stop":
-                self.finished = True
-            delta = event.get("delta") if event.get("type") == "content_block_delta" else None
-            if isinstance(delta, dict) and delta.get("type") == "text_delta":
-                self._text(delta.get("text"))
-            return
-        choices = event.get("choices")
-        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-            delta = choices[0].get("delta")
-            if isinstance(delta, dict):
-                self._text(delta.get("content"))
-
-    def _text(self, text: Any) -> None:
-        if isinstance(text, str):
+        if self._provider.stream_ends(event):
+            self.finished = True
+        text = self._provider.stream_text(event)
+        if text is not None:
             self._parts.append(text)
 
     @property
@@ -74,7 +51,7 @@ class StreamTranscript:
     def usage(self) -> dict[str, int] | None:
         """The same in the provider's own ``usage`` shape (what a non-streaming answer holds)."""
         usage = self._usage.usage
-        return usage.in_shape_of(self.protocol) if usage else None
+        return self._provider.usage_in_shape(usage) if usage else None
 
     @property
     def text(self) -> str:
@@ -82,6 +59,4 @@ class StreamTranscript:
 
     def response(self) -> dict[str, Any]:
         """The assembled answer in the provider's non-streaming shape, as a hand-back takes it."""
-        if self.protocol == "anthropic":
-            return {"role": "assistant", "content": [{"type": "text", "text": self.text}]}
-        return {"choices": [{"message": {"role": "assistant", "content": self.text}}]}
+        return self._provider.streamed_response(self.text)

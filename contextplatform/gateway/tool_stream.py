@@ -11,8 +11,9 @@ from contextplatform.deployments.selectors import Upstream
 from contextplatform.gateway.forward import UpstreamRejected, UpstreamResponse, open_stream
 from contextplatform.gateway.protocol import GatewayError, error_body
 from contextplatform.gateway.served_tools import ServedTools
-from contextplatform.gateway.stream_loop import StreamRound, sse
+from contextplatform.gateway.stream_loop import StreamRound
 from contextplatform.gateway.tool_loop import ToolSteps, follow_up_for, follow_up_refused
+from contextplatform.protocols.registry import protocol_for
 from contextplatform.protocols.usage import ProviderUsage, usage_of
 
 
@@ -68,9 +69,7 @@ class ToolStream:
         under fail_closed, the provider's in-stream error event (its SDK raises it)."""
         if self.failure is not None:
             error = error_body(self.upstream.protocol, self.failure)
-            if self.upstream.protocol == "anthropic":
-                return sse(error, "error")
-            return sse(error)
+            return protocol_for(self.upstream.protocol).error_event(error)
         return self.round.finish()
 
     def provider_usage(self) -> ProviderUsage | None:

@@ -9,10 +9,11 @@ from typing import Any
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.selectors import Upstream, deployment_to_call, upstream_of
 from contextplatform.gateway.protocol import GatewayError, Protocol
+from contextplatform.protocols.registry import PROTOCOLS
 from contextplatform.routes.configuration.schema import RouteSpec
 from contextplatform.routes.selectors import LoadedRoute, loaded_route
 
-ENDPOINTS: dict[str, str] = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
+ENDPOINTS: dict[str, str] = {name: protocol.path for name, protocol in PROTOCOLS.items()}
 
 
 def route_deployment(spec: RouteSpec) -> Deployment:

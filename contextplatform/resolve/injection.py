@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from contextplatform.protocols.registry import protocol_for
 from contextplatform.resolve.chat import ChatFormat
 
 TOOL_NAME_FOR_KIND = {"rag": "vsr_rag_context", "memory": "vsr_memory_context"}
@@ -74,95 +74,33 @@ def inject(
 def inject_system_prompt(
     body: dict[str, Any], chat_format: ChatFormat, section: str
 ) -> dict[str, Any]:
-    if chat_format == "anthropic":
-        system = body.get("system")
-        if system is None or system == "":
-            body["system"] = section
-        elif isinstance(system, str):
-            body["system"] = f"{system}\n\n{section}"
-        else:
-            body["system"] = [*system, {"type": "text", "text": section}]
-        return body
-    messages = body["messages"]
-    first = messages[0] if messages else None
-    if first is not None and first.get("role") in {"system", "developer"}:
-        content = first.get("content")
-        if isinstance(content, list):
-            first["content"] = [*content, {"type": "text", "text": section}]
-        elif content:
-            first["content"] = f"{content}\n\n{section}"
-        else:
-            first["content"] = section
-    else:
-        messages.insert(0, {"role": "system", "content": section})
-    return body
+    return protocol_for(chat_format).inject_system(body, section)
 
 
 def tool_call_id(chat_format: ChatFormat, request_id: str, index: int) -> str:
     digest = hashlib.sha256(f"{request_id}:{index}".encode()).hexdigest()[:20]
-    return f"toolu_vsr_{digest}" if chat_format == "anthropic" else f"call_vsr_{digest}"
+    return protocol_for(chat_format).injected_call_id(digest)
 
 
 def inject_tool_role(
     body: dict[str, Any], chat_format: ChatFormat, blocks: list[SourceBlock], request_id: str
 ) -> dict[str, Any]:
+    """Each block as one call of its context tool and the call's result, in the format's shape;
+    the tools declared where the format refuses undeclared ones."""
+    protocol = protocol_for(chat_format)
     messages = body["messages"]
     position = last_user_index(messages) + 1
     exchange: list[dict[str, Any]] = []
     for index, block in enumerate(blocks):
-        name = context_tool_name(block)
         call_id = tool_call_id(chat_format, request_id, index)
-        result = "\n\n".join(block.contents)
-        arguments = {"source": block.name}
-        if chat_format == "anthropic":
-            exchange.append(
-                {
-                    "role": "assistant",
-                    "content": [
-                        {"type": "tool_use", "id": call_id, "name": name, "input": arguments}
-                    ],
-                }
-            )
-            exchange.append(
-                {
-                    "role": "user",
-                    "content": [{"type": "tool_result", "tool_use_id": call_id, "content": result}],
-                }
-            )
-        else:
-            exchange.append(
-                {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [
-                        {
-                            "id": call_id,
-                            "type": "function",
-                            "function": {"name": name, "arguments": json.dumps(arguments)},
-                        }
-                    ],
-                }
-            )
-            exchange.append({"role": "tool", "tool_call_id": call_id, "content": result})
-    messages[position:position] = exchange
-    if chat_format == "anthropic":
-        declare_context_tools(body, [context_tool_name(block) for block in blocks])
-    return body
-
-
-def declare_context_tools(body: dict[str, Any], names: list[str]) -> None:
-    """Anthropic refuses ``tool_use`` blocks of undeclared tools; OpenAI needs no declaration, and
-    adding one there would offer the model a tool it might call."""
-    tools = body.get("tools") or []
-    declared = {tool.get("name") for tool in tools if isinstance(tool, dict)}
-    schema = {"type": "object", "properties": {"source": {"type": "string"}}}
-    for name in dict.fromkeys(names):
-        if name in declared:
-            continue
-        tools.append(
-            {"name": name, "description": INJECTED_TOOL_DESCRIPTION, "input_schema": schema}
+        exchange += protocol.tool_exchange(
+            call_id, context_tool_name(block), {"source": block.name}, "\n\n".join(block.contents)
         )
-    body["tools"] = tools
+    messages[position:position] = exchange
+    protocol.declare_tools(
+        body, [context_tool_name(block) for block in blocks], INJECTED_TOOL_DESCRIPTION
+    )
+    return body
 
 
 def injected_call_ids(

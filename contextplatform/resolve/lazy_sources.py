@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contextplatform.protocols.registry import protocol_for
 from contextplatform.resolve.chat import ChatFormat
 from sources.base import ContextSource
 from sources.fetch import SourceOutcome
@@ -46,13 +47,9 @@ QUERY_SCHEMA: dict[str, Any] = {
 
 
 def search_tool(chat_format: ChatFormat, source: ContextSource) -> dict[str, Any]:
-    name, description = search_tool_name(source), tool_description(source)
-    if chat_format == "anthropic":
-        return {"name": name, "description": description, "input_schema": QUERY_SCHEMA}
-    return {
-        "type": "function",
-        "function": {"name": name, "description": description, "parameters": QUERY_SCHEMA},
-    }
+    return protocol_for(chat_format).tool_definition(
+        search_tool_name(source), tool_description(source), QUERY_SCHEMA
+    )
 
 
 def declared_tool_names(body: dict[str, Any]) -> set[str]:

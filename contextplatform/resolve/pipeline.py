@@ -21,6 +21,7 @@ from contextplatform.core import metrics
 from contextplatform.core.errors import ApiError
 from contextplatform.core.estimation import TokenEstimator, count_json, default_estimator
 from contextplatform.deployments.models import Deployment
+from contextplatform.protocols.registry import PROTOCOLS
 from contextplatform.replay.ids import new_resolve_id
 from contextplatform.replay.writer import PendingReplay
 from contextplatform.resolve import live_events
@@ -96,6 +97,8 @@ class ResolveRequest:
     estimator: TokenEstimator | None = None
     # The compression preview's own compress block and budget (no route needed).
     compression: CompressionInputs | None = None
+    # The request as the entry point already parsed it (the gateway): not parsed again.
+    chat: ChatRequest | None = None
 
 
 @dataclass
@@ -273,10 +276,10 @@ def full_resolve(request: ResolveRequest, mode: Mode) -> Run:
     started = time.perf_counter()
     route_name, spec, deployment = the_route(request)
     protocol = deployment.protocol if deployment is not None else None
-    chat = parse_chat_request(
+    chat = request.chat or parse_chat_request(
         request.request_body,
         request.chat_format,
-        protocol=protocol if protocol in ("openai", "anthropic") else None,
+        protocol=protocol if protocol in PROTOCOLS else None,
     )
     counting: EstimatorChoice = estimator_for(spec, deployment)
     estimator = counting.estimator

@@ -15,7 +15,7 @@ from contextplatform.replay.models import ReplayRecord
 from contextplatform.replay.usage_records import apply_usage
 from contextplatform.replay.usage_records import record_usage as record_usage_in_replay
 from contextplatform.resolve import modes
-from contextplatform.resolve.chat import ChatFormat
+from contextplatform.resolve.chat import ChatFormat, ChatRequest
 from contextplatform.resolve.lazy_sources import MAX_QUERY_CHARS, SearchResult, render_passages
 from contextplatform.resolve.pipeline import ResolveRequest, resolve
 from contextplatform.resolve.prewarm import NOT_PREWARMABLE, Prewarmed, logger
@@ -47,6 +47,8 @@ class ResolveCall:
     loaded: LoadedRoute | None = None
     # The entry point answers the model's calls of the platform's own tools (the gateway does).
     serves_tools: bool = False
+    # The request as the entry point already parsed it (the gateway): not parsed again.
+    chat: ChatRequest | None = None
     # The entry point completes the call itself (the gateway): the replay record is written once,
     # when ``finish_turn`` is given the answer, instead of at resolve.
     defer_replay: bool = False
@@ -78,6 +80,7 @@ def resolve_context(call: ResolveCall) -> Resolution:
             loaded=call.loaded,
             serves_tools=call.serves_tools,
             defer_replay=call.defer_replay,
+            chat=call.chat,
         ),
         modes.LIVE,
     )

@@ -1,0 +1,411 @@
+"""One gateway chat call, phase by phase: admit → resolve → reserve → forward → tool loop →
+settle → finish.
+
+* admit: the key (its ``resolve`` scope), the rate limit, the body read and checked once against
+  its provider's shape (``calls.gateway_call``);
+* resolve: the route's deployment checked for the protocol, then the context resolved (the parse
+  of admit passed on, not repeated);
+* reserve: the session budget held for the call's cost (``budgets.hold_budget``) and the output
+  limit lowered to what it granted; the tools the gateway serves itself;
+* forward: the rewritten request sent to the deployment (a stream opened, or the answer read);
+* tool loop: the model's calls of the gateway's own tools answered and the model asked again
+  (``tool_loop`` for an answer, ``tool_stream`` for a stream);
+* settle: what was spent charged against the held budget, the rest given back;
+* finish: the answer handed back to the session and the replay record written, once; also when
+  the call ended without an answer (refused, failed, cancelled).
+
+A stream settles and finishes when it ends (``streamed``). The views only read the HTTP request,
+run the call and present what it returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+
+from contextplatform.deployments.selectors import Upstream
+from contextplatform.gateway.budgets import HeldBudget, hold_budget
+from contextplatform.gateway.calls import GatewayCall, gateway_call, resolve_headers
+from contextplatform.gateway.connections import in_tenant
+from contextplatform.gateway.forward import (
+    UpstreamAnswer,
+    UpstreamBroke,
+    UpstreamResponse,
+    call_upstream,
+    max_stream_bytes,
+    open_stream,
+)
+from contextplatform.gateway.keepalive import keepalive_seconds, with_keepalive
+from contextplatform.gateway.protocol import Protocol, forbidden, unauthorized
+from contextplatform.gateway.rate_limit import check_rate
+from contextplatform.gateway.served_tools import ServedTools, served_tools
+from contextplatform.gateway.stream_usage import UsageChunkFilter, with_stream_usage
+from contextplatform.gateway.streams import StreamTranscript
+from contextplatform.gateway.tool_calls import ServedCall, ToolCall
+from contextplatform.gateway.tool_loop import LoopedAnswer, ToolSteps, answer_with_tools
+from contextplatform.gateway.tool_stream import ToolStream
+from contextplatform.gateway.upstreams import upstream_for
+from contextplatform.protocols.usage import ProviderUsage, usage_from_response
+from contextplatform.replay.writer import writes_inline
+from contextplatform.resolve.resolver import Resolution
+from contextplatform.resolve.use_cases import ResolveCall, finish_turn, resolve_context
+from tenants.models import Tenant
+
+logger = logging.getLogger("contextplatform.gateway")
+
+SCOPE = "resolve"
+
+
+def authenticated_tenant(request: HttpRequest) -> Tenant:
+    """The tenant of the key the middleware verified, which must hold the ``resolve`` scope."""
+    api_key = getattr(request, "api_key", None)
+    if api_key is None:
+        if getattr(request, "api_key_rejected", False):
+            raise unauthorized("invalid or revoked API key")
+        raise unauthorized(
+            "an API key is required (Authorization: Bearer <key> or x-api-key: <key>)"
+        )
+    if SCOPE not in api_key.scopes:
+        raise forbidden(f"this API key lacks the scope {SCOPE!r}")
+    tenant: Tenant = api_key.tenant
+    return tenant
+
+
+async def finish(
+    tenant: Tenant,
+    resolution: Resolution,
+    response: dict[str, Any] | None,
+    usage: ProviderUsage | None = None,
+    *,
+    tools: ServedTools | None = None,
+    first_usage: ProviderUsage | None = None,
+    held: HeldBudget | None = None,
+) -> None:
+    """The call is over: what a hand-back does (the answer to the session, the hooks of the kinds
+    that wait for it), done here so the client needs none, with the provider's usage (and the
+    deployment's calibration, from the first call: the one the estimate is of) and the served
+    tool calls, into the replay record, written once; ``response`` None when the call ended
+    without an answer; ``held``: the settled session budget, whose reservation and charge the
+    record keeps beside the usage. One trip to the database thread; a failure is logged, the
+    answer is the client's already."""
+    pending = resolution.pending_replay
+    if pending is None or pending.submitted:
+        return
+
+    def work() -> None:
+        try:
+            finish_turn(
+                tenant=tenant,
+                resolve_id=resolution.id,
+                resolution=resolution,
+                response=response,
+                usage=usage,
+                first_call=first_usage,
+                tool_calls=tools.records if tools is not None else None,
+                session_budget=held.record() if held is not None else None,
+            )
+        except Exception:
+            logger.exception("completing the turn of %s failed", resolution.id)
+
+    if not pending.record.session_key and not resolution.answer_kinds and not writes_inline():
+        work()  # nothing to write now (no session, no kind waits): no trip to the database thread
+        return
+    try:
+        await in_tenant(tenant, work)
+    except Exception:  # the database thread itself failed
+        logger.exception("completing the turn of %s failed", resolution.id)
+
+
+def tool_steps(tenant: Tenant, tools: ServedTools, held: HeldBudget) -> ToolSteps:
+    """How a call's loop serves its reserved calls and holds each follow-up's cost."""
+
+    async def serve(calls: list[ToolCall]) -> list[ServedCall]:
+        served: list[ServedCall] = await in_tenant(tenant, lambda: tools.serve_round(calls))
+        return served
+
+    return ToolSteps(serve=serve, extend=held.extend)
+
+
+# Turns completed after their stream: held here so that a task outlives a cancelled response.
+_background: set[asyncio.Task[None]] = set()
+
+
+def in_background(work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    task = asyncio.ensure_future(work)
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+    return task
+
+
+@dataclass
+class Reserved:
+    """What the reserve phase holds for the forward: the budget, the body it limited, the
+    served tools, how to reach the deployment."""
+
+    held: HeldBudget
+    body: dict[str, Any]
+    tools: ServedTools
+    forward: dict[str, Any]
+
+
+class ChatCall:
+    """One chat call through its phases; ``run`` drives them and returns the response (an error
+    the gateway answers itself is raised, for the view to present in the provider's shape)."""
+
+    def __init__(self, protocol: Protocol, request: HttpRequest) -> None:
+        self.protocol = protocol
+        self.request = request
+        self.tenant: Tenant | None = None
+        self.call: GatewayCall | None = None
+        self.upstream: Upstream | None = None
+        self.resolution: Resolution | None = None
+        self.streaming = False  # the stream finishes the call when it ends
+
+    async def run(self) -> HttpResponseBase:
+        try:
+            tenant, call = await self.admit()
+            upstream, resolution = await self.resolve(tenant, call)
+            reserved = await self.reserve(tenant, call, upstream, resolution)
+            if call.stream:
+                return await self.forward_stream(tenant, upstream, resolution, reserved)
+            answer = await self.forward(tenant, upstream, reserved)
+            await reserved.held.settle_answer(self.protocol, answer.answer.payload)
+            await self.finish_answer(tenant, resolution, answer, reserved)
+            return HttpResponse(
+                answer.answer.body, status=answer.answer.status, content_type="application/json"
+            )
+        finally:
+            await self.finish_unanswered()
+
+    # ------------------------------------------------------------------ admit
+
+    async def admit(self) -> tuple[Tenant, GatewayCall]:
+        self.tenant = tenant = authenticated_tenant(self.request)
+        await check_rate(self.request)
+        self.call = call = gateway_call(self.protocol, self.request.headers, self.request.body)
+        return tenant, call
+
+    # ------------------------------------------------------------------ resolve
+
+    async def resolve(self, tenant: Tenant, call: GatewayCall) -> tuple[Upstream, Resolution]:
+        headers = resolve_headers(self.request.headers)
+        self.upstream, self.resolution = await in_tenant(
+            tenant, lambda: self._prepared(tenant, call, headers)
+        )
+        return self.upstream, self.resolution
+
+    def _prepared(
+        self, tenant: Tenant, call: GatewayCall, headers: Mapping[str, str]
+    ) -> tuple[Upstream, Resolution]:
+        # The deployment is checked first: a request for the wrong protocol leaves no turn behind.
+        loaded, upstream = upstream_for(call.route, self.protocol)
+        resolution = resolve_context(
+            ResolveCall(
+                tenant=tenant,
+                route=call.route,
+                request_body=call.body,
+                chat=call.chat,
+                user=call.user,
+                session=call.session,
+                chat_format=self.protocol,
+                store_memory=call.store_memory,
+                headers=headers,
+                loaded=loaded,
+                serves_tools=True,
+                defer_replay=True,
+            )
+        )
+        return upstream, resolution
+
+    # ------------------------------------------------------------------ reserve
+
+    async def reserve(
+        self, tenant: Tenant, call: GatewayCall, upstream: Upstream, resolution: Resolution
+    ) -> Reserved:
+        held = await hold_budget(tenant, resolution, upstream, call.session, call.user)
+        return Reserved(
+            held=held,
+            # The output limit lowered to what the session budget granted.
+            body=held.limit_output(resolution.rewritten),
+            tools=served_tools(resolution, call.user, tenant.capture_content),
+            forward={
+                "allowlist": tenant.outbound_allowlist,
+                "client_headers": self.request.headers,
+            },
+        )
+
+    # ------------------------------------------------------------------ forward, tool loop
+
+    async def forward(self, tenant: Tenant, upstream: Upstream, reserved: Reserved) -> LoopedAnswer:
+        """The answer, after the tool loop; what was held is given back when none came."""
+        try:
+            answer = await call_upstream(upstream, reserved.body, **reserved.forward)
+            return await self.tool_loop(tenant, upstream, answer, reserved)
+        except BaseException:
+            await reserved.held.release()
+            raise
+
+    async def tool_loop(
+        self, tenant: Tenant, upstream: Upstream, answer: UpstreamAnswer, reserved: Reserved
+    ) -> LoopedAnswer:
+        """The answer after the gateway served the calls of its own tools (unchanged when the
+        call has none or the model called none)."""
+        tools = reserved.tools
+        if not tools:
+            return LoopedAnswer(answer, usage_from_response(answer.payload), 0)
+
+        async def ask(body: dict[str, Any]) -> UpstreamAnswer:
+            return await call_upstream(upstream, body, **reserved.forward)
+
+        return await answer_with_tools(
+            self.protocol,
+            reserved.body,
+            answer,
+            tools,
+            steps=tool_steps(tenant, tools, reserved.held),
+            ask=ask,
+        )
+
+    async def forward_stream(
+        self, tenant: Tenant, upstream: Upstream, resolution: Resolution, reserved: Reserved
+    ) -> StreamingHttpResponse:
+        # The provider's usage is asked for even when the client did not ask for it.
+        body, hide_usage = with_stream_usage(self.protocol, reserved.body)
+        try:
+            upstream_response = await open_stream(upstream, body, **reserved.forward)
+        except BaseException:  # refused, failed or cancelled: nothing was spent
+            await reserved.held.release()
+            raise
+        loop = None
+        if reserved.tools:
+            steps = tool_steps(tenant, reserved.tools, reserved.held)
+            loop = ToolStream(upstream, body, reserved.tools, steps, reserved.forward, hide_usage)
+        response = self.streamed(
+            tenant,
+            resolution,
+            upstream_response,
+            hide_usage=hide_usage and loop is None,
+            held=reserved.held,
+            loop=loop,
+        )
+        self.streaming = True
+        return response
+
+    # ------------------------------------------------------------------ settle, finish
+
+    async def finish_answer(
+        self, tenant: Tenant, resolution: Resolution, looped: LoopedAnswer, reserved: Reserved
+    ) -> None:
+        answer = looped.answer
+        await finish(
+            tenant,
+            resolution,
+            answer.payload,
+            usage_from_response(answer.payload),
+            tools=reserved.tools,
+            first_usage=looped.first_usage,
+            held=reserved.held,
+        )
+
+    async def finish_unanswered(self) -> None:
+        """A call that ended without an answer (refused, failed, cancelled) is still recorded;
+        in a task of its own, which a client that went away does not cancel."""
+        resolution, tenant = self.resolution, self.tenant
+        if resolution is None or tenant is None or self.streaming:
+            return
+        pending = resolution.pending_replay
+        if pending is not None and not pending.submitted:
+            await asyncio.shield(in_background(finish(tenant, resolution, None)))
+
+    def streamed(
+        self,
+        tenant: Tenant,
+        resolution: Resolution,
+        upstream_response: UpstreamResponse,
+        *,
+        hide_usage: bool = False,
+        held: HeldBudget | None = None,
+        loop: ToolStream | None = None,
+    ) -> StreamingHttpResponse:
+        """The client's stream: the upstream's events passed on (through the tool loop's rounds
+        when the gateway serves tools), then, when it ends however it ends, settle and finish."""
+        transcript = StreamTranscript(self.protocol)
+        usage_filter = UsageChunkFilter() if hide_usage and loop is None else None
+        limit = max_stream_bytes()
+
+        async def events() -> AsyncIterator[bytes]:
+            passed = 0
+            whole = False
+            current = upstream_response
+            try:
+                while True:
+                    async for chunk in current:
+                        passed += len(chunk)
+                        if passed > limit:
+                            logger.warning("stream of %s cut at %d bytes", resolution.id, limit)
+                            return
+                        if loop is not None:
+                            chunk = loop.round.feed(chunk)
+                        else:
+                            transcript.feed(chunk)
+                        passed_on = usage_filter.feed(chunk) if usage_filter else chunk
+                        if passed_on:
+                            if loop is not None:
+                                transcript.feed(passed_on)
+                            yield passed_on
+                    if loop is None:
+                        whole = True
+                        if usage_filter and (rest := usage_filter.flush()):
+                            yield rest
+                        return
+                    await current.aclose()
+                    following = await loop.follow_up()
+                    if following is None:
+                        whole = True
+                        end = loop.ending()
+                        transcript.feed(end)
+                        yield end
+                        return
+                    current = following
+            except UpstreamBroke as error:
+                logger.warning("the upstream broke off the stream of %s: %s", resolution.id, error)
+            finally:
+                # Also when the client went away (the task is cancelled at a yield above), and
+                # in a task of its own that no further cancellation reaches: the upstream call is
+                # closed, what it generated is spent, and a turn that is over (whether or not the
+                # client stayed for its last bytes: the sync openai client hangs up on [DONE]) is
+                # completed.
+                await asyncio.shield(in_background(after_stream(current, whole)))
+
+        async def after_stream(current: UpstreamResponse, whole: bool) -> None:
+            await current.aclose()  # closing the response ends the upstream's call
+            usage = loop.provider_usage() if loop is not None else None
+            if held is not None:  # settle: what was generated until the stream ended is spent
+                await held.settle_stream(transcript, usage)
+            await finish(
+                tenant,
+                resolution,
+                transcript.response() if whole or transcript.finished else None,
+                usage or transcript.provider_usage,
+                tools=loop.tools if loop is not None else None,
+                first_usage=loop.first_usage() if loop is not None else None,
+                held=held,
+            )
+
+        response = StreamingHttpResponse(
+            with_keepalive(events(), keepalive_seconds()),
+            status=upstream_response.status_code,
+            content_type=upstream_response.headers.get("content-type", "text/event-stream"),
+        )
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # proxies must not hold the events back
+        return response
+
+
+__all__ = ["ChatCall", "authenticated_tenant", "finish", "in_background", "tool_steps"]
