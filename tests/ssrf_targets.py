@@ -1,5 +1,5 @@
 """The SSRF target list: internal addresses in the spellings an attacker would try, shared by the
-outbound guard's own tests (``tests/core/test_outbound.py``) and every outbound path a tenant can
+outbound guard's own tests (``tests/core/outbound/test_policy.py``) and every outbound path a tenant can
 point at a URL (``tests/reliability/test_ssrf.py``).
 
 Each target is a host as it goes in a URL (``[…]`` for IPv6), with the port left to the caller:

@@ -23,7 +23,6 @@ from contextplatform.core.estimation import TokenEstimator, count_json, default_
 from contextplatform.deployments.models import Deployment
 from contextplatform.protocols.registry import PROTOCOLS
 from contextplatform.replay.ids import new_resolve_id
-from contextplatform.replay.writer import PendingReplay
 from contextplatform.resolve import live_events
 from contextplatform.resolve.budget import Budget, plan_budget
 from contextplatform.resolve.chat import ChatFormat, ChatRequest, parse_chat_request
@@ -38,7 +37,6 @@ from contextplatform.resolve.prewarmed import with_prewarmed
 from contextplatform.resolve.refusals import context_length_exceeded
 from contextplatform.resolve.resolver import (
     Resolution,
-    build_replay,
     build_sources,
     lazy_outcome,
     route_deployment,
@@ -439,22 +437,15 @@ def record(request: ResolveRequest, mode: Mode, resolution: Resolution) -> None:
     for a resolve that is not refused, the turn's start: each kind's after-resolve hook (memory's
     write queued) and the user's message in the session."""
     if mode.may("replay_record"):
-        if request.defer_replay:
-            replay = build_replay(
-                resolution,
-                user=request.user,
-                session=request.session,
-                capture_content=request.capture_content,
-            )
-            resolution.pending_replay = PendingReplay(request.tenant_schema, replay)
-        else:  # through save_replay: the observability bench switches the replay stage off there
-            save_replay(
-                resolution,
-                tenant_schema=request.tenant_schema,
-                user=request.user,
-                session=request.session,
-                capture_content=request.capture_content,
-            )
+        # Through save_replay: the observability bench switches the replay stage off there.
+        save_replay(
+            resolution,
+            tenant_schema=request.tenant_schema,
+            user=request.user,
+            session=request.session,
+            capture_content=request.capture_content,
+            defer=request.defer_replay,
+        )
     if resolution.refusal() is not None:
         return
     if mode.may("memory_write"):

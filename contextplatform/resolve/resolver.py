@@ -182,11 +182,16 @@ def save_replay(
     user: str | None,
     session: str | None,
     capture_content: bool,
+    defer: bool = False,
 ) -> ReplayRecord:
     """Build the resolve's replay record and hand it to the writer (written off the resolve path;
-    see ``replay_writer``)."""
+    see ``replay.writer``), or, with ``defer``, leave it pending on the resolution for the caller
+    to complete and submit when its call is over (the gateway)."""
     record = build_replay(resolution, user=user, session=session, capture_content=capture_content)
-    REPLAY_WRITER.submit(tenant_schema, record)
+    if defer:
+        resolution.pending_replay = PendingReplay(tenant_schema, record)
+    else:
+        REPLAY_WRITER.submit(tenant_schema, record)
     return record
 
 

@@ -5,7 +5,7 @@ everything a call does to the tenant's data happens here."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from contextplatform.core.errors import ApiError
@@ -66,22 +66,13 @@ def resolve_context(call: ResolveCall) -> Resolution:
     user's message lands in the session and each source kind queues what it does after the
     response (memory's write). REST POST /resolve and the gateway."""
     tenant = call.tenant
+    # A call's fields are the request's, named alike; the tenant gives its schema, allow-list and
+    # whether content is captured.
+    asked = {
+        field.name: getattr(call, field.name) for field in fields(call) if field.name != "tenant"
+    }
     run = resolve(
-        tenant_request(
-            tenant,
-            route=call.route,
-            request_body=call.request_body,
-            user=call.user,
-            session=call.session,
-            chat_format=call.chat_format,
-            capture_content=tenant.capture_content,
-            headers=call.headers,
-            store_memory=call.store_memory,
-            loaded=call.loaded,
-            serves_tools=call.serves_tools,
-            defer_replay=call.defer_replay,
-            chat=call.chat,
-        ),
+        tenant_request(tenant, capture_content=tenant.capture_content, **asked),
         modes.LIVE,
     )
     resolution = run.resolution
