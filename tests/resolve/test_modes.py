@@ -1,23 +1,30 @@
 """``resolve(request, mode)``: each mode runs exactly its stages and touches nothing its mode
 does not allow (replay records, the session, memories and their strength, recovery blobs,
-compression counts, the live stream, the pre-warm cache), on the real database and cache."""
+compression counts, the live stream, the pre-warm cache, the deployment's token calibration), on
+the real database, cache and channel layer."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db.models import Max, Sum
 from django_tenants.utils import schema_context
 
 from compression.models import CompressionStats, RecoveryBlob
+from contextplatform.core.live_events import LISTENER_LOOP, metrics_group
+from contextplatform.deployments.models import Deployment
+from contextplatform.protocols.usage import ProviderUsage
 from contextplatform.replay.models import ReplayRecord
-from contextplatform.resolve import live_events, modes
+from contextplatform.resolve import modes
 from contextplatform.resolve.pipeline import CompressionInputs, ResolveRequest, Run, resolve
-from contextplatform.resolve.use_cases import rerun
+from contextplatform.resolve.use_cases import finish_turn, rerun
 from contextplatform.routes.configuration.schema import BudgetConfig
 from memory.models import Memory, MemoryTurn
 from sources.base import ContextRequest, source_kind
@@ -77,18 +84,89 @@ def ids() -> Ids:
     return Ids()
 
 
+class Dashboard:
+    """A tenant's dashboard on its live stream, listening as ``MetricsConsumer`` does
+    (``contextplatform.live``): a channel of the tenant's metrics group, joined on the event loop
+    it listens on (here a loop of its own in a thread, as a server's), which the publisher is told
+    of (``LISTENER_LOOP``). What it receives is what the real channel layer delivered."""
+
+    QUIET_S = 0.3  # nothing more within this long: everything sent has arrived
+
+    def __init__(self, schema: str) -> None:
+        self.layer = get_channel_layer()
+        assert isinstance(self.layer, InMemoryChannelLayer)
+        self.group = metrics_group(schema)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.channel: str = self.on_loop(self.join())
+
+    def on_loop(self, work: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(work, self.loop).result(timeout=10)
+
+    async def join(self) -> str:
+        LISTENER_LOOP.remember()
+        channel = await self.layer.new_channel()
+        await self.layer.group_add(self.group, channel)
+        return str(channel)
+
+    async def next_message(self) -> dict[str, Any] | None:
+        try:
+            message = await asyncio.wait_for(self.layer.receive(self.channel), self.QUIET_S)
+        except TimeoutError:
+            return None
+        return dict(message)
+
+    def received(self) -> list[dict[str, Any]]:
+        """The events of every message that arrived since last asked, one list per message."""
+        messages = []
+        while (message := self.on_loop(self.next_message())) is not None:
+            messages.append(message["events"])
+        return messages
+
+    def close(self) -> None:
+        self.on_loop(self.layer.group_discard(self.group, self.channel))
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
 @pytest.fixture
-def published(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """What reached the live stream (the route's dashboards)."""
-    sent: list[Any] = []
-    monkeypatch.setattr(live_events, "publish", lambda group, event: sent.append(event))
-    return sent
+def dashboard(acme: TenantFixture, settings: Any) -> Iterator[Dashboard]:
+    """The route's dashboard, on the one-process channel layer (as without REDIS_URL)."""
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    listening = Dashboard(acme.tenant.schema_name)
+    yield listening
+    listening.close()
+
+
+def nothing_reached(dashboard: Dashboard, acme: TenantFixture, ids: Ids) -> bool:
+    """Nothing reached the dashboard, and not for want of listening: a live resolve's events,
+    sent after, do reach it, and alone (the channel delivers in order, so whatever was sent
+    before them would have arrived first)."""
+    live = run(acme, ids, modes.LIVE, request_body=body())
+    received = dashboard.received()
+    sent = [[(o.name, round(o.ms, 2)) for o in live.outcomes]]
+    return [[(e["source"], e["ms"]) for e in events] for events in received] == sent
+
+
+UPSTREAM = "modes-upstream"
 
 
 def make_route(api: ApiClient, name: str = "modes") -> None:
+    """The route, forwarding to a deployment of its own whose model no exact tokenizer knows (its
+    counts are estimated, so the provider's usage calibrates them)."""
+    deployment = {
+        "name": UPSTREAM,
+        "protocol": "openai",
+        "base_url": "https://llm.example.test/v1",
+        "model": "modes-model",
+    }
+    created = api.post("/api/v1/deployments", deployment)
+    assert created.status_code == 201, created.content
     route = {
         "name": name,
-        "model": {"context_window": 16000},
+        "model": {"context_window": 16000, "upstream": UPSTREAM},
         "context": {
             "sources": [HISTORY, MEMORY, FIXED],
             "injection": {"mode": "system_prompt"},
@@ -123,6 +201,9 @@ def state(acme: TenantFixture, ids: Ids) -> dict[str, Any]:
             "recovery_blobs": RecoveryBlob.objects.count(),
             "compression_stats": CompressionStats.objects.count(),
             "prewarm_cache": bool(lookup(acme.tenant.schema_name, ids.user, ids.session)),
+            "calibration": Deployment.objects.values_list(
+                "calibration", "calibration_samples"
+            ).get(name=UPSTREAM),
         }
 
 
@@ -170,7 +251,7 @@ def test_the_modes_table_is_data() -> None:
 
 @pytest.mark.usefixtures("ready")
 def test_live_runs_every_stage_and_touches_what_a_turn_does(
-    acme: TenantFixture, ids: Ids, published: list[Any]
+    acme: TenantFixture, ids: Ids, dashboard: Dashboard
 ) -> None:
     before = state(acme, ids)
     done = run(acme, ids, modes.LIVE, request_body=body())
@@ -193,13 +274,15 @@ def test_live_runs_every_stage_and_touches_what_a_turn_does(
     }
     assert after["replay_records"] == before["replay_records"] + 1
     assert after["session_messages"] == before["session_messages"] + 1
-    assert len(published) == 1
+    assert [[e["source"] for e in events] for events in dashboard.received()] == [
+        ["history", "memories", "fixed"]
+    ]
 
 
 @pytest.mark.usefixtures("ready")
 @pytest.mark.parametrize("mode", [modes.PREVIEW, modes.RERUN], ids=lambda m: m.name)
 def test_a_full_resolve_that_records_nothing(
-    acme: TenantFixture, ids: Ids, published: list[Any], mode: modes.Mode
+    acme: TenantFixture, ids: Ids, dashboard: Dashboard, mode: modes.Mode
 ) -> None:
     before = state(acme, ids)
     done = run(acme, ids, mode, request_body=body())
@@ -208,12 +291,12 @@ def test_a_full_resolve_that_records_nothing(
     assert resolution.compression["recovery_keys"] == 1  # kept in memory, not stored
     assert [o.status for o in done.outcomes] == ["ok", "ok", "ok"]
     assert changed(before, state(acme, ids)) == set()
-    assert published == []
+    assert nothing_reached(dashboard, acme, ids)
 
 
 @pytest.mark.usefixtures("ready")
 def test_match_preview_fetches_the_previewable_sources_only(
-    acme: TenantFixture, ids: Ids, published: list[Any]
+    acme: TenantFixture, ids: Ids, dashboard: Dashboard
 ) -> None:
     before = state(acme, ids)
     done = run(acme, ids, modes.MATCH_PREVIEW, query="logs")
@@ -221,12 +304,12 @@ def test_match_preview_fetches_the_previewable_sources_only(
     assert [(o.name, o.status) for o in done.outcomes] == [("memories", "ok")]
     assert done.request is not None and not done.request.use_cache and done.request.dry_run
     assert changed(before, state(acme, ids)) == set()
-    assert published == []
+    assert nothing_reached(dashboard, acme, ids)
 
 
 @pytest.mark.usefixtures("ready")
 def test_compression_preview_plans_and_compresses_only(
-    acme: TenantFixture, ids: Ids, published: list[Any]
+    acme: TenantFixture, ids: Ids, dashboard: Dashboard
 ) -> None:
     from compression.config import CompressConfig
 
@@ -244,12 +327,12 @@ def test_compression_preview_plans_and_compresses_only(
     assert done.compression is not None and done.compression.report["applied"] is True
     assert done.budget is not None and done.tokens_before > 0
     assert changed(before, state(acme, ids)) == set()
-    assert published == []
+    assert nothing_reached(dashboard, acme, ids)
 
 
 @pytest.mark.usefixtures("ready")
 def test_prewarm_reads_ahead_into_the_prewarm_cache_only(
-    acme: TenantFixture, ids: Ids, published: list[Any]
+    acme: TenantFixture, ids: Ids, dashboard: Dashboard
 ) -> None:
     before = state(acme, ids)
     done = run(acme, ids, modes.PREWARM)
@@ -259,12 +342,12 @@ def test_prewarm_reads_ahead_into_the_prewarm_cache_only(
         "memories": "prewarmed",
     }
     assert changed(before, state(acme, ids)) == {"prewarm_cache"}
-    assert published == []
+    assert nothing_reached(dashboard, acme, ids)
 
 
 @pytest.mark.usefixtures("ready")
 def test_search_fetches_the_one_source_it_is_given(
-    acme: TenantFixture, ids: Ids, published: list[Any]
+    acme: TenantFixture, ids: Ids, dashboard: Dashboard
 ) -> None:
     kind = source_kind("test_sleep")
     assert kind is not None
@@ -284,11 +367,11 @@ def test_search_fetches_the_one_source_it_is_given(
     assert [(o.name, len(o.items)) for o in done.outcomes] == [("fixed", 1)]
     assert done.resolution is None
     assert changed(before, state(acme, ids)) == set()
-    assert published == []
+    assert nothing_reached(dashboard, acme, ids)
 
 
 def test_a_rerun_reads_only_what_existed_when_it_was_recorded(
-    acme: TenantFixture, acme_api: ApiClient, ids: Ids, published: list[Any]
+    acme: TenantFixture, acme_api: ApiClient, ids: Ids, dashboard: Dashboard
 ) -> None:
     make_route(acme_api)
     seed(acme_api, ids)
@@ -319,12 +402,13 @@ def test_a_rerun_reads_only_what_existed_when_it_was_recorded(
     with schema_context(schema):
         ChatMessage.objects.filter(text="A later message.").update(created_at=stamp)
         Memory.objects.filter(content="User now reads novels.").update(created_at=stamp)
-    published.clear()
+    dashboard.received()  # the resolves' above
     before = state(acme, ids)
     with schema_context(schema):
         again = rerun(tenant=acme.tenant, record=record)
     after = state(acme, ids)
-    assert changed(before, after) == set() and published == []
+    assert changed(before, after) == set()
+    assert nothing_reached(dashboard, acme, ids)
     text = str(again.rewritten["messages"][0]["content"])
     assert "Earlier question." in text and "User reads logs daily." in text
     assert "A later message." not in text and "User now reads novels." not in text
@@ -338,7 +422,7 @@ def test_a_rerun_reads_only_what_existed_when_it_was_recorded(
 
 
 def test_a_rerun_against_a_draft_runs_the_draft(
-    acme: TenantFixture, acme_api: ApiClient, ids: Ids, published: list[Any]
+    acme: TenantFixture, acme_api: ApiClient, ids: Ids, dashboard: Dashboard
 ) -> None:
     from contextplatform.routes.selectors import loaded_route
 
@@ -359,8 +443,9 @@ def test_a_rerun_against_a_draft_runs_the_draft(
             update={"sources": [s for s in saved.context.sources if s.type != "memory"]}
         )
         draft = saved.model_copy(update={"context": context})
-        published.clear()
+        dashboard.received()  # the resolves' above
         before = state(acme, ids)
         again = rerun(tenant=acme.tenant, record=record, spec=draft)
     assert [o.name for o in again.outcomes] == ["history", "fixed"]
-    assert changed(before, state(acme, ids)) == set() and published == []
+    assert changed(before, state(acme, ids)) == set()
+    assert nothing_reached(dashboard, acme, ids)
