@@ -19,8 +19,9 @@ from django_tenants.utils import schema_context
 
 from compression.models import CompressionStats, RecoveryBlob
 from contextplatform.core.live_events import LISTENER_LOOP, metrics_group
+from contextplatform.deployments.calibration import next_ratio, observed_ratio
 from contextplatform.deployments.models import Deployment
-from contextplatform.protocols.usage import ProviderUsage
+from contextplatform.protocols.usage import ProviderUsage, uncalibrated_input
 from contextplatform.replay.models import ReplayRecord
 from contextplatform.resolve import modes
 from contextplatform.resolve.pipeline import CompressionInputs, ResolveRequest, Run, resolve
@@ -147,7 +148,9 @@ def nothing_reached(dashboard: Dashboard, acme: TenantFixture, ids: Ids) -> bool
     live = run(acme, ids, modes.LIVE, request_body=body())
     received = dashboard.received()
     sent = [[(o.name, round(o.ms, 2)) for o in live.outcomes]]
-    return [[(e["source"], e["ms"]) for e in events] for events in received] == sent
+    arrived = [[(e["source"], e["ms"]) for e in events] for events in received]
+    assert arrived == sent, "the dashboard heard more than the live resolve after the mode"
+    return True
 
 
 UPSTREAM = "modes-upstream"
@@ -201,9 +204,9 @@ def state(acme: TenantFixture, ids: Ids) -> dict[str, Any]:
             "recovery_blobs": RecoveryBlob.objects.count(),
             "compression_stats": CompressionStats.objects.count(),
             "prewarm_cache": bool(lookup(acme.tenant.schema_name, ids.user, ids.session)),
-            "calibration": Deployment.objects.values_list(
-                "calibration", "calibration_samples"
-            ).get(name=UPSTREAM),
+            "calibration": Deployment.objects.values_list("calibration", "calibration_samples").get(
+                name=UPSTREAM
+            ),
         }
 
 
@@ -224,6 +227,44 @@ def run(acme: TenantFixture, ids: Ids, mode: modes.Mode, **fields: Any) -> Run:
     )
     with schema_context(tenant.schema_name):
         return resolve(request, mode)
+
+
+def search_inputs(acme: TenantFixture, ids: Ids) -> dict[str, Any]:
+    """A lazy search of the fixed source, within a resolve of the route."""
+    kind = source_kind("test_sleep")
+    assert kind is not None
+    source = kind(kind.Settings.model_validate(FIXED))
+    base = ContextRequest(
+        request_id="rsv_search",
+        tenant=acme.tenant.schema_name,
+        route="modes",
+        user=ids.user,
+        session=ids.session,
+        query="the turn's own query",
+    )
+    return {"query": "opening hours", "source": source, "base": base}
+
+
+def compression_preview_inputs() -> dict[str, Any]:
+    from compression.config import CompressConfig
+
+    compression = CompressionInputs(
+        CompressConfig.model_validate(RECOVERABLE), BudgetConfig(), 16000, None
+    )
+    return {"request_body": body(), "compression": compression}
+
+
+def inputs(acme: TenantFixture, ids: Ids, mode: modes.Mode) -> dict[str, Any]:
+    """What each mode is run with, as its own test below runs it."""
+    return {
+        "live": lambda: {"request_body": body()},
+        "preview": lambda: {"request_body": body()},
+        "match_preview": lambda: {"query": "logs"},
+        "compression_preview": compression_preview_inputs,
+        "prewarm": dict,
+        "search": lambda: search_inputs(acme, ids),
+        "rerun": lambda: {"request_body": body()},
+    }[mode.name]()
 
 
 @pytest.fixture
@@ -311,18 +352,8 @@ def test_match_preview_fetches_the_previewable_sources_only(
 def test_compression_preview_plans_and_compresses_only(
     acme: TenantFixture, ids: Ids, dashboard: Dashboard
 ) -> None:
-    from compression.config import CompressConfig
-
     before = state(acme, ids)
-    done = run(
-        acme,
-        ids,
-        modes.COMPRESSION_PREVIEW,
-        request_body=body(),
-        compression=CompressionInputs(
-            CompressConfig.model_validate(RECOVERABLE), BudgetConfig(), 16000, None
-        ),
-    )
+    done = run(acme, ids, modes.COMPRESSION_PREVIEW, **compression_preview_inputs())
     assert done.outcomes == [] and done.resolution is None and done.request is None
     assert done.compression is not None and done.compression.report["applied"] is True
     assert done.budget is not None and done.tokens_before > 0
@@ -349,19 +380,8 @@ def test_prewarm_reads_ahead_into_the_prewarm_cache_only(
 def test_search_fetches_the_one_source_it_is_given(
     acme: TenantFixture, ids: Ids, dashboard: Dashboard
 ) -> None:
-    kind = source_kind("test_sleep")
-    assert kind is not None
-    source = kind(kind.Settings.model_validate(FIXED))
-    base = ContextRequest(
-        request_id="rsv_search",
-        tenant=acme.tenant.schema_name,
-        route="modes",
-        user=ids.user,
-        session=ids.session,
-        query="the turn's own query",
-    )
     before = state(acme, ids)
-    done = run(acme, ids, modes.SEARCH, query="opening hours", source=source, base=base)
+    done = run(acme, ids, modes.SEARCH, **search_inputs(acme, ids))
     assert done.request is not None and done.request.query == "opening hours"
     assert done.request.request_id == "rsv_search"  # the resolve's own request, asked anew
     assert [(o.name, len(o.items)) for o in done.outcomes] == [("fixed", 1)]
@@ -449,3 +469,76 @@ def test_a_rerun_against_a_draft_runs_the_draft(
     assert [o.name for o in again.outcomes] == ["history", "fixed"]
     assert changed(before, state(acme, ids)) == set()
     assert nothing_reached(dashboard, acme, ids)
+
+
+# --- calibration ---------------------------------------------------------------------------------
+
+ANSWER = {"choices": [{"message": {"role": "assistant", "content": "The disk filled up."}}]}
+USAGE = ProviderUsage(input=5000, output=40)
+
+
+def answer(acme: TenantFixture, done: Run) -> None:
+    """The model's answer with the provider's usage, handed back as the gateway does for a resolve
+    it ran (``finish_turn`` with the resolution); a mode that resolved nothing has no turn."""
+    if done.resolution is None:
+        return
+    with schema_context(acme.tenant.schema_name):
+        finish_turn(
+            tenant=acme.tenant,
+            resolve_id=done.resolution.id,
+            response=ANSWER,
+            usage=USAGE,
+            resolution=done.resolution,
+        )
+
+
+def moved_by_usage(acme: TenantFixture, done: Run, before: tuple[float | None, int]) -> bool:
+    """The calibration moved by ``USAGE`` once, from ``before``, as the record's estimate says."""
+    assert done.resolution is not None
+    with schema_context(acme.tenant.schema_name):
+        tokens = ReplayRecord.objects.get(pk=done.resolution.id).tokens
+        ratio, samples = Deployment.objects.values_list("calibration", "calibration_samples").get(
+            name=UPSTREAM
+        )
+    estimate = uncalibrated_input(tokens)
+    assert tokens["deployment"] == UPSTREAM and estimate is not None
+    observed = observed_ratio(USAGE.input, estimate)
+    assert observed is not None
+    return samples == before[1] + 1 and ratio == pytest.approx(next_ratio(before[0], observed))
+
+
+@pytest.mark.usefixtures("ready")
+def test_a_live_turns_answer_moves_the_calibration_by_either_hand_back(
+    acme: TenantFixture, ids: Ids
+) -> None:
+    # The gateway's: its resolve's record left pending, completed with the answer.
+    before = state(acme, ids)
+    done = run(acme, ids, modes.LIVE, request_body=body(), defer_replay=True)
+    answer(acme, done)
+    assert "calibration" in changed(before, state(acme, ids))
+    assert moved_by_usage(acme, done, before["calibration"])
+    # REST's: the record written at resolve, the answer posted to it.
+    before = state(acme, ids)
+    done = run(acme, ids, modes.LIVE, request_body=body())
+    assert done.resolution is not None
+    with schema_context(acme.tenant.schema_name):
+        finish_turn(tenant=acme.tenant, resolve_id=done.resolution.id, response=ANSWER, usage=USAGE)
+    assert "calibration" in changed(before, state(acme, ids))
+    assert moved_by_usage(acme, done, before["calibration"])
+
+
+@pytest.mark.usefixtures("ready")
+@pytest.mark.parametrize(
+    "mode", [m for m in modes.MODES.values() if m is not modes.LIVE], ids=lambda m: m.name
+)
+def test_no_other_modes_answer_moves_the_calibration(
+    acme: TenantFixture, ids: Ids, mode: modes.Mode
+) -> None:
+    assert not mode.may("calibration")
+    before = state(acme, ids)
+    answer(acme, run(acme, ids, mode, defer_replay=True, **inputs(acme, ids, mode)))
+    assert "calibration" not in changed(before, state(acme, ids))
+    # Not for want of a usage that moves it: a live turn's answer, the same, does.
+    live = run(acme, ids, modes.LIVE, request_body=body(), defer_replay=True)
+    answer(acme, live)
+    assert moved_by_usage(acme, live, before["calibration"])
