@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -118,9 +118,9 @@ class Dashboard:
             return None
         return dict(message)
 
-    def received(self) -> list[dict[str, Any]]:
+    def received(self) -> list[list[dict[str, Any]]]:
         """The events of every message that arrived since last asked, one list per message."""
-        messages = []
+        messages: list[list[dict[str, Any]]] = []
         while (message := self.on_loop(self.next_message())) is not None:
             messages.append(message["events"])
         return messages
@@ -134,7 +134,7 @@ class Dashboard:
 
 @pytest.fixture
 def dashboard(acme: TenantFixture, settings: Any) -> Iterator[Dashboard]:
-    """The route's dashboard, on the one-process channel layer (as without REDIS_URL)."""
+    """The tenant's dashboard, on the one-process channel layer (as without REDIS_URL)."""
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     listening = Dashboard(acme.tenant.schema_name)
     yield listening
@@ -256,7 +256,7 @@ def compression_preview_inputs() -> dict[str, Any]:
 
 def inputs(acme: TenantFixture, ids: Ids, mode: modes.Mode) -> dict[str, Any]:
     """What each mode is run with, as its own test below runs it."""
-    return {
+    made: dict[str, Callable[[], dict[str, Any]]] = {
         "live": lambda: {"request_body": body()},
         "preview": lambda: {"request_body": body()},
         "match_preview": lambda: {"query": "logs"},
@@ -264,7 +264,8 @@ def inputs(acme: TenantFixture, ids: Ids, mode: modes.Mode) -> dict[str, Any]:
         "prewarm": dict,
         "search": lambda: search_inputs(acme, ids),
         "rerun": lambda: {"request_body": body()},
-    }[mode.name]()
+    }
+    return made[mode.name]()
 
 
 @pytest.fixture
@@ -504,7 +505,9 @@ def moved_by_usage(acme: TenantFixture, done: Run, before: tuple[float | None, i
     assert tokens["deployment"] == UPSTREAM and estimate is not None
     observed = observed_ratio(USAGE.input, estimate)
     assert observed is not None
-    return samples == before[1] + 1 and ratio == pytest.approx(next_ratio(before[0], observed))
+    return bool(
+        samples == before[1] + 1 and ratio == pytest.approx(next_ratio(before[0], observed))
+    )
 
 
 @pytest.mark.usefixtures("ready")
