@@ -1,23 +1,31 @@
 """``resolve(request, mode)``: each mode runs exactly its stages and touches nothing its mode
 does not allow (replay records, the session, memories and their strength, recovery blobs,
-compression counts, the live stream, the pre-warm cache), on the real database and cache."""
+compression counts, the live stream, the pre-warm cache, the deployment's token calibration), on
+the real database, cache and channel layer."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db.models import Max, Sum
 from django_tenants.utils import schema_context
 
 from compression.models import CompressionStats, RecoveryBlob
+from contextplatform.core.live_events import LISTENER_LOOP, metrics_group
+from contextplatform.deployments.calibration import next_ratio, observed_ratio
+from contextplatform.deployments.models import Deployment
+from contextplatform.protocols.usage import ProviderUsage, uncalibrated_input
 from contextplatform.replay.models import ReplayRecord
-from contextplatform.resolve import live_events, modes
+from contextplatform.resolve import modes
 from contextplatform.resolve.pipeline import CompressionInputs, ResolveRequest, Run, resolve
-from contextplatform.resolve.use_cases import rerun
+from contextplatform.resolve.use_cases import finish_turn, rerun
 from contextplatform.routes.configuration.schema import BudgetConfig
 from memory.models import Memory, MemoryTurn
 from sources.base import ContextRequest, source_kind
@@ -77,18 +85,91 @@ def ids() -> Ids:
     return Ids()
 
 
+class Dashboard:
+    """A tenant's dashboard on its live stream, listening as ``MetricsConsumer`` does
+    (``contextplatform.live``): a channel of the tenant's metrics group, joined on the event loop
+    it listens on (here a loop of its own in a thread, as a server's), which the publisher is told
+    of (``LISTENER_LOOP``). What it receives is what the real channel layer delivered."""
+
+    QUIET_S = 0.3  # nothing more within this long: everything sent has arrived
+
+    def __init__(self, schema: str) -> None:
+        self.layer = get_channel_layer()
+        assert isinstance(self.layer, InMemoryChannelLayer)
+        self.group = metrics_group(schema)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.channel: str = self.on_loop(self.join())
+
+    def on_loop(self, work: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(work, self.loop).result(timeout=10)
+
+    async def join(self) -> str:
+        LISTENER_LOOP.remember()
+        channel = await self.layer.new_channel()
+        await self.layer.group_add(self.group, channel)
+        return str(channel)
+
+    async def next_message(self) -> dict[str, Any] | None:
+        try:
+            message = await asyncio.wait_for(self.layer.receive(self.channel), self.QUIET_S)
+        except TimeoutError:
+            return None
+        return dict(message)
+
+    def received(self) -> list[list[dict[str, Any]]]:
+        """The events of every message that arrived since last asked, one list per message."""
+        messages: list[list[dict[str, Any]]] = []
+        while (message := self.on_loop(self.next_message())) is not None:
+            messages.append(message["events"])
+        return messages
+
+    def close(self) -> None:
+        self.on_loop(self.layer.group_discard(self.group, self.channel))
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
 @pytest.fixture
-def published(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """What reached the live stream (the route's dashboards)."""
-    sent: list[Any] = []
-    monkeypatch.setattr(live_events, "publish", lambda group, event: sent.append(event))
-    return sent
+def dashboard(acme: TenantFixture, settings: Any) -> Iterator[Dashboard]:
+    """The tenant's dashboard, on the one-process channel layer (as without REDIS_URL)."""
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    listening = Dashboard(acme.tenant.schema_name)
+    yield listening
+    listening.close()
+
+
+def nothing_reached(dashboard: Dashboard, acme: TenantFixture, ids: Ids) -> bool:
+    """Nothing reached the dashboard, and not for want of listening: a live resolve's events,
+    sent after, do reach it, and alone (the channel delivers in order, so whatever was sent
+    before them would have arrived first)."""
+    live = run(acme, ids, modes.LIVE, request_body=body())
+    received = dashboard.received()
+    sent = [[(o.name, round(o.ms, 2)) for o in live.outcomes]]
+    arrived = [[(e["source"], e["ms"]) for e in events] for events in received]
+    assert arrived == sent, "the dashboard heard more than the live resolve after the mode"
+    return True
+
+
+UPSTREAM = "modes-upstream"
 
 
 def make_route(api: ApiClient, name: str = "modes") -> None:
+    """The route, forwarding to a deployment of its own whose model no exact tokenizer knows (its
+    counts are estimated, so the provider's usage calibrates them)."""
+    deployment = {
+        "name": UPSTREAM,
+        "protocol": "openai",
+        "base_url": "https://llm.example.test/v1",
+        "model": "modes-model",
+    }
+    created = api.post("/api/v1/deployments", deployment)
+    assert created.status_code == 201, created.content
     route = {
         "name": name,
-        "model": {"context_window": 16000},
+        "model": {"context_window": 16000, "upstream": UPSTREAM},
         "context": {
             "sources": [HISTORY, MEMORY, FIXED],
             "injection": {"mode": "system_prompt"},
@@ -123,6 +204,9 @@ def state(acme: TenantFixture, ids: Ids) -> dict[str, Any]:
             "recovery_blobs": RecoveryBlob.objects.count(),
             "compression_stats": CompressionStats.objects.count(),
             "prewarm_cache": bool(lookup(acme.tenant.schema_name, ids.user, ids.session)),
+            "calibration": Deployment.objects.values_list("calibration", "calibration_samples").get(
+                name=UPSTREAM
+            ),
         }
 
 
@@ -143,6 +227,45 @@ def run(acme: TenantFixture, ids: Ids, mode: modes.Mode, **fields: Any) -> Run:
     )
     with schema_context(tenant.schema_name):
         return resolve(request, mode)
+
+
+def search_inputs(acme: TenantFixture, ids: Ids) -> dict[str, Any]:
+    """A lazy search of the fixed source, within a resolve of the route."""
+    kind = source_kind("test_sleep")
+    assert kind is not None
+    source = kind(kind.Settings.model_validate(FIXED))
+    base = ContextRequest(
+        request_id="rsv_search",
+        tenant=acme.tenant.schema_name,
+        route="modes",
+        user=ids.user,
+        session=ids.session,
+        query="the turn's own query",
+    )
+    return {"query": "opening hours", "source": source, "base": base}
+
+
+def compression_preview_inputs() -> dict[str, Any]:
+    from compression.config import CompressConfig
+
+    compression = CompressionInputs(
+        CompressConfig.model_validate(RECOVERABLE), BudgetConfig(), 16000, None
+    )
+    return {"request_body": body(), "compression": compression}
+
+
+def inputs(acme: TenantFixture, ids: Ids, mode: modes.Mode) -> dict[str, Any]:
+    """What each mode is run with, as its own test below runs it."""
+    made: dict[str, Callable[[], dict[str, Any]]] = {
+        "live": lambda: {"request_body": body()},
+        "preview": lambda: {"request_body": body()},
+        "match_preview": lambda: {"query": "logs"},
+        "compression_preview": compression_preview_inputs,
+        "prewarm": dict,
+        "search": lambda: search_inputs(acme, ids),
+        "rerun": lambda: {"request_body": body()},
+    }
+    return made[mode.name]()
 
 
 @pytest.fixture
@@ -170,7 +293,7 @@ def test_the_modes_table_is_data() -> None:
 
 @pytest.mark.usefixtures("ready")
 def test_live_runs_every_stage_and_touches_what_a_turn_does(
-    acme: TenantFixture, ids: Ids, published: list[Any]
+    acme: TenantFixture, ids: Ids, dashboard: Dashboard
 ) -> None:
     before = state(acme, ids)
     done = run(acme, ids, modes.LIVE, request_body=body())
@@ -193,13 +316,15 @@ def test_live_runs_every_stage_and_touches_what_a_turn_does(
     }
     assert after["replay_records"] == before["replay_records"] + 1
     assert after["session_messages"] == before["session_messages"] + 1
-    assert len(published) == 1
+    assert [[e["source"] for e in events] for events in dashboard.received()] == [
+        ["history", "memories", "fixed"]
+    ]
 
 
 @pytest.mark.usefixtures("ready")
 @pytest.mark.parametrize("mode", [modes.PREVIEW, modes.RERUN], ids=lambda m: m.name)
 def test_a_full_resolve_that_records_nothing(
-    acme: TenantFixture, ids: Ids, published: list[Any], mode: modes.Mode
+    acme: TenantFixture, ids: Ids, dashboard: Dashboard, mode: modes.Mode
 ) -> None:
     before = state(acme, ids)
     done = run(acme, ids, mode, request_body=body())
@@ -208,12 +333,12 @@ def test_a_full_resolve_that_records_nothing(
     assert resolution.compression["recovery_keys"] == 1  # kept in memory, not stored
     assert [o.status for o in done.outcomes] == ["ok", "ok", "ok"]
     assert changed(before, state(acme, ids)) == set()
-    assert published == []
+    assert nothing_reached(dashboard, acme, ids)
 
 
 @pytest.mark.usefixtures("ready")
 def test_match_preview_fetches_the_previewable_sources_only(
-    acme: TenantFixture, ids: Ids, published: list[Any]
+    acme: TenantFixture, ids: Ids, dashboard: Dashboard
 ) -> None:
     before = state(acme, ids)
     done = run(acme, ids, modes.MATCH_PREVIEW, query="logs")
@@ -221,35 +346,25 @@ def test_match_preview_fetches_the_previewable_sources_only(
     assert [(o.name, o.status) for o in done.outcomes] == [("memories", "ok")]
     assert done.request is not None and not done.request.use_cache and done.request.dry_run
     assert changed(before, state(acme, ids)) == set()
-    assert published == []
+    assert nothing_reached(dashboard, acme, ids)
 
 
 @pytest.mark.usefixtures("ready")
 def test_compression_preview_plans_and_compresses_only(
-    acme: TenantFixture, ids: Ids, published: list[Any]
+    acme: TenantFixture, ids: Ids, dashboard: Dashboard
 ) -> None:
-    from compression.config import CompressConfig
-
     before = state(acme, ids)
-    done = run(
-        acme,
-        ids,
-        modes.COMPRESSION_PREVIEW,
-        request_body=body(),
-        compression=CompressionInputs(
-            CompressConfig.model_validate(RECOVERABLE), BudgetConfig(), 16000, None
-        ),
-    )
+    done = run(acme, ids, modes.COMPRESSION_PREVIEW, **compression_preview_inputs())
     assert done.outcomes == [] and done.resolution is None and done.request is None
     assert done.compression is not None and done.compression.report["applied"] is True
     assert done.budget is not None and done.tokens_before > 0
     assert changed(before, state(acme, ids)) == set()
-    assert published == []
+    assert nothing_reached(dashboard, acme, ids)
 
 
 @pytest.mark.usefixtures("ready")
 def test_prewarm_reads_ahead_into_the_prewarm_cache_only(
-    acme: TenantFixture, ids: Ids, published: list[Any]
+    acme: TenantFixture, ids: Ids, dashboard: Dashboard
 ) -> None:
     before = state(acme, ids)
     done = run(acme, ids, modes.PREWARM)
@@ -259,36 +374,25 @@ def test_prewarm_reads_ahead_into_the_prewarm_cache_only(
         "memories": "prewarmed",
     }
     assert changed(before, state(acme, ids)) == {"prewarm_cache"}
-    assert published == []
+    assert nothing_reached(dashboard, acme, ids)
 
 
 @pytest.mark.usefixtures("ready")
 def test_search_fetches_the_one_source_it_is_given(
-    acme: TenantFixture, ids: Ids, published: list[Any]
+    acme: TenantFixture, ids: Ids, dashboard: Dashboard
 ) -> None:
-    kind = source_kind("test_sleep")
-    assert kind is not None
-    source = kind(kind.Settings.model_validate(FIXED))
-    base = ContextRequest(
-        request_id="rsv_search",
-        tenant=acme.tenant.schema_name,
-        route="modes",
-        user=ids.user,
-        session=ids.session,
-        query="the turn's own query",
-    )
     before = state(acme, ids)
-    done = run(acme, ids, modes.SEARCH, query="opening hours", source=source, base=base)
+    done = run(acme, ids, modes.SEARCH, **search_inputs(acme, ids))
     assert done.request is not None and done.request.query == "opening hours"
     assert done.request.request_id == "rsv_search"  # the resolve's own request, asked anew
     assert [(o.name, len(o.items)) for o in done.outcomes] == [("fixed", 1)]
     assert done.resolution is None
     assert changed(before, state(acme, ids)) == set()
-    assert published == []
+    assert nothing_reached(dashboard, acme, ids)
 
 
 def test_a_rerun_reads_only_what_existed_when_it_was_recorded(
-    acme: TenantFixture, acme_api: ApiClient, ids: Ids, published: list[Any]
+    acme: TenantFixture, acme_api: ApiClient, ids: Ids, dashboard: Dashboard
 ) -> None:
     make_route(acme_api)
     seed(acme_api, ids)
@@ -319,12 +423,13 @@ def test_a_rerun_reads_only_what_existed_when_it_was_recorded(
     with schema_context(schema):
         ChatMessage.objects.filter(text="A later message.").update(created_at=stamp)
         Memory.objects.filter(content="User now reads novels.").update(created_at=stamp)
-    published.clear()
+    dashboard.received()  # the resolves' above
     before = state(acme, ids)
     with schema_context(schema):
         again = rerun(tenant=acme.tenant, record=record)
     after = state(acme, ids)
-    assert changed(before, after) == set() and published == []
+    assert changed(before, after) == set()
+    assert nothing_reached(dashboard, acme, ids)
     text = str(again.rewritten["messages"][0]["content"])
     assert "Earlier question." in text and "User reads logs daily." in text
     assert "A later message." not in text and "User now reads novels." not in text
@@ -338,7 +443,7 @@ def test_a_rerun_reads_only_what_existed_when_it_was_recorded(
 
 
 def test_a_rerun_against_a_draft_runs_the_draft(
-    acme: TenantFixture, acme_api: ApiClient, ids: Ids, published: list[Any]
+    acme: TenantFixture, acme_api: ApiClient, ids: Ids, dashboard: Dashboard
 ) -> None:
     from contextplatform.routes.selectors import loaded_route
 
@@ -359,8 +464,84 @@ def test_a_rerun_against_a_draft_runs_the_draft(
             update={"sources": [s for s in saved.context.sources if s.type != "memory"]}
         )
         draft = saved.model_copy(update={"context": context})
-        published.clear()
+        dashboard.received()  # the resolves' above
         before = state(acme, ids)
         again = rerun(tenant=acme.tenant, record=record, spec=draft)
     assert [o.name for o in again.outcomes] == ["history", "fixed"]
-    assert changed(before, state(acme, ids)) == set() and published == []
+    assert changed(before, state(acme, ids)) == set()
+    assert nothing_reached(dashboard, acme, ids)
+
+
+# --- calibration ---------------------------------------------------------------------------------
+
+ANSWER = {"choices": [{"message": {"role": "assistant", "content": "The disk filled up."}}]}
+USAGE = ProviderUsage(input=5000, output=40)
+
+
+def answer(acme: TenantFixture, done: Run) -> None:
+    """The model's answer with the provider's usage, handed back as the gateway does for a resolve
+    it ran (``finish_turn`` with the resolution); a mode that resolved nothing has no turn."""
+    if done.resolution is None:
+        return
+    with schema_context(acme.tenant.schema_name):
+        finish_turn(
+            tenant=acme.tenant,
+            resolve_id=done.resolution.id,
+            response=ANSWER,
+            usage=USAGE,
+            resolution=done.resolution,
+        )
+
+
+def moved_by_usage(acme: TenantFixture, done: Run, before: tuple[float | None, int]) -> bool:
+    """The calibration moved by ``USAGE`` once, from ``before``, as the record's estimate says."""
+    assert done.resolution is not None
+    with schema_context(acme.tenant.schema_name):
+        tokens = ReplayRecord.objects.get(pk=done.resolution.id).tokens
+        ratio, samples = Deployment.objects.values_list("calibration", "calibration_samples").get(
+            name=UPSTREAM
+        )
+    estimate = uncalibrated_input(tokens)
+    assert tokens["deployment"] == UPSTREAM and estimate is not None
+    observed = observed_ratio(USAGE.input, estimate)
+    assert observed is not None
+    return bool(
+        samples == before[1] + 1 and ratio == pytest.approx(next_ratio(before[0], observed))
+    )
+
+
+@pytest.mark.usefixtures("ready")
+def test_a_live_turns_answer_moves_the_calibration_by_either_hand_back(
+    acme: TenantFixture, ids: Ids
+) -> None:
+    # The gateway's: its resolve's record left pending, completed with the answer.
+    before = state(acme, ids)
+    done = run(acme, ids, modes.LIVE, request_body=body(), defer_replay=True)
+    answer(acme, done)
+    assert "calibration" in changed(before, state(acme, ids))
+    assert moved_by_usage(acme, done, before["calibration"])
+    # REST's: the record written at resolve, the answer posted to it.
+    before = state(acme, ids)
+    done = run(acme, ids, modes.LIVE, request_body=body())
+    assert done.resolution is not None
+    with schema_context(acme.tenant.schema_name):
+        finish_turn(tenant=acme.tenant, resolve_id=done.resolution.id, response=ANSWER, usage=USAGE)
+    assert "calibration" in changed(before, state(acme, ids))
+    assert moved_by_usage(acme, done, before["calibration"])
+
+
+@pytest.mark.usefixtures("ready")
+@pytest.mark.parametrize(
+    "mode", [m for m in modes.MODES.values() if m is not modes.LIVE], ids=lambda m: m.name
+)
+def test_no_other_modes_answer_moves_the_calibration(
+    acme: TenantFixture, ids: Ids, mode: modes.Mode
+) -> None:
+    assert not mode.may("calibration")
+    before = state(acme, ids)
+    answer(acme, run(acme, ids, mode, defer_replay=True, **inputs(acme, ids, mode)))
+    assert "calibration" not in changed(before, state(acme, ids))
+    # Not for want of a usage that moves it: a live turn's answer, the same, does.
+    live = run(acme, ids, modes.LIVE, request_body=body(), defer_replay=True)
+    answer(acme, live)
+    assert moved_by_usage(acme, live, before["calibration"])
