@@ -45,6 +45,7 @@ from compression.rewrite import (
 from compression.segments import Block, Path, Segments, UnsupportedShape, parse_segments
 from contextplatform.core import bm25
 from contextplatform.core.estimation import TokenEstimator, count_json
+from contextplatform.protocols.base import ProtocolName
 
 __all__ = [
     "RETRIEVE_TOOL_NAME",
@@ -198,7 +199,7 @@ class Pass:
 
 def compress_request(
     body: dict[str, Any],
-    chat_format: Literal["openai", "anthropic"],
+    chat_format: ProtocolName,
     config: CompressConfig,
     *,
     max_input_tokens: int,

@@ -17,6 +17,9 @@ Kinds (those of vLLM Semantic Router's context compression):
 * ``history`` — text of user and assistant messages that are not protected.
 * ``current_user`` — the plain text of the latest turn-starting user message.
 
+Where a provider keeps its calls, its results and its text parts is its protocol's to say
+(``contextplatform.protocols``): this module asks ``protocol_for(chat_format)``.
+
 Results of other injected context exchanges (``vsr_<source>_context``: guardrails, profiles, …)
 are never blocks.
 """
@@ -28,13 +31,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from contextplatform.protocols.base import ProviderProtocol
+from contextplatform.protocols.registry import PROTOCOLS, protocol_for
+from contextplatform.protocols.tools import MessageResult
+
 BlockKind = Literal["tool_output", "history", "rag", "memory", "current_user"]
 Path = tuple[str | int, ...]
 
 RAG_TOOL_NAME = "vsr_rag_context"
 MEMORY_TOOL_NAME = "vsr_memory_context"
-INJECTED_ID_PREFIXES = ("call_vsr_", "toolu_vsr_")
-TEXT_PART_TYPES = frozenset({"text", "input_text"})
+# Any provider's: a history may have been written in another provider's style than its format's.
+INJECTED_ID_PREFIXES = tuple(protocol.injected_id_prefix for protocol in PROTOCOLS.values())
+TEXT_PART_TYPES = frozenset().union(*(protocol.text_part_types for protocol in PROTOCOLS.values()))
 # Keys that make a text part evidence rather than prose: never shortened.
 CITATION_KEYS = frozenset({"citations", "annotations", "signature"})
 SIGNED_TYPES = frozenset({"thinking", "redacted_thinking"})
@@ -107,22 +115,10 @@ def parses_as_json(text: str) -> bool:
     return True
 
 
-def compact_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def arguments_text(arguments: Any) -> str:
-    if isinstance(arguments, str):
-        return arguments
-    if arguments is None:
-        return ""
-    return compact_json(arguments)
-
-
-def is_plain_text_part(part: Any) -> bool:
+def is_plain_text_part(part: Any, types: frozenset[str] = TEXT_PART_TYPES) -> bool:
     return (
         isinstance(part, dict)
-        and part.get("type") in TEXT_PART_TYPES
+        and part.get("type") in types
         and isinstance(part.get("text"), str)
         and not CITATION_KEYS.intersection(part)
     )
@@ -152,57 +148,8 @@ def typed_text(message: dict[str, Any]) -> str:
 # --- tool calls ------------------------------------------------------------------------------
 
 
-def openai_calls(index: int, message: dict[str, Any]) -> Iterator[ToolCall]:
-    for call in message.get("tool_calls") or []:
-        if not isinstance(call, dict) or not isinstance(call.get("id"), str):
-            continue
-        raw_function = call.get("function")
-        function: dict[str, Any] = raw_function if isinstance(raw_function, dict) else {}
-        name = str(function.get("name", ""))
-        query = f"{name} {arguments_text(function.get('arguments'))}".strip()
-        yield ToolCall(call["id"], name, query, index)
-    legacy = message.get("function_call")
-    if isinstance(legacy, dict) and legacy.get("name"):
-        name = str(legacy["name"])
-        query = f"{name} {arguments_text(legacy.get('arguments'))}".strip()
-        yield ToolCall(f"function:{name}", name, query, index)
-
-
-def anthropic_calls(index: int, message: dict[str, Any]) -> Iterator[ToolCall]:
-    content = message.get("content")
-    for item in content if isinstance(content, list) else []:
-        if (
-            isinstance(item, dict)
-            and item.get("type") == "tool_use"
-            and isinstance(item.get("id"), str)
-        ):
-            name = str(item.get("name", ""))
-            query = f"{name} {compact_json(item.get('input', {}))}".strip()
-            yield ToolCall(item["id"], name, query, index)
-
-
-def openai_result_ids(message: dict[str, Any]) -> list[str]:
-    role = message_role(message)
-    if role == "tool" and isinstance(message.get("tool_call_id"), str):
-        return [message["tool_call_id"]]
-    if role == "function" and message.get("name"):
-        return [f"function:{message['name']}"]
-    return []
-
-
-def anthropic_result_ids(message: dict[str, Any]) -> list[str]:
-    content = message.get("content")
-    return [
-        item["tool_use_id"]
-        for item in (content if isinstance(content, list) else [])
-        if isinstance(item, dict)
-        and item.get("type") == "tool_result"
-        and isinstance(item.get("tool_use_id"), str)
-    ]
-
-
 def index_tool_calls(
-    messages: list[Any], chat_format: str
+    messages: list[Any], protocol: ProviderProtocol
 ) -> tuple[dict[str, ToolCall], dict[str, list[int]]]:
     calls: dict[str, ToolCall] = {}
     results: dict[str, list[int]] = {}
@@ -211,19 +158,10 @@ def index_tool_calls(
             continue
         role = message_role(message)
         if role == "assistant":
-            found = (
-                anthropic_calls(index, message)
-                if chat_format == "anthropic"
-                else openai_calls(index, message)
-            )
-            for call in found:
-                calls.setdefault(call.call_id, call)
-        ids = (
-            anthropic_result_ids(message)
-            if chat_format == "anthropic"
-            else openai_result_ids(message)
-        )
-        for call_id in ids:
+            for call in protocol.message_calls(message):
+                query = f"{call.name} {call.arguments}".strip()
+                calls.setdefault(call.id, ToolCall(call.id, call.name, query, index))
+        for call_id in protocol.result_ids(message):
             results.setdefault(call_id, []).append(index)
     return calls, results
 
@@ -329,7 +267,7 @@ def protected_messages(
 
 @dataclass
 class Context:
-    chat_format: str
+    protocol: ProviderProtocol
     calls: dict[str, ToolCall]
     provenance: ProvenanceLike | None
     last_user_text: str
@@ -380,51 +318,35 @@ def text_block(
     )
 
 
-def openai_tool_blocks(index: int, message: dict[str, Any], context: Context) -> Iterator[Block]:
-    ids = openai_result_ids(message)
-    call_id = ids[0] if ids else None
-    kind = result_kind(call_id, context)
+def result_blocks(index: int, result: MessageResult, context: Context) -> Iterator[Block]:
+    """The text of one tool result: its string content, or its plain text parts
+    (``block_index``: the part's, or ``position * 1000 + part`` inside a message's item)."""
+    kind = result_kind(result.call_id, context)
     if kind is None:
         return
-    base: Path = ("messages", index, "content")
-    content = message.get("content")
+    call_id = result.call_id
+    base: Path = ("messages", index, *result.path)
+    content = result.content
     if isinstance(content, str):
-        yield text_block(kind, index, 0, base, content, context, call_id)
+        yield text_block(kind, index, result.position or 0, base, content, context, call_id)
     elif isinstance(content, list):
-        for part_index, part in enumerate(content):
-            if is_plain_text_part(part):
-                path = (*base, part_index, "text")
-                yield text_block(kind, index, part_index, path, part["text"], context, call_id)
-
-
-def anthropic_result_blocks(
-    index: int, item_index: int, item: dict[str, Any], context: Context
-) -> Iterator[Block]:
-    call_id = item.get("tool_use_id") if isinstance(item.get("tool_use_id"), str) else None
-    kind = result_kind(call_id, context)
-    if kind is None:
-        return
-    base: Path = ("messages", index, "content", item_index, "content")
-    content = item.get("content")
-    if isinstance(content, str):
-        yield text_block(kind, index, item_index, base, content, context, call_id)
-    elif isinstance(content, list):
-        for inner, nested in enumerate(content):
-            if is_plain_text_part(nested) and nested.get("type") == "text":
-                block_index = item_index * NESTED_INDEX + inner
+        for inner, part in enumerate(content):
+            if is_plain_text_part(part, context.protocol.text_part_types):
+                block_index = (
+                    inner if result.position is None else result.position * NESTED_INDEX + inner
+                )
                 path = (*base, inner, "text")
-                yield text_block(kind, index, block_index, path, nested["text"], context, call_id)
+                yield text_block(kind, index, block_index, path, part["text"], context, call_id)
 
 
-def is_plain_user_turn(message: dict[str, Any], chat_format: str) -> bool:
+def is_plain_user_turn(message: dict[str, Any], protocol: ProviderProtocol) -> bool:
     """String content, or only text parts without citations: what ``current_user`` may truncate."""
     content = message.get("content")
     if isinstance(content, str):
         return True
     if not isinstance(content, list) or not content:
         return False
-    allowed = {"text"} if chat_format == "anthropic" else TEXT_PART_TYPES
-    return all(is_plain_text_part(part) and part["type"] in allowed for part in content)
+    return all(is_plain_text_part(part, protocol.text_part_types) for part in content)
 
 
 def has_signed_content(message: dict[str, Any]) -> bool:
@@ -441,7 +363,7 @@ def message_text_kind(index: int, message: dict[str, Any], context: Context) -> 
     """``current_user`` for the latest typed user turn, ``history`` for unprotected turns."""
     role = message_role(message)
     if index == context.turn_user_index:
-        if is_plain_user_turn(message, context.chat_format) and not is_json_payload(
+        if is_plain_user_turn(message, context.protocol) and not is_json_payload(
             typed_text(message)
         ):
             return "current_user"
@@ -463,9 +385,8 @@ def message_text_blocks(index: int, message: dict[str, Any], context: Context) -
             return
         yield text_block(kind, index, 0, base, content, context)
         return
-    allowed = {"text"} if context.chat_format == "anthropic" else TEXT_PART_TYPES
     for part_index, part in enumerate(content if isinstance(content, list) else []):
-        if not is_plain_text_part(part) or part["type"] not in allowed:
+        if not is_plain_text_part(part, context.protocol.text_part_types):
             continue
         if role == "user" and kind == "history" and is_json_payload(part["text"]):
             continue
@@ -478,14 +399,10 @@ def message_blocks(index: int, message: dict[str, Any], context: Context) -> Ite
     role = message_role(message)
     if role in {"system", "developer"}:
         return
-    if context.chat_format != "anthropic" and role in {"tool", "function"}:
-        yield from openai_tool_blocks(index, message, context)
-        return
-    if context.chat_format == "anthropic":
-        content = message.get("content")
-        for item_index, item in enumerate(content if isinstance(content, list) else []):
-            if isinstance(item, dict) and item.get("type") == "tool_result":
-                yield from anthropic_result_blocks(index, item_index, item, context)
+    for result in context.protocol.message_results(message):
+        yield from result_blocks(index, result, context)
+    # A message that is a result as a whole (``role: tool``) has no text of its own: it is no
+    # user or assistant turn.
     yield from message_text_blocks(index, message, context)
 
 
@@ -496,12 +413,13 @@ def parse_segments(
     messages = body.get("messages") if isinstance(body, dict) else None
     if not isinstance(messages, list):
         raise UnsupportedShape("the request has no messages list")
-    calls, results = index_tool_calls(messages, chat_format)
+    protocol = protocol_for(chat_format)
+    calls, results = index_tool_calls(messages, protocol)
     latest = latest_indexes(messages, calls, provenance)
     protected = protected_messages(messages, calls, results, latest)
     turn_user = latest[0]
     last_user_text = typed_text(messages[turn_user]) if turn_user is not None else ""
-    context = Context(chat_format, calls, provenance, last_user_text, protected, turn_user)
+    context = Context(protocol, calls, provenance, last_user_text, protected, turn_user)
     blocks = [
         block
         for index, message in enumerate(messages)

@@ -15,6 +15,7 @@ from compression.recovery import RecoveryError, invalidate, retrieve
 from compression.stats import audit, stats_report
 from contextplatform.core.errors import ApiError
 from contextplatform.core.views import ApiView
+from contextplatform.protocols.registry import PROTOCOLS
 
 
 class RetrieveBody(BaseModel):
@@ -60,7 +61,7 @@ class CapabilitiesView(ApiView):
                 "json_structure_preserved": True,
                 "multimodal_preserved": True,
                 "protocol_metadata_kept": True,
-                "formats": ["openai", "anthropic"],
+                "formats": list(PROTOCOLS),
                 "token_estimator": "heuristic",
             }
         )

@@ -11,7 +11,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import aiohttp
 from django.conf import settings
@@ -225,13 +225,20 @@ async def _send_retrying(
     return response
 
 
-async def _send(
-    upstream: Upstream,
-    body: dict[str, Any],
-    allowlist: Sequence[str],
-    client_headers: Mapping[str, str],
+class Forwarding(TypedDict):
+    """How a call reaches its deployment: the tenant's outbound allowlist, and the client's
+    headers (those the upstream is to see are picked by ``upstream_headers``)."""
+
+    allowlist: Sequence[str]
+    client_headers: Mapping[str, str]
+
+
+async def open_stream(
+    upstream: Upstream, body: dict[str, Any], **forwarding: Unpack[Forwarding]
 ) -> UpstreamResponse:
-    client = await _client(allowlist)
+    """The upstream's response, its status checked; the caller reads and closes it. Errors
+    before the first byte are the same for a streaming call as for a non-streaming one."""
+    client = await _client(forwarding["allowlist"])
     url = upstream_url(upstream)
     try:
         where = display_url(checked_url(url)[0])
@@ -241,7 +248,7 @@ async def _send(
             f"({error}); correct it with PUT /api/v1/deployments/{upstream.name}"
         ) from error
     content = safe_json.dumps(upstream_body(upstream, body))  # history read back from jsonb
-    headers = upstream_headers(upstream, client_headers)
+    headers = upstream_headers(upstream, forwarding["client_headers"])
     try:
         sent = await _send_retrying(client, url, content, headers, upstream, where)
     except TimeoutError as error:  # aiohttp's connect and read timeouts are TimeoutErrors
@@ -260,16 +267,12 @@ async def _send(
 
 
 async def call_upstream(
-    upstream: Upstream,
-    body: dict[str, Any],
-    *,
-    allowlist: Sequence[str],
-    client_headers: Mapping[str, str],
+    upstream: Upstream, body: dict[str, Any], **forwarding: Unpack[Forwarding]
 ) -> UpstreamAnswer:
     """One non-streaming call, bounded in time as a whole and in size."""
     try:
         async with asyncio.timeout(upstream.timeout_ms / 1000):
-            response = await _send(upstream, body, allowlist, client_headers)
+            response = await open_stream(upstream, body, **forwarding)
             try:
                 raw = await read_bounded(response, max_response_bytes())
             finally:
@@ -294,19 +297,8 @@ async def call_upstream(
     return UpstreamAnswer(status=response.status_code, body=raw, payload=payload)
 
 
-async def open_stream(
-    upstream: Upstream,
-    body: dict[str, Any],
-    *,
-    allowlist: Sequence[str],
-    client_headers: Mapping[str, str],
-) -> UpstreamResponse:
-    """The upstream's streaming response, its status checked; the caller reads and closes it.
-    Errors before the first byte are the same as a non-streaming call's."""
-    return await _send(upstream, body, allowlist, client_headers)
-
-
 __all__ = [
+    "Forwarding",
     "GatewayError",
     "UpstreamAnswer",
     "UpstreamBroke",

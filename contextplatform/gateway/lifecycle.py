@@ -34,6 +34,7 @@ from contextplatform.gateway.budgets import HeldBudget, hold_budget
 from contextplatform.gateway.calls import GatewayCall, gateway_call, resolve_headers
 from contextplatform.gateway.connections import in_tenant
 from contextplatform.gateway.forward import (
+    Forwarding,
     UpstreamAnswer,
     UpstreamBroke,
     UpstreamResponse,
@@ -151,7 +152,7 @@ class Reserved:
     held: HeldBudget
     body: dict[str, Any]
     tools: ServedTools
-    forward: dict[str, Any]
+    forward: Forwarding
 
 
 class ChatCall:
@@ -234,10 +235,9 @@ class ChatCall:
             # The output limit lowered to what the session budget granted.
             body=held.limit_output(resolution.rewritten),
             tools=served_tools(resolution, call.user, tenant.capture_content),
-            forward={
-                "allowlist": tenant.outbound_allowlist,
-                "client_headers": self.request.headers,
-            },
+            forward=Forwarding(
+                allowlist=tenant.outbound_allowlist, client_headers=self.request.headers
+            ),
         )
 
     # ------------------------------------------------------------------ forward, tool loop

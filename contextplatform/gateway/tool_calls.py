@@ -14,14 +14,9 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from contextplatform.protocols.base import (
-    UNSERVED_TEXT,
-    ProtocolName,
-    ServedCall,
-    ToolCall,
-    parse_arguments,
-)
+from contextplatform.protocols.base import ProtocolName
 from contextplatform.protocols.registry import protocol_for
+from contextplatform.protocols.tools import UNSERVED_TEXT, ServedCall, ToolCall, parse_arguments
 
 Protocol = ProtocolName
 

@@ -8,7 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from contextplatform.deployments.selectors import Upstream
-from contextplatform.gateway.forward import UpstreamRejected, UpstreamResponse, open_stream
+from contextplatform.gateway.forward import (
+    Forwarding,
+    UpstreamRejected,
+    UpstreamResponse,
+    open_stream,
+)
 from contextplatform.gateway.protocol import GatewayError, error_body
 from contextplatform.gateway.served_tools import ServedTools
 from contextplatform.gateway.stream_loop import StreamRound
@@ -24,7 +29,7 @@ class ToolStream:
         body: dict[str, Any],
         tools: ServedTools,
         steps: ToolSteps,
-        forward: dict[str, Any],
+        forward: Forwarding,
         hide_usage: bool,
     ) -> None:
         self.upstream = upstream

@@ -14,22 +14,22 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from contextplatform.protocols.base import (
-    UNSERVED_TEXT,
-    Messages,
-    ProtocolError,
-    ProviderProtocol,
-    ServedCall,
-    ToolCall,
-    as_object,
-    error_type,
-    parse_arguments,
-    tool_call,
-)
+from contextplatform.protocols.base import Messages, ProtocolError, ProviderProtocol, error_type
 from contextplatform.protocols.provider_input import anthropic_tool_prompt_tokens
 from contextplatform.protocols.provider_shapes import AnthropicCallRequest, AnthropicChatRequest
 from contextplatform.protocols.sse import sse
 from contextplatform.protocols.stream_rounds import HeldCall, StreamRound
+from contextplatform.protocols.tools import (
+    UNSERVED_TEXT,
+    MessageCall,
+    MessageResult,
+    ServedCall,
+    ToolCall,
+    as_object,
+    compact_json,
+    parse_arguments,
+    tool_call,
+)
 from contextplatform.protocols.usage import ANTHROPIC_INPUT_FIELDS, ProviderUsage
 
 # Anthropic's Messages API requires max_tokens; the kernel's answers (scores, decisions) are
@@ -54,6 +54,7 @@ def is_tool_use(block: Any, reserved: Collection[str] | None = None) -> bool:
 class AnthropicMessages(ProviderProtocol):
     name = "anthropic"
     user_field = "metadata.user_id"
+    injected_id_prefix = "toolu_vsr_"
     path = "/v1/messages"
     usage_fields: ClassVar[tuple[str, ...]] = (
         "input_tokens",
@@ -99,9 +100,6 @@ class AnthropicMessages(ProviderProtocol):
             body["system"] = [*system, {"type": "text", "text": section}]
         return body
 
-    def injected_call_id(self, digest: str) -> str:
-        return f"toolu_vsr_{digest}"
-
     def tool_exchange(
         self, call_id: str, name: str, arguments: dict[str, Any], result: str
     ) -> list[dict[str, Any]]:
@@ -123,6 +121,42 @@ class AnthropicMessages(ProviderProtocol):
                 continue
             tools.append(self.tool_definition(name, description, INPUT_SCHEMA))
         body["tools"] = tools
+
+    # ------------------------------------------------------------------ a request's history
+
+    text_part_types: ClassVar[frozenset[str]] = frozenset({"text"})
+
+    def message_calls(self, message: Mapping[str, Any]) -> list[MessageCall]:
+        content = message.get("content")
+        return [
+            MessageCall(
+                block["id"], str(block.get("name", "")), compact_json(block.get("input", {}))
+            )
+            for block in (content if isinstance(content, list) else [])
+            if is_tool_use(block) and isinstance(block.get("id"), str)
+        ]
+
+    def result_ids(self, message: Mapping[str, Any]) -> list[str]:
+        return [
+            result.call_id for result in self.message_results(message) if result.call_id is not None
+        ]
+
+    def message_results(self, message: Mapping[str, Any]) -> list[MessageResult]:
+        """The ``tool_result`` blocks of the message's content."""
+        content = message.get("content")
+        results: list[MessageResult] = []
+        for position, block in enumerate(content if isinstance(content, list) else []):
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                call_id = block.get("tool_use_id")
+                results.append(
+                    MessageResult(
+                        call_id if isinstance(call_id, str) else None,
+                        block.get("content"),
+                        ("content", position, "content"),
+                        position,
+                    )
+                )
+        return results
 
     # ------------------------------------------------------------------ tool calls
 
@@ -232,23 +266,15 @@ class AnthropicMessages(ProviderProtocol):
             headers["x-api-key"] = api_key
         return headers
 
-    def chat_request(
-        self,
-        model: str,
-        messages: Messages,
-        *,
-        json_mode: bool,
-        max_tokens: int | None,
-        temperature: float = 0,
+    def chat_fields(
+        self, messages: Messages, *, json_mode: bool, max_tokens: int | None
     ) -> dict[str, Any]:
         """The system prompt beside the messages, max_tokens always."""
         system = [m["content"] for m in messages if m.get("role") == "system"]
         if json_mode:
             system.append(JSON_INSTRUCTION)
         request: dict[str, Any] = {
-            "model": model,
             "max_tokens": max_tokens or DEFAULT_MAX_TOKENS,
-            "temperature": temperature,
             "messages": [
                 {"role": m["role"], "content": m["content"]}
                 for m in messages

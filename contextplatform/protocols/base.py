@@ -5,6 +5,8 @@ differs between them, so that the rest of the platform asks it instead of branch
 * the request: its shape (``provider_shapes``), its output limit, where it names the user, how a
   stream is asked to report usage;
 * the injection: how a system block and a tool exchange are written into a request;
+* a request's history: the tool calls an assistant message holds, the tool results a message
+  carries, which content parts are plain text;
 * tool calls: finding them in an answer, the follow-up that carries their results, the answer
   without the gateway's own calls, the usage of several calls added up;
 * usage in the provider's own shape, and error bodies as its clients read them;
@@ -25,14 +27,7 @@ from pydantic import BaseModel
 
 from contextplatform.protocols.sse import sse
 from contextplatform.protocols.stream_rounds import StreamRound
-from contextplatform.protocols.tools import (
-    UNSERVED_TEXT,
-    ServedCall,
-    ToolCall,
-    as_object,
-    parse_arguments,
-    tool_call,
-)
+from contextplatform.protocols.tools import MessageCall, MessageResult, ServedCall, ToolCall
 from contextplatform.protocols.usage import ProviderUsage
 
 # The names a deployment's configuration may give (the registry's keys).
@@ -72,6 +67,10 @@ class ProviderProtocol(ABC):
     usage_fields: ClassVar[tuple[str, ...]]
     # Whether a stream reports usage only when the request asks for it.
     stream_usage_on_request: ClassVar[bool] = False
+
+    # How the ids of the tool calls the platform injects begin: the provider's own id style, and
+    # ``vsr_`` to tell them from the model's.
+    injected_id_prefix: ClassVar[str]
 
     # The path of its endpoint (the gateway's, and the one its SDK calls under the server root).
     path: ClassVar[str]
@@ -117,9 +116,9 @@ class ProviderProtocol(ABC):
     def inject_system(self, body: dict[str, Any], section: str) -> dict[str, Any]:
         """``body`` with ``section`` added to its system prompt (in place)."""
 
-    @abstractmethod
     def injected_call_id(self, digest: str) -> str:
         """The id of an injected tool call, in the provider's id style."""
+        return f"{self.injected_id_prefix}{digest}"
 
     @abstractmethod
     def tool_exchange(
@@ -137,6 +136,24 @@ class ProviderProtocol(ABC):
         """Declare tools whose calls were injected, when the provider refuses undeclared ones
         (none by default: a declaration would offer the model a tool it might call)."""
         return None
+
+    # ------------------------------------------------------------------ a request's history
+
+    # The types of a message's content parts that hold plain text (the others are media, files,
+    # tool calls and results, thinking).
+    text_part_types: ClassVar[frozenset[str]]
+
+    @abstractmethod
+    def message_calls(self, message: Mapping[str, Any]) -> list[MessageCall]:
+        """The tool calls an assistant message holds, in order (a call without an id left out)."""
+
+    @abstractmethod
+    def result_ids(self, message: Mapping[str, Any]) -> list[str]:
+        """The ids of the calls whose results ``message`` carries."""
+
+    @abstractmethod
+    def message_results(self, message: Mapping[str, Any]) -> list[MessageResult]:
+        """The tool results ``message`` carries, in order, each with where its content is."""
 
     # ------------------------------------------------------------------ tool calls
 
@@ -231,7 +248,6 @@ class ProviderProtocol(ABC):
     def headers(self, api_key: str | None, extra: Mapping[str, str]) -> dict[str, str]:
         """A call's headers: the key where the provider reads it, ``extra`` kept."""
 
-    @abstractmethod
     def chat_request(
         self,
         model: str,
@@ -242,6 +258,15 @@ class ProviderProtocol(ABC):
         temperature: float = 0,
     ) -> dict[str, Any]:
         """A request asking ``model`` to answer ``messages`` (role and content strings)."""
+        fields = self.chat_fields(messages, json_mode=json_mode, max_tokens=max_tokens)
+        return {"model": model, "temperature": temperature, **fields}
+
+    @abstractmethod
+    def chat_fields(
+        self, messages: Messages, *, json_mode: bool, max_tokens: int | None
+    ) -> dict[str, Any]:
+        """What of such a request the provider shapes its own way: the messages (and where the
+        system prompt goes), the output limit, how the answer is asked to be JSON."""
 
     @abstractmethod
     def answer_text(self, payload: Any) -> str:
@@ -250,16 +275,9 @@ class ProviderProtocol(ABC):
 
 __all__ = [
     "ERROR_TYPES",
-    "UNSERVED_TEXT",
     "Messages",
     "ProtocolError",
     "ProtocolName",
     "ProviderProtocol",
-    "ServedCall",
-    "StreamRound",
-    "ToolCall",
-    "as_object",
     "error_type",
-    "parse_arguments",
-    "tool_call",
 ]

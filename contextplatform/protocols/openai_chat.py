@@ -15,21 +15,21 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from contextplatform.protocols.base import (
-    UNSERVED_TEXT,
-    Messages,
-    ProtocolError,
-    ProviderProtocol,
-    ServedCall,
-    ToolCall,
-    as_object,
-    error_type,
-    tool_call,
-)
+from contextplatform.protocols.base import Messages, ProtocolError, ProviderProtocol, error_type
 from contextplatform.protocols.provider_input import openai_framing_tokens
 from contextplatform.protocols.provider_shapes import OpenAIChatRequest
 from contextplatform.protocols.sse import sse
 from contextplatform.protocols.stream_rounds import HeldCall, StreamRound
+from contextplatform.protocols.tools import (
+    UNSERVED_TEXT,
+    MessageCall,
+    MessageResult,
+    ServedCall,
+    ToolCall,
+    arguments_text,
+    as_object,
+    tool_call,
+)
 from contextplatform.protocols.usage import ProviderUsage
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -55,6 +55,7 @@ class OpenAIChat(ProviderProtocol):
     user_field = "user"
     usage_fields: ClassVar[tuple[str, ...]] = ("prompt_tokens", "completion_tokens", "total_tokens")
     stream_usage_on_request = True
+    injected_id_prefix = "call_vsr_"
     path = "/v1/chat/completions"
 
     # ------------------------------------------------------------------ requests
@@ -105,9 +106,6 @@ class OpenAIChat(ProviderProtocol):
             messages.insert(0, {"role": "system", "content": section})
         return body
 
-    def injected_call_id(self, digest: str) -> str:
-        return f"call_vsr_{digest}"
-
     def tool_exchange(
         self, call_id: str, name: str, arguments: dict[str, Any], result: str
     ) -> list[dict[str, Any]]:
@@ -128,6 +126,45 @@ class OpenAIChat(ProviderProtocol):
             "type": "function",
             "function": {"name": name, "description": description, "parameters": schema},
         }
+
+    # ------------------------------------------------------------------ a request's history
+
+    # ``input_text`` too: clients written for the Responses API send it in Chat messages.
+    text_part_types: ClassVar[frozenset[str]] = frozenset({"text", "input_text"})
+
+    def message_calls(self, message: Mapping[str, Any]) -> list[MessageCall]:
+        """``tool_calls`` entries, then a legacy ``function_call`` (its id ``function:<name>``,
+        which its ``role: function`` result names)."""
+        calls: list[MessageCall] = []
+        for call in message.get("tool_calls") or []:
+            if not isinstance(call, dict) or not isinstance(call.get("id"), str):
+                continue
+            function = as_object(call.get("function"))
+            arguments = arguments_text(function.get("arguments"))
+            calls.append(MessageCall(call["id"], str(function.get("name", "")), arguments))
+        legacy = message.get("function_call")
+        if isinstance(legacy, dict) and legacy.get("name"):
+            name = str(legacy["name"])
+            calls.append(
+                MessageCall(f"function:{name}", name, arguments_text(legacy.get("arguments")))
+            )
+        return calls
+
+    def result_ids(self, message: Mapping[str, Any]) -> list[str]:
+        role = message.get("role")
+        if role == "tool" and isinstance(message.get("tool_call_id"), str):
+            return [message["tool_call_id"]]
+        if role == "function" and message.get("name"):
+            return [f"function:{message['name']}"]
+        return []
+
+    def message_results(self, message: Mapping[str, Any]) -> list[MessageResult]:
+        """A ``role: tool`` (or legacy ``function``) message is one result as a whole."""
+        if message.get("role") not in ("tool", "function"):
+            return []
+        ids = self.result_ids(message)
+        call_id = ids[0] if ids else None
+        return [MessageResult(call_id, message.get("content"), ("content",), None)]
 
     # ------------------------------------------------------------------ tool calls
 
@@ -243,20 +280,10 @@ class OpenAIChat(ProviderProtocol):
             headers["Authorization"] = f"Bearer {api_key}"
         return headers
 
-    def chat_request(
-        self,
-        model: str,
-        messages: Messages,
-        *,
-        json_mode: bool,
-        max_tokens: int | None,
-        temperature: float = 0,
+    def chat_fields(
+        self, messages: Messages, *, json_mode: bool, max_tokens: int | None
     ) -> dict[str, Any]:
-        request: dict[str, Any] = {
-            "model": model,
-            "messages": [dict(message) for message in messages],
-            "temperature": temperature,
-        }
+        request: dict[str, Any] = {"messages": [dict(message) for message in messages]}
         if json_mode:
             request["response_format"] = {"type": "json_object"}
         if max_tokens is not None:

@@ -51,4 +51,51 @@ def as_object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-__all__ = ["UNSERVED_TEXT", "ServedCall", "ToolCall", "as_object", "parse_arguments", "tool_call"]
+@dataclass(frozen=True)
+class MessageCall:
+    """A tool call that an assistant message of a request's history holds: its id, its name and
+    its arguments as text (what the model wrote, compact JSON for an object)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class MessageResult:
+    """A tool result that a message of a request's history carries: the id of its call (None when
+    the message names none), its content as the body holds it, where that content is from the
+    message (``("content",)``, ``("content", 2, "content")``) and the position of the result among
+    the message's content items (None when the result is the whole message)."""
+
+    call_id: str | None
+    content: Any
+    path: tuple[str | int, ...]
+    position: int | None
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def arguments_text(arguments: Any) -> str:
+    """A call's arguments as text: a JSON string as it is, an object compacted, none empty."""
+    if isinstance(arguments, str):
+        return arguments
+    if arguments is None:
+        return ""
+    return compact_json(arguments)
+
+
+__all__ = [
+    "UNSERVED_TEXT",
+    "MessageCall",
+    "MessageResult",
+    "ServedCall",
+    "ToolCall",
+    "arguments_text",
+    "as_object",
+    "compact_json",
+    "parse_arguments",
+    "tool_call",
+]

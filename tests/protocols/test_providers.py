@@ -9,16 +9,11 @@ import pytest
 from pydantic import ValidationError
 
 from contextplatform.protocols.anthropic_messages import AnthropicMessages
-from contextplatform.protocols.base import (
-    UNSERVED_TEXT,
-    ProtocolError,
-    ProviderProtocol,
-    ServedCall,
-    ToolCall,
-)
+from contextplatform.protocols.base import ProtocolError, ProviderProtocol
 from contextplatform.protocols.openai_chat import OpenAIChat
 from contextplatform.protocols.provider_shapes import AnthropicCallRequest, OpenAIChatRequest
 from contextplatform.protocols.registry import ANTHROPIC, OPENAI, PROTOCOLS, protocol_for
+from contextplatform.protocols.tools import UNSERVED_TEXT, ServedCall, ToolCall
 from contextplatform.protocols.usage import ProviderUsage
 
 # ---------------------------------------------------------------------------- the registry
