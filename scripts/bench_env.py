@@ -31,7 +31,10 @@ def git_revision() -> str:
         return completed.stdout.strip()
 
     revision = git("rev-parse", "--short", "HEAD") or "unknown"
-    return revision + (" (uncommitted changes)" if git("status", "--porcelain") else "")
+    # The page the benches write (docs/) is not the code they measure: a section run after
+    # another one in the same session still names the code's commit alone.
+    changed = git("status", "--porcelain", "--", ".", ":(exclude)docs")
+    return revision + (" (uncommitted changes)" if changed else "")
 
 
 def database_description() -> str:
