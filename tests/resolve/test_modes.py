@@ -391,24 +391,33 @@ def test_search_fetches_the_one_source_it_is_given(
     assert nothing_reached(dashboard, acme, ids)
 
 
+RERUN_REQUEST = {"model": "m", "messages": [{"role": "user", "content": "What do I read?"}]}
+
+
+def recorded_turn(acme: TenantFixture, acme_api: ApiClient, ids: Ids) -> ReplayRecord:
+    """A live resolve on the seeded route, and its record holding the request (as a tenant that
+    captures content keeps it): what a rerun runs again."""
+    make_route(acme_api)
+    seed(acme_api, ids)
+    resolved = acme_api.post(
+        "/api/v1/resolve",
+        {"route": "modes", "user": ids.user, "session": ids.session, "request": RERUN_REQUEST},
+    )
+    assert resolved.status_code == 200, resolved.content
+    with schema_context(acme.tenant.schema_name):
+        record = ReplayRecord.objects.get(pk=resolved.json()["id"])
+    record.request_body = record.request_body or RERUN_REQUEST
+    return record
+
+
 def test_a_rerun_reads_only_what_existed_when_it_was_recorded(
     acme: TenantFixture, acme_api: ApiClient, ids: Ids, dashboard: Dashboard
 ) -> None:
-    make_route(acme_api)
-    seed(acme_api, ids)
-    request = {"model": "m", "messages": [{"role": "user", "content": "What do I read?"}]}
-    resolved = acme_api.post(
-        "/api/v1/resolve",
-        {"route": "modes", "user": ids.user, "session": ids.session, "request": request},
-    )
-    assert resolved.status_code == 200, resolved.content
+    record = recorded_turn(acme, acme_api, ids)
+    request = RERUN_REQUEST
     schema = acme.tenant.schema_name
-    with schema_context(schema):
-        record = ReplayRecord.objects.get(pk=resolved.json()["id"])
-        # As a tenant that captures content keeps it: the request to run again.
-        record.request_body = record.request_body or request
-        # Later than the record: a message in the session and a memory of the user.
-        stamp = record.created_at + timedelta(seconds=5)
+    # Later than the record: a message in the session and a memory of the user.
+    stamp = record.created_at + timedelta(seconds=5)
     later = acme_api.post(
         f"/api/v1/sessions/{ids.session}/messages",
         {"user": ids.user, "messages": [{"role": "user", "content": "A later message."}]},
@@ -447,18 +456,8 @@ def test_a_rerun_against_a_draft_runs_the_draft(
 ) -> None:
     from contextplatform.routes.selectors import loaded_route
 
-    make_route(acme_api)
-    seed(acme_api, ids)
-    request = {"model": "m", "messages": [{"role": "user", "content": "What do I read?"}]}
-    resolved = acme_api.post(
-        "/api/v1/resolve",
-        {"route": "modes", "user": ids.user, "session": ids.session, "request": request},
-    )
-    assert resolved.status_code == 200, resolved.content
-    schema = acme.tenant.schema_name
-    with schema_context(schema):
-        record = ReplayRecord.objects.get(pk=resolved.json()["id"])
-        record.request_body = record.request_body or request
+    record = recorded_turn(acme, acme_api, ids)
+    with schema_context(acme.tenant.schema_name):
         saved = loaded_route("modes").spec
         context = saved.context.model_copy(
             update={"sources": [s for s in saved.context.sources if s.type != "memory"]}
