@@ -645,7 +645,7 @@ _CHANGES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
         (
             "work",
             rf"^i\s+{ADV}(?:started|began)\s+(?:a\s+new\s+job\s+|work(?:ing)?\s+)?(?P<x>(?:as|at)\s+.+)$",
-            "User works {x} (started there {when})",
+            "User works {x} (new job, started there {when})",
         ),
         (
             "work",
@@ -655,7 +655,7 @@ _CHANGES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
         (
             "work",
             rf"^i\s+{ADV}joined\s+(?P<x>(?!a\b|an\b|the\s+(?:gym|club|team)\b).+)$",
-            "User works at {x} (joined {when})",
+            "User works at {x} (new job, joined {when})",
         ),
         (
             "pet",

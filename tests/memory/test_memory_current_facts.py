@@ -33,7 +33,7 @@ CURRENT: list[tuple[str, str]] = [
     ),
     (
         "I started as a nurse at St Mary's Hospital last week.",
-        "User works as a nurse at St Mary's Hospital (started there in March 2025)",
+        "User works as a nurse at St Mary's Hospital (new job, started there in March 2025)",
     ),
     (
         "I got a new job as a data engineer at Spotify in January.",
@@ -151,5 +151,5 @@ def test_retention_applies_to_a_superseded_memory(
         Memory.objects.filter(pk=old.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
         assert delete_expired() == 1
         assert list(Memory.objects.filter(user_id="u1").values_list("content", flat=True)) == [
-            "User works as a nurse at St Mary's (started there in May 2025)"
+            "User works as a nurse at St Mary's (new job, started there in May 2025)"
         ]
