@@ -183,7 +183,7 @@ CASES: tuple[tuple[str, str, str], ...] = (
     ("I started as a nurse at St Mary's Hospital last week.", "What do I do for work?", "nurse"),
     ("I started at Siemens as an engineer last month.", "Where do I work?", "Siemens"),
     ("I got a new job as a data engineer at Spotify in January.", "What is my job?", "Spotify"),
-    ("I joined Deloitte three weeks ago.", "Who is my employer?", "Deloitte"),
+    ("I joined Deloitte as an analyst three weeks ago.", "Who is my employer?", "Deloitte"),
     ("We adopted a dog last month.", "Do I have pets?", "dog"),
     ("I adopted a kitten yesterday.", "Do I have any animals at home?", "kitten"),
     ("I got married in June.", "Am I married?", "married"),

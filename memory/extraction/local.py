@@ -6,7 +6,12 @@ first-person subject becomes "User" ("I prefer window seats" → "User prefers w
 name is Ada" → "User's name is Ada", "I'm a nurse" → "User is a nurse") and the other first-person
 words of the clause become they / them / their ("I like my coffee black" → "User likes their
 coffee black"). Relative times are kept as said ("User bought a bike yesterday"); the memory's
-``observed_at``, the date of the turn it came from, dates them.
+``observed_at``, the date of the turn it came from, dates them. One exception, given that date: a
+change in the user's life said with its time (a move, a new job, pet, partner or child) is written
+as what is true now, in the words a question about it will use, with the month it happened and
+the words it was said in ("I moved to Lisbon last month" → "User lives in Lisbon (moved there in
+February 2025)"); a move or a new job then supersedes the user's older home or job
+(``current_fact``, ``topic_of``, ``memory.extraction.planning``).
 
 What it reads: names, what the user is ("I'm a nurse", "I'm fluent in Greek"), where they live and
 work, what they have, like and dislike, dated events ("I'm flying to Oslo next Tuesday"), stable
@@ -633,18 +638,29 @@ _PETS = (
     r"(?:dog|puppy|cat|kitten|rabbit|bunny|hamster|guinea\s+pig|parrot|budgie|bird|turtle"
     r"|tortoise|fish|goldfish|horse|pony|ferret|gecko|lizard|snake|chicken|hen)s?"
 )
-# (topic, pattern over the clause without its time, present-tense template, kept words)
+# What "moved to" / "started at" also reach that is no home or job.
+_NOT_A_PLACE = (
+    r"(?:the\s+)?(?:[\w-]+\s+)?(?:shift|team|role|position|department|plan|tier|version"
+    r"|stage|phase|level|class|group|league|side|front|back|top|bottom)\b"
+)
+_NOT_A_JOB = (
+    r"(?:the\s+|a\s+new\s+)?(?:university|uni|college|school|high\s+school|kindergarten"
+    r"|nursery|gym|beginning|bottom|top|start|end|\d)\b"
+)
+# (topic, pattern over the clause without its time, present-tense template)
 _CHANGES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
     (topic, re.compile(pattern, re.IGNORECASE), template)
     for topic, pattern, template in (
         (
             "home",
-            rf"^i\s+{ADV}(?P<verb>moved|relocated)\s+(?:back\s+)?(?:to|into)\s+(?P<x>.+)$",
+            rf"^i\s+{ADV}(?P<verb>moved|relocated)\s+(?:back\s+)?(?:to|into)\s+(?!{_NOT_A_PLACE})"
+            r"(?P<x>.+)$",
             "User lives in {x} ({verb} there {when})",
         ),
         (
             "work",
-            rf"^i\s+{ADV}(?:started|began)\s+(?:a\s+new\s+job\s+|work(?:ing)?\s+)?(?P<x>(?:as|at)\s+.+)$",
+            rf"^i\s+{ADV}(?:started|began)\s+(?:a\s+new\s+job\s+|work(?:ing)?\s+)?"
+            rf"(?P<x>(?:as|at)\s+(?!{_NOT_A_JOB}).+)$",
             "User works {x} (new job, started there {when})",
         ),
         (
@@ -654,8 +670,9 @@ _CHANGES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
         ),
         (
             "work",
-            rf"^i\s+{ADV}joined\s+(?P<x>(?!a\b|an\b|the\s+(?:gym|club|team)\b).+)$",
-            "User works at {x} (new job, joined {when})",
+            # "I joined Deloitte" alone may be a club or a network; with the role it is a job
+            rf"^i\s+{ADV}joined\s+(?P<at>(?!a\b|an\b|the\b)\S.*?)\s+(?P<x>as\s+(?:a|an)\s+.+)$",
+            "User works {x} at {at} (new job, joined {when})",
         ),
         (
             "pet",

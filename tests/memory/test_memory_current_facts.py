@@ -39,6 +39,10 @@ CURRENT: list[tuple[str, str]] = [
         "I got a new job as a data engineer at Spotify in January.",
         "User works as a data engineer at Spotify (got the job in January 2025)",
     ),
+    (
+        "I joined Deloitte as an analyst in February.",
+        "User works as an analyst at Deloitte (new job, joined in February 2025)",
+    ),
     ("We adopted a dog two weeks ago.", "User has a dog (adopted in February 2025)"),
     ("I got married in June.", "User is married (got married in June 2024)"),
 ]
@@ -57,10 +61,14 @@ def test_without_the_turns_date_or_a_time_the_words_stay_as_said() -> None:
     assert [m.content for m in extract_local("I moved to Lisbon.", observed_at=SAID)] == [
         "User moved to Lisbon"
     ]
-    # a plan is not a change that happened
-    assert extract_local("I'm moving to Lisbon next month.", observed_at=SAID) == [
-        extract_local("I'm moving to Lisbon next month.")[0]
-    ]
+    # a plan is not a change that happened, nor is a shift a home, a school a job, a club an employer
+    for text in (
+        "I'm moving to Lisbon next month.",
+        "I moved to the night shift last month.",
+        "I started at university last month.",
+        "I joined Twitter last year.",
+    ):
+        assert extract_local(text, observed_at=SAID) == extract_local(text), text
 
 
 def say(api: ApiClient, schema: str, text: str, moment: datetime) -> None:
@@ -153,3 +161,58 @@ def test_retention_applies_to_a_superseded_memory(
         assert list(Memory.objects.filter(user_id="u1").values_list("content", flat=True)) == [
             "User works as a nurse at St Mary's (new job, started there in May 2025)"
         ]
+
+
+def test_the_llm_extractor_names_what_an_added_memory_supersedes() -> None:
+    from memory.extraction.llm import parse_decisions
+    from memory.extraction.types import ExistingMemory, ExtractionError, MemoryDecision
+
+    existing = [ExistingMemory(7, "User lives in Porto")]
+    reply = json.dumps(
+        {
+            "decisions": [
+                {
+                    "action": "add",
+                    "content": "User lives in Lisbon (moved there in March 2025)",
+                    "kind": "fact",
+                    "supersedes": 7,
+                }
+            ]
+        }
+    )
+    assert parse_decisions(reply, existing) == [
+        MemoryDecision(
+            "add", "User lives in Lisbon (moved there in March 2025)", "fact", None, (7,)
+        )
+    ]
+    for wrong in ({"supersedes": 8}, {"supersedes": 7, "action": "update", "id": 7}):
+        decision = {"action": "add", "content": "User lives in Lisbon", "kind": "fact", **wrong}
+        with pytest.raises(ExtractionError):
+            parse_decisions(json.dumps({"decisions": [decision]}), existing)
+
+
+def test_a_decision_that_supersedes_keeps_the_old_memory_as_history(acme: Any) -> None:
+    """The LLM extractor's add with ``supersedes``, applied as the write after the response
+    applies it: the named memory (the user's own only) is marked, not deleted."""
+    from memory.extraction.types import MemoryDecision
+    from memory.models import MemoryTurn
+    from memory.selectors import live_memories
+    from memory.writing import apply_decision
+    from tests.memory.test_memory_isolation import FakeEmbedder, remember
+
+    old = remember(acme.schema, "u1", "User lives in Porto")
+    someone_else = remember(acme.schema, "u2", "User lives in Porto")
+    with schema_context(acme.schema):
+        turn = MemoryTurn.objects.create(resolve_id="r-llm", route="m", user_id="u1")
+        decision = MemoryDecision(
+            "add",
+            "User lives in Lisbon (moved there in March 2025)",
+            "fact",
+            None,
+            (old, someone_else),
+        )
+        assert apply_decision(turn, decision, FakeEmbedder())
+        new = Memory.objects.get(user_id="u1", superseded_at__isnull=True)
+        assert Memory.objects.get(pk=old).superseded_by == new.pk
+        assert Memory.objects.get(pk=someone_else).superseded_at is None
+        assert [m.pk for m in live_memories("u1")] == [new.pk]
