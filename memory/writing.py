@@ -156,13 +156,13 @@ def write_turn(resolve_id: str, embedder: Embedder) -> MemoryTurn:
                 )
                 vectors = embedder.embed([e.content for e in extracted]) if extracted else []
                 known_vectors = {e.content: v for e, v in zip(extracted, vectors, strict=True)}
-                topics = {e.topic for e in extracted if e.topic in SUPERSEDING_TOPICS}
+                topics = {e.topic for e in extracted if e.topic in SUPERSEDING_TOPICS and e.topic}
                 decisions = plan_writes(
                     extracted,
                     existing_memories(turn.user_id, vectors),
                     vectors,
                     DEDUP_THRESHOLD,
-                    current=current_memories(turn.user_id, {t for t in topics if t}),
+                    current=current_memories(turn.user_id, topics),
                 )
             else:
                 decisions = LLMExtractor(turn.extractor).decide(
