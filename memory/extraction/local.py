@@ -363,6 +363,8 @@ def extract_local(
                 continue  # "we adopted a dog": the household's pet is the user's too
             if current is not None:
                 memory = ExtractedMemory(current[0], "fact", topic=current[1])
+            if memory is None:
+                continue
             key = normalise_text(memory.content)
             if key not in seen:
                 seen.add(key)
@@ -762,9 +764,9 @@ def when(phrase: str, year: str | None, observed_at: datetime) -> str:
         number = _MONTH_NUMBER[named.group(1)[:3]]
         in_year = int(year) if year else said.year - (number > said.month)
         return f"in {_MONTH_NAMES[number - 1]} {in_year}"
-    in_year = re.fullmatch(r"(?:in|since|during) ((?:19|20)\d\d)", text)
-    if in_year:
-        return f"in {in_year.group(1)}"
+    said_year = re.fullmatch(r"(?:in|since|during) ((?:19|20)\d\d)", text)
+    if said_year:
+        return f"in {said_year.group(1)}"
     return phrase
 
 
