@@ -46,6 +46,7 @@ class MemoryAdmin(TenantOnlyAdmin):
         "created_at",
         "last_used_at",
         "expires_at",
+        "superseded_at",
     )
     list_display_links = ("id", "short_content")
     # Operators and memory managers look one user's memories up: an exact user id, a time range
@@ -62,6 +63,8 @@ class MemoryAdmin(TenantOnlyAdmin):
         "source_request_id",
         "source_turn",
         "observed_at",
+        "superseded_at",
+        "superseded_by",
         "created_at",
         "updated_at",
         "last_used_at",

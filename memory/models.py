@@ -34,6 +34,12 @@ class Memory(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
+    # When a newer memory replaced this one (a new home, a new job): kept as the user's history,
+    # listed and exported, under retention like any other, but never recalled or injected.
+    superseded_at = models.DateTimeField(null=True, blank=True)
+    # The id of the memory that replaced it. An id, not a foreign key: retention and erasure
+    # delete memories in SQL, and the replacement may go before the history it replaced.
+    superseded_by = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         verbose_name_plural = "memories"

@@ -93,14 +93,18 @@ def user_memories(user_id: str) -> QuerySet[Memory]:
 
 
 def live_memories(user_id: str, as_of: datetime | None = None) -> QuerySet[Memory]:
-    """One user's memories that have not expired; ``as_of``: those that existed then and had not
-    expired by then (a rerun of a recorded request)."""
+    """One user's memories that have not expired nor been superseded; ``as_of``: those that
+    existed then and had not expired nor been superseded by then (a rerun of a recorded request).
+    Every recall reads through here, so a superseded memory is history, never recalled."""
     if as_of is None:
         return user_memories(user_id).filter(
-            Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+            Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()),
+            superseded_at__isnull=True,
         )
     return user_memories(user_id).filter(
-        Q(created_at__lte=as_of), Q(expires_at__isnull=True) | Q(expires_at__gt=as_of)
+        Q(created_at__lte=as_of),
+        Q(expires_at__isnull=True) | Q(expires_at__gt=as_of),
+        Q(superseded_at__isnull=True) | Q(superseded_at__gt=as_of),
     )
 
 

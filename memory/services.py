@@ -179,6 +179,27 @@ def delete_memory(*, user_id: str, memory_id: int) -> bool:
     return deleted
 
 
+def supersede_memories(
+    *, user_id: str, memory_ids: Sequence[int | str], by: Memory, at: datetime | None = None
+) -> int:
+    """Mark these memories of the user replaced by ``by`` (a new home replaces the old one):
+    kept as history, listed and exported and under retention, but no longer recalled. Those
+    already superseded keep their first replacement. Returns how many were marked."""
+    require_user(user_id)
+    ensure_tenant_schema()
+    ids = [int(memory_id) for memory_id in memory_ids if int(memory_id) != by.pk]
+    if not ids:
+        return 0
+    marked = (
+        Memory.objects.filter(user_id=user_id, pk__in=ids, superseded_at__isnull=True)
+        .exclude(pk=by.pk)
+        .update(superseded_at=at or timezone.now(), superseded_by=by.pk)
+    )
+    if marked:
+        invalidate_prewarm(connection.schema_name, user=user_id)
+    return marked
+
+
 def erase_user(*, user_id: str) -> int:
     """Delete every memory of one user, and nobody else's: one indexed ``DELETE ... WHERE
     user_id = %s`` in the current tenant's schema. Refuses an empty user id."""

@@ -153,6 +153,8 @@ READ_ONLY = frozenset(
         "updated_at",
         "last_used_at",
         "strength",
+        "superseded_at",
+        "superseded_by",
     }
 )
 
@@ -172,6 +174,8 @@ def memory_representation(memory: Memory) -> dict[str, Any]:
         "strength": memory.strength,
         "expires_at": iso(memory.expires_at),
         "observed_at": iso(memory.observed_at),
+        "superseded_at": iso(memory.superseded_at),
+        "superseded_by": memory.superseded_by,
     }
 
 

@@ -22,8 +22,8 @@ from django.utils import timezone
 
 from contextplatform.core.errors import ApiError
 from memory.extraction.llm import LLMExtractor
-from memory.extraction.local import extract_local
-from memory.extraction.planning import plan_writes
+from memory.extraction.local import extract_local, topic_of
+from memory.extraction.planning import SUPERSEDING_TOPICS, plan_writes
 from memory.extraction.types import ExistingMemory, MemoryDecision
 from memory.metrics import MEMORY_EXTRACTION, MEMORY_STORE_OPERATIONS
 from memory.models import Memory, MemoryTurn
@@ -107,6 +107,24 @@ def existing_memories(user_id: str, vectors: list[list[float]]) -> list[Existing
     return list(seen.values())
 
 
+CURRENT_FOR_SUPERSEDING = 200
+
+
+def current_memories(user_id: str, topics: set[str]) -> list[ExistingMemory]:
+    """The user's live memories that state one of ``topics`` (where they live, what they work
+    as): those a new move or job supersedes."""
+    from memory.selectors import live_memories
+
+    if not topics:
+        return []
+    rows = live_memories(user_id).order_by("-created_at", "-id").values_list("id", "content")
+    found = (
+        ExistingMemory(id=memory_id, content=content, topic=topic_of(content))
+        for memory_id, content in rows[:CURRENT_FOR_SUPERSEDING]
+    )
+    return [memory for memory in found if memory.topic in topics]
+
+
 def related_memories(user_id: str, user_text: str, embedder: Embedder) -> list[ExistingMemory]:
     """The user's memories related to the turn, shown to the LLM extractor."""
     from memory.selectors import search_memories
@@ -133,11 +151,18 @@ def write_turn(resolve_id: str, embedder: Embedder) -> MemoryTurn:
         known_vectors: dict[str, list[float]] = {}
         try:
             if extractor == "local":
-                extracted = extract_local(turn.user_text, turn.assistant_text)
+                extracted = extract_local(
+                    turn.user_text, turn.assistant_text, observed_at=turn.created_at
+                )
                 vectors = embedder.embed([e.content for e in extracted]) if extracted else []
                 known_vectors = {e.content: v for e, v in zip(extracted, vectors, strict=True)}
+                topics = {e.topic for e in extracted if e.topic in SUPERSEDING_TOPICS and e.topic}
                 decisions = plan_writes(
-                    extracted, existing_memories(turn.user_id, vectors), vectors, DEDUP_THRESHOLD
+                    extracted,
+                    existing_memories(turn.user_id, vectors),
+                    vectors,
+                    DEDUP_THRESHOLD,
+                    current=current_memories(turn.user_id, topics),
                 )
             else:
                 decisions = LLMExtractor(turn.extractor).decide(
@@ -185,10 +210,10 @@ def apply_decision(
     vector: list[float] | None = None,
 ) -> bool:
     """Apply one decision; ``vector`` is the decision's content embedded by ``embedder``, if known."""
-    from memory.services import create_memory, delete_memory, update_memory
+    from memory.services import create_memory, delete_memory, supersede_memories, update_memory
 
     if decision.action == "add":
-        create_memory(
+        added = create_memory(
             user_id=turn.user_id,
             content=decision.content,
             kind=decision.kind,
@@ -198,6 +223,8 @@ def apply_decision(
             vector=vector,
             observed_at=turn.created_at,
         )
+        if decision.supersedes:  # the replaced memories stay as history, no longer recalled
+            supersede_memories(user_id=turn.user_id, memory_ids=decision.supersedes, by=added)
         return True
     if decision.action == "update":
         memory = Memory.objects.filter(user_id=turn.user_id, pk=decision.target_id).first()

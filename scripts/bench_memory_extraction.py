@@ -19,6 +19,18 @@ the rules before issue 13 (``memory/extraction/local.py`` as commit ``PREVIOUS``
 from the repository's history and loaded as a module of its own, so no copy of it lives in the
 tree; the row is left out where the history is not there); and "a memory per user sentence", what
 storing everything would give (every fact, and every question).
+
+Then *questions phrased unlike the statement* (``run_questions``): a change in the user's life
+told one way ("I moved to Lisbon last month") and asked about another ("Where do I live?"). Each
+case is a user whose memories are what the extractor stores of the statement (said on
+``SAID_ON``) and of the same few other turns (``OTHER_TURNS``), embedded by the platform's
+embedder; the question is embedded as a query and ranked against them by cosine, as the
+(non-hybrid) search ranks a user's rows. Counted: the fact's memory is *recalled at the default
+threshold* (in the top ``LOCAL_MEMORY_TOP_K`` with a cosine at least
+``LOCAL_MEMORY_MIN_SIMILARITY``: the memory source's defaults with the local embedder) and *found
+by the default search* (in the top 5 of ``POST /memories/search`` without ``min_similarity``).
+Before: the local extractor as commit ``BEFORE_CURRENT_FACTS`` had it (it wrote the change as
+said, and took no date); after: today's, given the turn's date as ``memory.writing`` gives it.
 """
 
 from __future__ import annotations
@@ -28,14 +40,19 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
 
 from memory.extraction import local
 from memory.extraction.types import ExtractedMemory
 from scripts import bench_memory_data as data
-from scripts.bench_setup import module_at
+from scripts.bench_setup import module_at, setup_django
 
 # The last commit with the extractor as it was before issue 13.
 PREVIOUS = "a361bd1"
+# The last commit whose local extractor wrote a change in the user's life as said ("User moved to
+# Lisbon last month") rather than as what is true now.
+BEFORE_CURRENT_FACTS = "422a1da"
 
 TARGET = 0.95  # of the planted facts stored (issue 13)
 
@@ -104,6 +121,7 @@ class ExtractionResult:
     conversations: int
     turns: int
     counts: list[ExtractorCount]
+    questions: QuestionsResult | None = None  # run_questions, when the embedder was there
 
     def count(self, name: str) -> ExtractorCount | None:
         return next((count for count in self.counts if count.name == name), None)
@@ -152,6 +170,169 @@ def run_extraction(conversations: Sequence[data.Conversation]) -> ExtractionResu
     )
 
 
+# --- questions phrased unlike the statement -------------------------------------------------
+
+SAID_ON = datetime(2025, 3, 14, 9, 30, tzinfo=UTC)
+SEARCH_LIMIT = 5  # POST /api/v1/users/{user}/memories/search's default limit
+# (statement, question, what the fact's memory holds)
+CASES: tuple[tuple[str, str, str], ...] = (
+    ("I moved to Lisbon last month.", "Where do I live?", "Lisbon"),
+    ("Oh, by the way, I moved to Porto in January.", "Which city do I live in?", "Porto"),
+    ("I relocated to Denver two weeks ago for work.", "Where am I based these days?", "Denver"),
+    ("I moved to Berlin last year because I got a job there.", "What city am I in?", "Berlin"),
+    ("I started as a nurse at St Mary's Hospital last week.", "What do I do for work?", "nurse"),
+    ("I started at Siemens as an engineer last month.", "Where do I work?", "Siemens"),
+    ("I got a new job as a data engineer at Spotify in January.", "What is my job?", "Spotify"),
+    ("I joined Deloitte as an analyst three weeks ago.", "Who is my employer?", "Deloitte"),
+    ("We adopted a dog last month.", "Do I have pets?", "dog"),
+    ("I adopted a kitten yesterday.", "Do I have any animals at home?", "kitten"),
+    ("I got married in June.", "Am I married?", "married"),
+    ("I had a baby girl in February.", "Do I have kids?", "baby"),
+)
+# The user's other turns: what the fact's memory competes with.
+OTHER_TURNS = (
+    "I'm a big fan of jazz.",
+    "I drive a Volvo.",
+    "I'm allergic to peanuts.",
+    "I play the cello.",
+    "My favourite colour is green.",
+    "I prefer window seats.",
+    "I speak Polish and a little Greek.",
+    "I go climbing on Saturdays.",
+)
+
+DatedExtractor = Callable[[str], list[ExtractedMemory]]
+
+
+@dataclass
+class QuestionCase:
+    statement: str
+    question: str
+    value: str
+    memory: dict[str, str | None] = field(default_factory=dict)  # side -> the fact's memory
+    cosine: dict[str, float | None] = field(default_factory=dict)
+    rank: dict[str, int | None] = field(default_factory=dict)  # among the user's memories
+
+
+@dataclass
+class QuestionsResult:
+    threshold: float
+    top_k: int
+    embedder: str
+    sides: list[tuple[str, str]]  # (name, label)
+    cases: list[QuestionCase]
+
+    def stored(self, side: str) -> int:
+        return sum(case.memory.get(side) is not None for case in self.cases)
+
+    def recalled(self, side: str) -> int:
+        """In the top ``top_k`` with a cosine at least ``threshold`` (the source's defaults)."""
+        return sum(
+            case.rank.get(side) is not None
+            and (case.rank[side] or 0) <= self.top_k
+            and (case.cosine.get(side) or -1.0) >= self.threshold
+            for case in self.cases
+        )
+
+    def found(self, side: str) -> int:
+        """In the default search's top ``SEARCH_LIMIT`` (no threshold)."""
+        return sum(
+            case.rank.get(side) is not None and (case.rank[side] or 0) <= SEARCH_LIMIT
+            for case in self.cases
+        )
+
+
+def dated_extractors() -> list[tuple[str, str, DatedExtractor]]:
+    found: list[tuple[str, str, DatedExtractor]] = []
+    try:
+        before = module_at(
+            BEFORE_CURRENT_FACTS,
+            "memory/extraction/local.py",
+            "memory_extraction_local_before_current_facts",
+        )
+    except (OSError, subprocess.SubprocessError):
+        before = None
+    if before is not None:
+        old: Extractor = before.extract_local
+        found.append(
+            ("before", f"as said (commit {BEFORE_CURRENT_FACTS})", lambda text: old(text, ""))
+        )
+    found.append(
+        (
+            "after",
+            "what is true now (memory.extraction.local)",
+            lambda text: local.extract_local(text, "", observed_at=SAID_ON),
+        )
+    )
+    return found
+
+
+def run_questions(embedder: Any = None) -> QuestionsResult:
+    """Every case of ``CASES`` before and after, ranked by the platform's embedder (the local
+    MiniLM unless ``EMBEDDING_URL`` names another)."""
+    import numpy as np
+
+    from sources.embedding import LOCAL_MEMORY_MIN_SIMILARITY, LOCAL_MEMORY_TOP_K, get_embedder
+
+    embedder = embedder or get_embedder()
+    sides = dated_extractors()
+    cases = [QuestionCase(statement, question, value) for statement, question, value in CASES]
+    questions = np.asarray(
+        [embedder.embed_query(case.question) for case in cases], dtype=np.float64
+    )
+    for name, _, extract in sides:
+        others = [memory.content for turn in OTHER_TURNS for memory in extract(turn)]
+        for case, question in zip(cases, questions, strict=True):
+            fact = next(
+                (
+                    m.content
+                    for m in extract(case.statement)
+                    if case.value.lower() in m.content.lower()
+                ),
+                None,
+            )
+            case.memory[name] = fact
+            if fact is None:
+                case.cosine[name] = case.rank[name] = None
+                continue
+            vectors = np.asarray(embedder.embed([fact, *others]), dtype=np.float64)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            cosines = vectors @ (question / np.linalg.norm(question))
+            case.cosine[name] = float(cosines[0])
+            case.rank[name] = 1 + int(np.sum(cosines[1:] > cosines[0]))
+    return QuestionsResult(
+        threshold=LOCAL_MEMORY_MIN_SIMILARITY,
+        top_k=LOCAL_MEMORY_TOP_K,
+        embedder=embedder.identity,
+        sides=[(name, label) for name, label, _ in sides],
+        cases=cases,
+    )
+
+
+def print_questions(result: QuestionsResult) -> None:
+    print(
+        f"questions phrased unlike the statement: {len(result.cases)} cases, {result.embedder}, "
+        f"default threshold {result.threshold} / top {result.top_k}"
+    )
+    for name, label in result.sides:
+        print(
+            f"  {label:<48} stored {result.stored(name)}/{len(result.cases)}; recalled at the "
+            f"default threshold {result.recalled(name)}/{len(result.cases)}; found by the "
+            f"default search (top {SEARCH_LIMIT}) {result.found(name)}/{len(result.cases)}"
+        )
+    for case in result.cases:
+        cells = "; ".join(
+            f"{name}: {case.memory.get(name)!r} cos "
+            + (
+                f"{case.cosine[name]:.3f} rank {case.rank[name]}"
+                if case.cosine.get(name) is not None
+                else "-"
+            )
+            for name, _ in result.sides
+        )
+        print(f"    {case.question!r} <- {case.statement!r}: {cells}")
+
+
 def main() -> None:
     """``python -m scripts.bench_memory_extraction``: the figures at the bench's full sizes."""
     from scripts.bench_memory import FULL_SIZES, QUALITY_SEED
@@ -170,6 +351,8 @@ def main() -> None:
         )
         if count.missed:
             print(f"    missed: {dict(count.missed)}")
+    setup_django()  # the embedder reads the settings
+    print_questions(run_questions())
 
 
 if __name__ == "__main__":

@@ -29,8 +29,15 @@ from scripts.bench_memory import (
     WriteResult,
 )
 from scripts.bench_memory_data import ABOUT_ME, CHITCHAT, FACTS
+from scripts.bench_memory_extraction import (
+    BEFORE_CURRENT_FACTS,
+    OTHER_TURNS,
+    SAID_ON,
+    SEARCH_LIMIT,
+    ExtractionResult,
+    QuestionsResult,
+)
 from scripts.bench_memory_extraction import TARGET as EXTRACTION_TARGET
-from scripts.bench_memory_extraction import ExtractionResult
 from scripts.bench_memory_scale import (
     DIMENSIONS,
     SIGMA,
@@ -409,6 +416,55 @@ def extraction_table(extraction: ExtractionResult) -> str:
     )
 
 
+def questions_text(questions: QuestionsResult) -> str:
+    return (
+        f"Questions phrased unlike the statement ({len(questions.cases)} cases, "
+        "`scripts/bench_memory_extraction.py` `run_questions`): a change in the user's life told "
+        'one way ("I moved to Lisbon last month") and asked about another ("Where do I live?"). '
+        "Each case is a user whose memories are what the extractor stores of the statement "
+        f"(said on {SAID_ON:%Y-%m-%d}) and of the same {len(OTHER_TURNS)} other turns, embedded by "
+        f"`{questions.embedder}`, the question ranked against them by cosine in process. "
+        f"*Recalled*: in the top {questions.top_k} with a cosine at least {questions.threshold} "
+        "(the memory source's defaults); *found*: in the default search's top "
+        f"{SEARCH_LIMIT} (`POST /memories/search` without `min_similarity`). Before: the local "
+        f"extractor at commit {BEFORE_CURRENT_FACTS} (the change written as said); after: "
+        "today's, given the turn's date (what is true now, with the month). The cases were "
+        "written with the wording they measure: a check, not a held-out test."
+    )
+
+
+def questions_table(questions: QuestionsResult) -> str:
+    rows = [
+        [question.question, question.statement]
+        + [
+            f"{question.memory.get(name) or '(nothing stored)'}"
+            + (
+                f" · {question.cosine[name]:.3f} · #{question.rank[name]}"
+                if question.cosine.get(name) is not None
+                else ""
+            )
+            for name, _ in questions.sides
+        ]
+        for question in questions.cases
+    ]
+    total = len(questions.cases)
+    rows.append(
+        ["**recalled · found**", ""]
+        + [
+            f"{questions.recalled(name)}/{total} · {questions.found(name)}/{total}"
+            for name, _ in questions.sides
+        ]
+    )
+    return report.table(
+        [
+            "question",
+            "statement",
+            *(f"{label}: memory · cosine · rank" for _, label in questions.sides),
+        ],
+        rows,
+    )
+
+
 def extraction_rows(quality: QualityResult) -> list[list[str]]:
     by_key = {template.key: template for template in FACTS}
     rows = []
@@ -603,6 +659,14 @@ def section(results: MemoryResults, commit: str) -> str:
             if results.extraction is not None
             else []
         ),
+        *(
+            [
+                questions_text(results.extraction.questions),
+                questions_table(results.extraction.questions),
+            ]
+            if results.extraction is not None and results.extraction.questions is not None
+            else []
+        ),
         f"![Memory benchmark](bench/{PLOT})",
         END,
     ]
@@ -668,6 +732,14 @@ def print_memory(results: MemoryResults) -> None:
                 f"small talk {count.small_talk_stored}/{count.small_talk_turns}, about-me "
                 f"{count.about_me_stored}/{count.about_me_turns}"
             )
+        questions = results.extraction.questions
+        if questions is not None:
+            for name, label in questions.sides:
+                print(
+                    f"  questions unlike the statement, {label}: recalled at the default "
+                    f"threshold {questions.recalled(name)}/{len(questions.cases)}, found by the "
+                    f"default search {questions.found(name)}/{len(questions.cases)}"
+                )
     print(
         f"  memory runtime {results.runtime_s:.0f} s (quality {quality.runtime_s:.0f} s, "
         f"scale {scale.runtime_s:.0f} s), load average {results.load_average}"

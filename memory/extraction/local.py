@@ -6,7 +6,12 @@ first-person subject becomes "User" ("I prefer window seats" → "User prefers w
 name is Ada" → "User's name is Ada", "I'm a nurse" → "User is a nurse") and the other first-person
 words of the clause become they / them / their ("I like my coffee black" → "User likes their
 coffee black"). Relative times are kept as said ("User bought a bike yesterday"); the memory's
-``observed_at``, the date of the turn it came from, dates them.
+``observed_at``, the date of the turn it came from, dates them. One exception, given that date: a
+change in the user's life said with its time (a move, a new job, pet, partner or child) is written
+as what is true now, in the words a question about it will use, with the month it happened and
+the words it was said in ("I moved to Lisbon last month" → "User lives in Lisbon (moved there in
+February 2025)"); a move or a new job then supersedes the user's older home or job
+(``current_fact``, ``topic_of``, ``memory.extraction.planning``).
 
 What it reads: names, what the user is ("I'm a nurse", "I'm fluent in Greek"), where they live and
 work, what they have, like and dislike, dated events ("I'm flying to Oslo next Tuesday"), stable
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 
 from memory.extraction.types import ExtractedMemory, MemoryKind
 from memory.reflection import normalise_text
@@ -337,9 +343,13 @@ REMEMBER = re.compile(
 )
 
 
-def extract_local(user_text: str, assistant_text: str = "") -> list[ExtractedMemory]:
+def extract_local(
+    user_text: str, assistant_text: str = "", observed_at: datetime | None = None
+) -> list[ExtractedMemory]:
     """The facts, preferences and events the user stated about themselves, in the order stated,
-    each once. Deterministic; ``assistant_text`` is ignored (see the module doc)."""
+    each once. Deterministic; ``assistant_text`` is ignored (see the module doc). With the turn's
+    date (``observed_at``), a dated change in the user's life is written as what is true now
+    (``current_fact``)."""
     del assistant_text  # never read: only what the user said about themselves becomes a memory
     found: list[ExtractedMemory] = []
     seen: set[str] = set()
@@ -348,6 +358,11 @@ def extract_local(user_text: str, assistant_text: str = "") -> list[ExtractedMem
             continue
         for clause in clauses(sentence):
             memory = extract_clause(clause)
+            current = current_fact(clause, observed_at) if observed_at is not None else None
+            if memory is None and (current is None or current[1] != "pet"):
+                continue  # "we adopted a dog": the household's pet is the user's too
+            if current is not None:
+                memory = ExtractedMemory(current[0], "fact", topic=current[1])
             if memory is None:
                 continue
             key = normalise_text(memory.content)
@@ -592,3 +607,195 @@ def third_person_rest(text: str) -> str:
     for pattern, replacement in _PRONOUNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+# --------------------------------------------------------------------------------------------
+# A change in the user's life, said with its time, restated as what is true now.
+#
+# A question asks about the present ("Where do I live?", "What do I do for work?", "Do I have
+# pets?"), while the user tells the change ("I moved to Lisbon last month"). A statement in the
+# question's words is found by it, so a dated change is written as the current fact with the
+# month it happened, keeping the words it was said in ("User lives in Lisbon (moved there in
+# March 2025)"); the turn's date resolves the relative time.
+
+_MONTH_NAMES = (  # not calendar.month_name: that follows the process's locale
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+_MONTH_NUMBER = {name[:3].lower(): number for number, name in enumerate(_MONTH_NAMES, 1)}
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+_NUMBERS |= {"seven": 7, "eight": 8, "nine": 9, "ten": 10, "a few": 3, "few": 3, "several": 3}
+_NUMBERS |= {"a couple of": 2, "couple of": 2}
+_PETS = (
+    r"(?:dog|puppy|cat|kitten|rabbit|bunny|hamster|guinea\s+pig|parrot|budgie|bird|turtle"
+    r"|tortoise|fish|goldfish|horse|pony|ferret|gecko|lizard|snake|chicken|hen)s?"
+)
+# What "moved to" / "started at" also reach that is no home or job.
+_NOT_A_PLACE = (
+    r"(?:the\s+)?(?:[\w-]+\s+)?(?:shift|team|role|position|department|plan|tier|version"
+    r"|stage|phase|level|class|group|league|side|front|back|top|bottom)\b"
+)
+_NOT_A_JOB = (
+    r"(?:the\s+|a\s+new\s+)?(?:university|uni|college|school|high\s+school|kindergarten"
+    r"|nursery|gym|beginning|bottom|top|start|end|\d)\b"
+)
+# (topic, pattern over the clause without its time, present-tense template)
+_CHANGES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
+    (topic, re.compile(pattern, re.IGNORECASE), template)
+    for topic, pattern, template in (
+        (
+            "home",
+            rf"^i\s+{ADV}(?P<verb>moved|relocated)\s+(?:back\s+)?(?:to|into)\s+(?!{_NOT_A_PLACE})"
+            r"(?P<x>.+)$",
+            "User lives in {x} ({verb} there {when})",
+        ),
+        (
+            "work",
+            rf"^i\s+{ADV}(?:started|began)\s+(?:a\s+new\s+job\s+|work(?:ing)?\s+)?"
+            rf"(?P<x>(?:as|at)\s+(?!{_NOT_A_JOB}).+)$",
+            "User works {x} (new job, started there {when})",
+        ),
+        (
+            "work",
+            rf"^i\s+{ADV}got\s+(?:a\s+(?:new\s+)?)?job\s+(?P<x>(?:as|at)\s+.+)$",
+            "User works {x} (got the job {when})",
+        ),
+        (
+            "work",
+            # "I joined Deloitte" alone may be a club or a network; with the role it is a job
+            rf"^i\s+{ADV}joined\s+(?P<at>(?!a\b|an\b|the\b)\S.*?)\s+(?P<x>as\s+(?:a|an)\s+.+)$",
+            "User works {x} at {at} (new job, joined {when})",
+        ),
+        (
+            "pet",
+            rf"^(?:i|we)\s+{ADV}(?P<verb>adopted|got|bought)\s+(?P<x>(?:a|an|two|three|\d+)\s+(?:[\w-]+\s+)?{_PETS}\b.*)$",
+            "User has {x} ({verb} {when})",
+        ),
+        (
+            "partner",
+            rf"^i\s+{ADV}got\s+(?P<x>married|engaged)(?P<rest>\s+to\s+.+)?$",
+            "User is {x}{rest} (got {x} {when})",
+        ),
+        (
+            "child",
+            rf"^i\s+{ADV}had\s+(?P<x>(?:a|twin)\s+(?:baby|son|daughter|boy|girl|babies)\b.*)$",
+            "User has {x} (born {when})",
+        ),
+    )
+)
+
+
+def current_fact(clause: str, observed_at: datetime) -> tuple[str, str] | None:
+    """A dated change in the user's life (a move, a new job, pet, partner or child) as what is
+    true now, and its topic; None for any other clause or one that says no time."""
+    clause = TRAILING_PUNCTUATION.sub("", LEADING_FILLER.sub("", clause.strip()))
+    said = TIME.search(clause)
+    if said is None:
+        return None
+    year = re.match(r",?\s+((?:19|20)\d\d)\b", clause[said.end() :])
+    end = said.end() + (year.end() if year else 0)
+    rest = clause[end:].strip(" ,")
+    if rest and not re.match(r"^(?:for|with|because|after|to)\b", rest, re.IGNORECASE):
+        return None  # more after the time than a reason: not a plain change
+    bare = clause[: said.start()].rstrip(" ,")
+    for topic, pattern, template in _CHANGES:
+        match = pattern.match(bare)
+        if match is None:
+            continue
+        parts = {key: third_person_rest(value or "") for key, value in match.groupdict().items()}
+        parts["x"] = parts["x"].strip()
+        if not parts["x"] or parts["x"].split()[0].lower() in OBJECT_PRONOUNS:
+            return None
+        parts["when"] = when(said.group(0), year.group(1) if year else None, observed_at)
+        content = template.format(**parts)
+        return (content, topic) if len(content) <= MAX_MEMORY_CHARS else None
+    return None
+
+
+def when(phrase: str, year: str | None, observed_at: datetime) -> str:
+    """The time said, as the month it falls in ("in March 2025"), else as said."""
+    text = re.sub(r"\s+", " ", phrase.lower())
+    said = observed_at.date()
+
+    def month_of(day: date) -> str:
+        return f"in {_MONTH_NAMES[day.month - 1]} {day.year}"
+
+    def months_back(count: int) -> str:
+        index = said.year * 12 + said.month - 1 - count
+        return f"in {_MONTH_NAMES[index % 12]} {index // 12}"
+
+    if text in {"yesterday", "today", "tonight", "recently", "over the weekend"}:
+        return month_of(said - timedelta(days=1 if text == "yesterday" else 0))
+    if re.fullmatch(
+        rf"(?:this|last) (?:week|weekend|{_WEEKDAY})|(?:on|since) (?:the )?{_WEEKDAY}s?", text
+    ):
+        return month_of(said - timedelta(days=7 if text.startswith("last") else 0))
+    if text in {"this month", "earlier this month"}:
+        return months_back(0)
+    if text == "last month":
+        return months_back(1)
+    if text in {"this year", "earlier this year"}:
+        return f"in {said.year}"
+    if text == "last year":
+        return f"in {said.year - 1}"
+    ago = re.fullmatch(rf"({_COUNT}) ({_UNIT}) ago", text)
+    if ago:
+        count = int(ago.group(1)) if ago.group(1).isdigit() else _NUMBERS.get(ago.group(1), 0)
+        unit = ago.group(2).rstrip("s")
+        if count and unit in {"hour", "day", "week"}:
+            days = {"hour": 0, "day": count, "week": 7 * count}[unit]
+            return month_of(said - timedelta(days=days))
+        if count and unit == "month":
+            return months_back(count)
+        if count and unit == "year":
+            return f"in {said.year - count}"
+    named = re.fullmatch(rf"(?:in|during|early|late|mid|since)[ -]({_MONTH})", text)
+    if named:
+        number = _MONTH_NUMBER[named.group(1)[:3]]
+        in_year = int(year) if year else said.year - (number > said.month)
+        return f"in {_MONTH_NAMES[number - 1]} {in_year}"
+    said_year = re.fullmatch(r"(?:in|since|during) ((?:19|20)\d\d)", text)
+    if said_year:
+        return f"in {said_year.group(1)}"
+    return phrase
+
+
+# What an existing memory is the user's current state of, read from its words: a memory of where
+# the user lives or what they work as, however it was written (by this extractor, the LLM one or
+# by hand), is replaced by a new move or job.
+_TOPICS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "home",
+        re.compile(
+            r"^User\s+(?:\w+ly\s+)?(?:lives\s+in|moved\s+(?:back\s+)?to|relocated\s+to"
+            r"|is\s+(?:based|living)\s+in)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "work",
+        re.compile(
+            r"^User\s+(?:\w+ly\s+)?(?:works\s+(?:as|at|for)|started\s+(?:a\s+new\s+job\s+)?"
+            r"(?:as|at)|is\s+working\s+(?:as|at|for)|joined\s+(?!a\b|an\b|the\b))",
+            re.IGNORECASE,
+        ),
+    ),
+)
+
+
+def topic_of(content: str) -> str | None:
+    """The topic (``home``, ``work``) a memory states the user's current state of, if any."""
+    for topic, pattern in _TOPICS:
+        if pattern.match(content):
+            return topic
+    return None

@@ -21,6 +21,9 @@ class ExtractionError(Exception):
 class ExtractedMemory:
     content: str
     kind: MemoryKind
+    # What the statement is the user's current state of ("home", "work", ...), when it states a
+    # change: it then supersedes the user's older memories of that topic.
+    topic: str | None = None
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,7 @@ class ExistingMemory:
     id: int | str
     content: str
     embedding: Sequence[float] | None = None
+    topic: str | None = None  # see ExtractedMemory.topic
 
 
 @dataclass(frozen=True)
@@ -36,3 +40,5 @@ class MemoryDecision:
     content: str  # add / update: the memory's (new) text; delete: "" or the model's note
     kind: MemoryKind | None = None  # None on update: keep the memory's kind
     target_id: int | str | None = None  # update / delete: the existing memory's id
+    # add: the existing memories the new one replaces, kept as history (superseded), not deleted
+    supersedes: tuple[int | str, ...] = ()
