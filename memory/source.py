@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memory.metrics import MEMORY_RETRIEVAL
 from memory.reflection import RecalledMemory, ReflectionConfig, injected_text, reflect
+from memory.store import RecallMode
+from memory.stores import get_store
 from sources.base import (
     ContextItem,
     ContextRequest,
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
     from memory.prewarm import MemoryPool
     from memory.selectors import MemoryHit
 
-BACKEND = "postgres"
+BACKEND = "postgres"  # the store's name (memory.stores.get_store().name)
 TOUCH_DEADLINE_S = 0.25
 logger = logging.getLogger("contextplatform.memory")
 
@@ -79,6 +81,9 @@ class MemorySettings(SourceSettings):
     type: Literal["memory"] = "memory"
     priority: int = Field(default=70, ge=0, le=1000)
     match: MatchConfig | None = None
+    # Written true: the classic fusion of ``hybrid_mode`` over the embedding pool; written false:
+    # by embedding only. Unwritten (with no ``match.recall.method`` written either): the store's
+    # hybrid recall, embedding and any-word text fused by rank (memory.stores.postgres).
     hybrid_search: bool = False
     hybrid_mode: Literal["weighted", "rrf"] = "weighted"
     reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)
@@ -127,6 +132,17 @@ class MemorySource(ContextSource):
         """How many of the newest memories a match block without a recall hands its judge."""
         return self.match.judge.max_candidates if self.match.judge else 64
 
+    @property
+    def recall_mode(self) -> RecallMode:
+        """How the store recalls: what the route writes (``hybrid_search``, else the recall's
+        ``method``), else the store's default, hybrid."""
+        if self.memory.hybrid_search or "hybrid_search" in self.memory.model_fields_set:
+            return "hybrid" if self.memory.hybrid_search else "dense"
+        recall = self.match.recall
+        if recall is not None and "method" in recall.model_fields_set:
+            return {"embedding": "dense", "bm25": "lexical", "hybrid": "hybrid"}[recall.method]  # type: ignore[return-value]
+        return "hybrid"
+
     def applied_recall(self, recall: RecallConfig) -> AppliedRecall:
         """The recall's values: the match block's, else the store's defaults, else the
         embedder's (each with where it came from, for the notes)."""
@@ -146,8 +162,10 @@ class MemorySource(ContextSource):
 
         if not request.user:
             raise PrewarmSkipped("no user")
-        if self.memory.hybrid_search:
-            raise PrewarmSkipped("hybrid_search ranks by the store's full text at the turn")
+        if self.recall_mode != "dense" and self.match.recall is not None:
+            raise PrewarmSkipped(
+                f"{self.recall_mode} recall ranks by the store's full text at the turn"
+            )
         user = request.user
         pool = await sync_to_async(within_deadline)(self.timeout_seconds, lambda: load_pool(user))
         if pool is None:
@@ -294,30 +312,33 @@ class MemorySource(ContextSource):
         return hand_back(resolve_id=resolve_id, assistant_text=answer)
 
     async def recall(self, request: ContextRequest) -> list[RecallHit]:
-        from memory.selectors import newest_memories, search_memories
-
+        store = get_store()
         recall = self.match.recall
         if recall is None:  # a judge-only block reads the user's newest memories
             limit = self.judge_only_limit
             memories = await sync_to_async(within_deadline)(
-                self.timeout_seconds, lambda: newest_memories(request.user, limit, request.as_of)
+                self.timeout_seconds, lambda: store.newest(request.user, limit, request.as_of)
             )
             return [recall_hit(m, score=1.0) for m in memories]
         applied = self.applied_recall(recall)
         vector = await asyncio.to_thread(get_embedder().embed_query, request.query)
         found = await sync_to_async(within_deadline)(
             self.timeout_seconds,
-            lambda: search_memories(
-                user_id=request.user,
-                query=request.query,
-                vector=vector,
-                limit=applied.top_k,
+            lambda: store.recall(
+                request.user,
+                request.query,
+                vector,
+                applied.top_k,
+                mode=self.recall_mode,
                 min_similarity=applied.min_similarity,
-                hybrid=self.memory.hybrid_search,
-                hybrid_mode=self.memory.hybrid_mode,
+                fusion=self.memory.hybrid_mode if self.memory.hybrid_search else None,
                 as_of=request.as_of,
             ),
         )
+        if self.recall_mode == "hybrid" and applied.min_similarity_from != "embedder":
+            # A threshold the route or the store writes is a floor on every memory's cosine, text
+            # matches included; the embedder's own default only drops what the text did not find.
+            found = [hit for hit in found if (hit.cosine or 0.0) >= applied.min_similarity]
         return [recall_hit(hit, score=hit.score) for hit in found]
 
     async def recall_from_pool(self, request: ContextRequest, pool: MemoryPool) -> list[RecallHit]:

@@ -1,0 +1,201 @@
+"""The memory store on PostgreSQL: pgvector for the embedding, the ``search_vector`` GIN index for
+the text, each user's rows read through ``live_memories`` (so every filter on what is live, such as
+expiry, is written once there).
+
+The default recall is hybrid, because natural questions rarely repeat the words or the meaning of
+the statement that answers them closely enough for one retriever alone: the nearest memories by
+cosine and the best text matches over *any* of the question's words (an OR query, as BM25 reads
+a question: a websearch AND query misses most questions, whose words the answer never all holds)
+are fused by reciprocal rank, and near-duplicates (the same text, or cosine 0.95 and above) are
+collapsed to the best ranked so that a restated fact does not take two of the few places.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from django.contrib.postgres.search import SearchQuery, SearchRank
+from django.db.models import F
+
+from memory.models import Memory
+from memory.selectors import (
+    HIT_FIELDS,
+    TEXT_CONFIG,
+    MemoryHit,
+    MemoryPage,
+    cosine,
+    hit_from_row,
+    list_memories,
+    live_memories,
+    nearest,
+    newest_memories,
+    require_user,
+    search_memories,
+)
+from memory.store import Fusion, RecallMode
+from sources.embedding import Embedder
+from sources.fusion import RRF_K
+
+# Candidates each retriever hands the fusion: enough that a memory ranked low by one and well by
+# the other still meets the fusion, few enough that the exact scan stays cheap per user.
+POOL_PER_SIDE = 64
+DUPLICATE_COSINE = 0.95
+WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def any_word_query(text: str) -> SearchQuery | None:
+    """A text query matching a memory holding any of ``text``'s words (stop words dropped by the
+    text configuration, words stemmed); None for a text without a word."""
+    words = WORD.findall(text.lower().replace("_", " "))
+    words = [w for w in words if w != "or"]
+    if not words:
+        return None
+    return SearchQuery(" or ".join(words), config=TEXT_CONFIG, search_type="websearch")
+
+
+def lexical_recall(
+    user_id: str, query: str, k: int, as_of: datetime | None = None
+) -> list[MemoryHit]:
+    """The user's ``k`` live memories best matching any of ``query``'s words (ts_rank_cd, which
+    counts how many of the words a memory holds and how close together)."""
+    search = any_word_query(query)
+    if search is None or k <= 0:
+        return []
+    rows = (
+        live_memories(user_id, as_of)
+        .filter(search_vector=search)
+        .annotate(rank=SearchRank(F("search_vector"), search, cover_density=True))
+        .order_by("-rank", "id")
+        .values(*HIT_FIELDS, "rank")[:k]
+    )
+    hits = []
+    for row in rows:
+        hit = hit_from_row(row)
+        hit.lexical = float(row["rank"])
+        hits.append(hit)
+    return hits
+
+
+def normalized(text: str) -> str:
+    return " ".join(WORD.findall(text.lower()))
+
+
+def collapse_duplicates(hits: list[MemoryHit]) -> list[MemoryHit]:
+    """The hits, best first, without any whose text is the same as a better one's (case, spacing
+    and punctuation aside) or whose embedding is within ``DUPLICATE_COSINE`` of it."""
+    kept: list[MemoryHit] = []
+    texts: set[str] = set()
+    vectors: list[np.ndarray] = []
+    for hit in hits:
+        text = normalized(hit.content)
+        if text in texts:
+            continue
+        vector = np.asarray(hit.embedding, dtype=np.float64)
+        if vector.size and any(float(vector @ other) >= DUPLICATE_COSINE for other in vectors):
+            continue
+        texts.add(text)
+        if vector.size:
+            vectors.append(vector)
+        kept.append(hit)
+    return kept
+
+
+def fused_recall(
+    user_id: str,
+    query: str,
+    vector: Sequence[float],
+    limit: int,
+    min_similarity: float,
+    as_of: datetime | None = None,
+) -> list[MemoryHit]:
+    """Dense and any-word text candidates fused by reciprocal rank (k 60). ``min_similarity``
+    drops a candidate only the embedding found: a text match is kept whatever its cosine, since
+    the threshold is the embedding's notion of relevance and the text found it on its own."""
+    dense = nearest(user_id, vector, max(POOL_PER_SIDE, limit), as_of=as_of)
+    lexical = lexical_recall(user_id, query, max(POOL_PER_SIDE, limit), as_of)
+    by_id: dict[int, MemoryHit] = {}
+    scores: dict[int, float] = {}
+    for rank, hit in enumerate(dense, start=1):
+        hit.lexical = 0.0
+        by_id[hit.id] = hit
+        scores[hit.id] = 1.0 / (RRF_K + rank)
+    found_by_text: set[int] = set()
+    for rank, hit in enumerate(lexical, start=1):
+        found_by_text.add(hit.id)
+        if hit.id in by_id:
+            by_id[hit.id].lexical = hit.lexical
+        else:
+            hit.cosine = cosine(hit.embedding, vector)
+            by_id[hit.id] = hit
+        scores[hit.id] = scores.get(hit.id, 0.0) + 1.0 / (RRF_K + rank)
+    hits = [
+        hit
+        for hit in by_id.values()
+        if hit.id in found_by_text or (hit.cosine or 0.0) >= min_similarity
+    ]
+    for hit in hits:
+        hit.score = scores[hit.id]
+    hits.sort(key=lambda hit: (-hit.score, -(hit.cosine or 0.0), hit.id))
+    return collapse_duplicates(hits)[:limit]
+
+
+class PostgresMemoryStore:
+    name = "postgres"
+
+    def recall(
+        self,
+        user_id: str,
+        query: str,
+        vector: Sequence[float],
+        limit: int,
+        *,
+        mode: RecallMode = "hybrid",
+        min_similarity: float = -1.0,
+        fusion: Fusion | None = None,
+        as_of: datetime | None = None,
+    ) -> list[MemoryHit]:
+        require_user(user_id)
+        if limit <= 0:
+            return []
+        if mode == "dense" or (mode == "hybrid" and fusion is not None):
+            return search_memories(
+                user_id=user_id,
+                query=query,
+                vector=vector,
+                limit=limit,
+                min_similarity=min_similarity,
+                hybrid=mode == "hybrid",
+                hybrid_mode=fusion or "weighted",
+                as_of=as_of,
+            )
+        if mode == "lexical":
+            hits = lexical_recall(user_id, query, limit, as_of)
+            for hit in hits:
+                hit.cosine = cosine(hit.embedding, vector)
+                hit.score = hit.lexical or 0.0
+            return hits
+        if mode != "hybrid":
+            raise ValueError(f"mode must be one of dense, lexical, hybrid, not {mode!r}")
+        return fused_recall(user_id, query, vector, limit, min_similarity, as_of)
+
+    def newest(self, user_id: str, limit: int, as_of: datetime | None = None) -> list[MemoryHit]:
+        return newest_memories(user_id, limit, as_of)
+
+    def write(self, *, user_id: str, content: str, embedder: Embedder, **fields: Any) -> Memory:
+        from memory.services import create_memory
+
+        return create_memory(user_id=user_id, content=content, embedder=embedder, **fields)
+
+    def list(
+        self, user_id: str, q: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> MemoryPage:
+        return list_memories(user_id, q=q, limit=limit, cursor=cursor)
+
+    def erase(self, user_id: str) -> int:
+        from memory.services import erase_user
+
+        return erase_user(user_id=user_id)
