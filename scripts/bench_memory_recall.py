@@ -135,7 +135,18 @@ def store_conversation(user: str, conversation: Conversation, vectors: np.ndarra
     Memory.objects.filter(user_id=user).update(
         search_vector=SearchVector("content", config=TEXT_CONFIG)
     )
+    analyze()
     return ids
+
+
+def analyze() -> None:
+    """What autovacuum does after a bulk load, so the planner plans for the rows as loaded."""
+    from django.db import connection
+
+    from memory.models import Memory
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"VACUUM ANALYZE {connection.ops.quote_name(Memory._meta.db_table)}")
 
 
 def source_items(user: str, question: str) -> list[Any]:
@@ -236,14 +247,18 @@ def measure_latency(results: RecallResults, quick: bool, embedder: Any) -> None:
     Memory.objects.filter(user_id=user).update(
         search_vector=SearchVector("content", config=TEXT_CONFIG)
     )
+    analyze()
     results.scale_memories = Memory.objects.filter(user_id=user).count()
     questions = [q.text for c in data for q in c.questions]
     runs = questions[:60] if quick else questions * 2
     for warm in questions[:10]:
         search(user, SearchBody(query=warm, limit=K), embedder.embed_query(warm))
     for question in runs:
+        # The query's embedding outside the embedder's query cache (texts repeat here, a user's
+        # questions mostly do not), then the search with it.
         started = time.perf_counter()
-        search(user, SearchBody(query=question, limit=K), embedder.embed_query(question))
+        vector = embedder.embed([question])[0]
+        search(user, SearchBody(query=question, limit=K), vector)
         results.search_ms.append((time.perf_counter() - started) * 1000)
 
 

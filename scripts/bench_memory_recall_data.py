@@ -5,7 +5,7 @@ Made here from fixed lists with a seeded ``random.Random``: no data set, no mode
 A conversation is several dated sessions of a user talking with an assistant. Facts about the
 user are stated once, in passing and in the user's own words, among small talk; distractor turns
 reuse a fact's words about someone else or another time. Questions are asked the way a later user
-asks them, in other words than the statement ("What is my dog called?" after "we finally brought
+asks them: one sharing a word with the statement, one in other words altogether ("What is my dog called?" after "we finally brought
 the little beagle home, we named him Biscuit"), and about when something happened (the answer is
 the session's date, which the store keeps as the memory's ``observed_at``).
 """
@@ -34,7 +34,7 @@ FACTS: tuple[Fact, ...] = (
             "we finally brought the little beagle home yesterday, we named him {v}",
             "honestly {v} chewed through another shoe this morning, puppies are a handful",
         ),
-        ("What is the name of my pet?", "What did I call the animal I adopted?"),
+        ("What is my puppy called?", "What did I call the animal I adopted?"),
         "When did I get my puppy?",
         (
             "my neighbour walks her dog past our house every evening",
@@ -48,7 +48,7 @@ FACTS: tuple[Fact, ...] = (
             "first week at the new place went well, being a {v} there is less stressful",
             "I signed the contract today, starting as a {v} next month",
         ),
-        ("What is my occupation?", "What kind of work have I been doing lately?"),
+        ("What do I do at the new place?", "What kind of work have I been doing lately?"),
         "When did I start my current job?",
         (
             "my brother keeps complaining about his job at the bank",
@@ -62,7 +62,7 @@ FACTS: tuple[Fact, ...] = (
             "the boxes are all unpacked, {v} feels like home already",
             "we are moving to {v} at the end of the month, the lease is signed",
         ),
-        ("Which city did I relocate to?", "Where is my new home?"),
+        ("Where did we sign the lease?", "Where is my new home?"),
         "When did I move house?",
         (
             "my cousin just got back from a holiday and would not stop talking about it",
@@ -76,7 +76,7 @@ FACTS: tuple[Fact, ...] = (
             "ended up at urgent care after lunch, turns out I react badly to {v}",
             "the allergist confirmed it, {v} is off the menu for me from now on",
         ),
-        ("Is there any food I must stay away from?", "What ingredient makes me sick?"),
+        ("What did the allergist say I must avoid?", "What ingredient makes me sick?"),
         "When did I find out about my food allergy?",
         (
             "my friend has hay fever every spring",
@@ -90,7 +90,7 @@ FACTS: tuple[Fact, ...] = (
             "I signed up for {v} lessons, the teacher says my posture is terrible",
             "practised the {v} for an hour tonight, my fingers hurt",
         ),
-        ("What instrument am I learning to play?", "Which music lessons did I take up?"),
+        ("What lessons am I taking?", "Which music lessons did I take up?"),
         "When did I begin my music lessons?",
         (
             "the concert in the park had a great brass band",
@@ -104,7 +104,7 @@ FACTS: tuple[Fact, ...] = (
             "traded in the old hatchback, now driving a {v}",
             "picked up the {v} from the dealership, it smells brand new",
         ),
-        ("What vehicle do I own now?", "What did I buy to get around?"),
+        ("What did I get from the dealership?", "What did I buy to get around?"),
         "When did I buy my car?",
         (
             "the traffic on the ring road was terrible today",
@@ -118,7 +118,7 @@ FACTS: tuple[Fact, ...] = (
             "crossed the finish line of the {v} marathon, legs are jelly",
             "registered for the {v} marathon, training starts Monday",
         ),
-        ("Which long-distance race am I doing?", "What running event did I enter?"),
+        ("Which marathon am I doing?", "What running event did I enter?"),
         "When did I run the race?",
         (
             "the park run was cancelled because of the storm",
@@ -132,7 +132,7 @@ FACTS: tuple[Fact, ...] = (
             "stayed up way too late finishing {v}, what an ending",
             "my book club picked {v} for this month, I am halfway through",
         ),
-        ("What novel have I been reading?", "Which story kept me awake at night?"),
+        ("What did my book club choose?", "Which story kept me awake at night?"),
         "When did I finish that novel?",
         (
             "the library fined me for a late return",
@@ -146,7 +146,7 @@ FACTS: tuple[Fact, ...] = (
             "{v} proposed on the beach at sunset, I said yes",
             "dinner with {v} tonight, two years together already",
         ),
-        ("Who am I engaged to?", "What is my fiance's name?"),
+        ("Who proposed to me?", "What is my fiance's name?"),
         "When did I get engaged?",
         (
             "my sister's wedding planning is getting out of hand",
@@ -160,7 +160,7 @@ FACTS: tuple[Fact, ...] = (
             "the orthopaedic team says my {v} needs surgery after the skiing fall",
             "physio for my {v} is slow going, still on crutches",
         ),
-        ("Which part of my body was injured?", "What did I hurt on the slopes?"),
+        ("What needs surgery after my fall?", "What did I hurt on the slopes?"),
         "When did I have my accident?",
         (
             "the hospital car park charges a fortune",
@@ -174,7 +174,7 @@ FACTS: tuple[Fact, ...] = (
             "my {v} tutor made me order coffee in class today",
             "downloaded an app to practise {v} vocabulary on the train",
         ),
-        ("Which foreign tongue am I studying?", "What am I learning to speak?"),
+        ("What does my tutor teach me?", "What am I learning to speak?"),
         "When did I start studying the language?",
         (
             "the subtitles on that film were awful",
@@ -188,7 +188,7 @@ FACTS: tuple[Fact, ...] = (
             "planted a row of {v} in the back garden this afternoon",
             "the {v} in my allotment are finally coming up",
         ),
-        ("What am I growing outside?", "What did I sow in the vegetable patch?"),
+        ("What did I plant in the garden?", "What did I sow in the vegetable patch?"),
         "When did I plant the vegetables?",
         (
             "the neighbours' hedge is blocking all the light",
