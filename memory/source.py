@@ -16,6 +16,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from memory.fusion import POOL_PER_SIDE, fuse_by_rank
 from memory.metrics import MEMORY_RETRIEVAL
 from memory.reflection import RecalledMemory, ReflectionConfig, injected_text, reflect
 from memory.store import RecallMode
@@ -162,10 +163,10 @@ class MemorySource(ContextSource):
 
         if not request.user:
             raise PrewarmSkipped("no user")
-        if self.recall_mode != "dense" and self.match.recall is not None:
-            raise PrewarmSkipped(
-                f"{self.recall_mode} recall ranks by the store's full text at the turn"
-            )
+        if self.memory.hybrid_search:
+            raise PrewarmSkipped("hybrid_search ranks by the store's full text at the turn")
+        if self.recall_mode == "lexical" and self.match.recall is not None:
+            raise PrewarmSkipped("lexical recall ranks by the store's full text at the turn")
         user = request.user
         pool = await sync_to_async(within_deadline)(self.timeout_seconds, lambda: load_pool(user))
         if pool is None:
@@ -335,11 +336,15 @@ class MemorySource(ContextSource):
                 as_of=request.as_of,
             ),
         )
-        if self.recall_mode == "hybrid" and applied.min_similarity_from != "embedder":
-            # A threshold the route or the store writes is a floor on every memory's cosine, text
-            # matches included; the embedder's own default only drops what the text did not find.
-            found = [hit for hit in found if (hit.cosine or 0.0) >= applied.min_similarity]
-        return [recall_hit(hit, score=hit.score) for hit in found]
+        hits = [recall_hit(hit, score=hit.score) for hit in found]
+        return self.floored(hits, applied) if not self.memory.hybrid_search else hits
+
+    def floored(self, hits: list[RecallHit], applied: AppliedRecall) -> list[RecallHit]:
+        """A threshold the route or the store writes is a floor on every memory's cosine, text
+        matches included; the embedder's own default only drops what the text did not find."""
+        if self.recall_mode != "hybrid" or applied.min_similarity_from == "embedder":
+            return hits
+        return [hit for hit in hits if (hit.cosine or 0.0) >= applied.min_similarity]
 
     async def recall_from_pool(self, request: ContextRequest, pool: MemoryPool) -> list[RecallHit]:
         """``recall`` over the user's pre-warmed memories instead of the store."""
@@ -350,8 +355,21 @@ class MemorySource(ContextSource):
             return [recall_hit(m, score=1.0) for m in prewarm.newest(pool, self.judge_only_limit)]
         applied = self.applied_recall(recall)
         vector = await asyncio.to_thread(get_embedder().embed_query, request.query)
-        found = prewarm.search(pool, vector, applied.top_k, applied.min_similarity)
-        return [recall_hit(hit, score=hit.score) for hit in found]
+        if self.recall_mode == "dense":
+            found = prewarm.search(pool, vector, applied.top_k, applied.min_similarity)
+            return [recall_hit(hit, score=hit.score) for hit in found]
+        # Hybrid: the embedding's side from the pool, the text's from the store (its full-text
+        # rank is the store's), fused as the store fuses them.
+        side = max(POOL_PER_SIDE, applied.top_k)
+        lexical = await sync_to_async(within_deadline)(
+            self.timeout_seconds,
+            lambda: get_store().recall(
+                request.user, request.query, vector, side, mode="lexical", as_of=request.as_of
+            ),
+        )
+        dense = prewarm.search(pool, vector, side, -1.0)
+        found = fuse_by_rank(dense, lexical, applied.top_k, applied.min_similarity)
+        return self.floored([recall_hit(hit, score=hit.score) for hit in found], applied)
 
 
 def recall_hit(hit: MemoryHit, score: float) -> RecallHit:

@@ -6,8 +6,7 @@ The default recall is hybrid, because natural questions rarely repeat the words 
 the statement that answers them closely enough for one retriever alone: the nearest memories by
 cosine and the best text matches over *any* of the question's words (an OR query, as BM25 reads
 a question: a websearch AND query misses most questions, whose words the answer never all holds)
-are fused by reciprocal rank, and near-duplicates (the same text, or cosine 0.95 and above) are
-collapsed to the best ranked so that a restated fact does not take two of the few places.
+are fused by reciprocal rank (memory.fusion).
 """
 
 from __future__ import annotations
@@ -17,10 +16,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import numpy as np
 from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db.models import F
 
+from memory.fusion import POOL_PER_SIDE, fuse_by_rank
 from memory.models import Memory
 from memory.selectors import (
     HIT_FIELDS,
@@ -38,12 +37,7 @@ from memory.selectors import (
 )
 from memory.store import Fusion, RecallMode
 from sources.embedding import Embedder
-from sources.fusion import RRF_K
 
-# Candidates each retriever hands the fusion: enough that a memory ranked low by one and well by
-# the other still meets the fusion, few enough that the exact scan stays cheap per user.
-POOL_PER_SIDE = 64
-DUPLICATE_COSINE = 0.95
 WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -80,30 +74,6 @@ def lexical_recall(
     return hits
 
 
-def normalized(text: str) -> str:
-    return " ".join(WORD.findall(text.lower()))
-
-
-def collapse_duplicates(hits: list[MemoryHit]) -> list[MemoryHit]:
-    """The hits, best first, without any whose text is the same as a better one's (case, spacing
-    and punctuation aside) or whose embedding is within ``DUPLICATE_COSINE`` of it."""
-    kept: list[MemoryHit] = []
-    texts: set[str] = set()
-    vectors: list[np.ndarray] = []
-    for hit in hits:
-        text = normalized(hit.content)
-        if text in texts:
-            continue
-        vector = np.asarray(hit.embedding, dtype=np.float64)
-        if vector.size and any(float(vector @ other) >= DUPLICATE_COSINE for other in vectors):
-            continue
-        texts.add(text)
-        if vector.size:
-            vectors.append(vector)
-        kept.append(hit)
-    return kept
-
-
 def fused_recall(
     user_id: str,
     query: str,
@@ -112,35 +82,12 @@ def fused_recall(
     min_similarity: float,
     as_of: datetime | None = None,
 ) -> list[MemoryHit]:
-    """Dense and any-word text candidates fused by reciprocal rank (k 60). ``min_similarity``
-    drops a candidate only the embedding found: a text match is kept whatever its cosine, since
-    the threshold is the embedding's notion of relevance and the text found it on its own."""
+    """Dense and any-word text candidates, ``POOL_PER_SIDE`` each, fused (memory.fusion)."""
     dense = nearest(user_id, vector, max(POOL_PER_SIDE, limit), as_of=as_of)
     lexical = lexical_recall(user_id, query, max(POOL_PER_SIDE, limit), as_of)
-    by_id: dict[int, MemoryHit] = {}
-    scores: dict[int, float] = {}
-    for rank, hit in enumerate(dense, start=1):
-        hit.lexical = 0.0
-        by_id[hit.id] = hit
-        scores[hit.id] = 1.0 / (RRF_K + rank)
-    found_by_text: set[int] = set()
-    for rank, hit in enumerate(lexical, start=1):
-        found_by_text.add(hit.id)
-        if hit.id in by_id:
-            by_id[hit.id].lexical = hit.lexical
-        else:
-            hit.cosine = cosine(hit.embedding, vector)
-            by_id[hit.id] = hit
-        scores[hit.id] = scores.get(hit.id, 0.0) + 1.0 / (RRF_K + rank)
-    hits = [
-        hit
-        for hit in by_id.values()
-        if hit.id in found_by_text or (hit.cosine or 0.0) >= min_similarity
-    ]
-    for hit in hits:
-        hit.score = scores[hit.id]
-    hits.sort(key=lambda hit: (-hit.score, -(hit.cosine or 0.0), hit.id))
-    return collapse_duplicates(hits)[:limit]
+    for hit in lexical:
+        hit.cosine = cosine(hit.embedding, vector)
+    return fuse_by_rank(dense, lexical, limit, min_similarity)
 
 
 class PostgresMemoryStore:
