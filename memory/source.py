@@ -368,7 +368,7 @@ class MemorySource(ContextSource):
             ),
         )
         dense = prewarm.search(pool, vector, side, -1.0)
-        found = fuse_by_rank(dense, lexical, applied.top_k, applied.min_similarity)
+        found = fuse_by_rank(dense, lexical, applied.top_k, applied.min_similarity, vector)
         return self.floored([recall_hit(hit, score=hit.score) for hit in found], applied)
 
 
