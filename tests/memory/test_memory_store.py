@@ -161,3 +161,34 @@ def test_the_search_api_defaults_to_hybrid_recall(
     assert [d["content"] for d in search(hybrid=False)] == ["nothing in common"]
     # A threshold the client writes is a floor on every result's cosine, text matches included.
     assert search(min_similarity=0.5) == []
+
+
+def test_a_prewarmed_pool_recalls_as_the_store_does_by_default(
+    acme: TenantFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default memory source recalls hybrid; from a pre-warmed pool it ranks the embedding's
+    side in process and asks the store for the text's, and recalls the same memories."""
+    from asgiref.sync import async_to_sync
+
+    from memory import source as memory_source
+    from memory.prewarm import load_pool
+    from memory.source import MemorySettings, MemorySource
+    from sources.base import ContextRequest
+
+    for i in range(8):
+        remember(acme.schema, "u1", f"small talk number {i}", blend(0, 10 + i, 0.9 - i * 0.01))
+    remember(acme.schema, "u1", "my oboe teacher is strict", blend(0, 40, 0.05))
+    question = "how is the oboe going"
+    monkeypatch.setattr(memory_source, "get_embedder", lambda: FakeEmbedder({question: axis(0)}))
+    source = MemorySource(MemorySettings(type="memory", name="memories"))
+    assert source.recall_mode == "hybrid"
+    request = ContextRequest(
+        request_id="r1", tenant=acme.schema, route="m", user="u1", session=None, query=question
+    )
+    with schema_context(acme.schema):
+        pool = load_pool("u1")
+        assert pool is not None
+        pooled = async_to_sync(source.recall_from_pool)(request, pool)
+        stored = async_to_sync(source.recall)(request)
+    assert [h.document_id for h in pooled] == [h.document_id for h in stored]
+    assert "my oboe teacher is strict" in {h.text for h in stored}
