@@ -5,9 +5,10 @@ is the user's memories themselves: when the user has at most ``POOL_MAX`` live o
 (with their embeddings) are kept in the session's pre-warm, and the resolve ranks them against its
 query in process, the exact cosine the store's own user-scoped search computes (it scans the
 user's rows exactly too), so the memories recalled are those a fetch would have recalled. A
-judge-only match block reads the newest of the same set. Not pre-warmed: a user with more
-memories (the pool would not be the whole set), and ``hybrid_search`` (its full-text rank is the
-store's).
+judge-only match block reads the newest of the same set. The default hybrid recall ranks the
+embedding's side from the pool and asks the store for the text's side at the resolve (the
+full-text rank is the store's). Not pre-warmed: a user with more memories (the pool would not be
+the whole set), ``hybrid_search`` and a lexical-only recall (their ranking is the store's).
 """
 
 from __future__ import annotations

@@ -16,7 +16,17 @@ from typing import Any, Literal
 
 import numpy as np
 from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db.models import Case, Expression, F, FloatField, Q, QuerySet, Value, When
+from django.db.models import (
+    Case,
+    Expression,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
@@ -124,9 +134,7 @@ def nearest(
 ) -> list[MemoryHit]:
     """The user's ``k`` live memories closest to ``vector`` by cosine, exactly. With ``text``,
     each hit also carries its full-text rank for it (0.0 when its text does not match)."""
-    rows = live_memories(user_id, as_of).annotate(
-        distance=CosineDistance("embedding", list(vector))
-    )
+    rows = live_memories(user_id, as_of).annotate(distance=exact_distance(vector))
     fields: tuple[str, ...] = (*HIT_FIELDS, "distance")
     if text is not None:
         rows = rows.annotate(rank=text_rank(text))
@@ -139,6 +147,15 @@ def nearest(
             hit.lexical = float(row["rank"])
         hits.append(hit)
     return hits
+
+
+def exact_distance(vector: Sequence[float]) -> Expression:
+    """The cosine distance to ``vector``, in a form the HNSW index cannot serve: where one user
+    holds most of a table the planner would otherwise walk the index (``ef_search`` candidates,
+    40 by default, filtered by user afterwards) and return fewer than ``k`` or miss the nearest."""
+    return ExpressionWrapper(
+        CosineDistance("embedding", list(vector)) + Value(0.0), output_field=FloatField()
+    )
 
 
 def text_rank(text: str) -> Expression:

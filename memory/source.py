@@ -16,8 +16,11 @@ from django.db import DatabaseError
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from memory.fusion import POOL_PER_SIDE, fuse_by_rank
 from memory.metrics import MEMORY_RETRIEVAL
 from memory.reflection import RecalledMemory, ReflectionConfig, injected_text, reflect
+from memory.store import RecallMode
+from memory.stores import get_store
 from sources.base import (
     ContextItem,
     ContextRequest,
@@ -38,7 +41,7 @@ if TYPE_CHECKING:
     from memory.prewarm import MemoryPool
     from memory.selectors import MemoryHit
 
-BACKEND = "postgres"
+BACKEND = "postgres"  # the store's name (memory.stores.get_store().name)
 TOUCH_DEADLINE_S = 0.25
 logger = logging.getLogger("contextplatform.memory")
 
@@ -79,6 +82,9 @@ class MemorySettings(SourceSettings):
     type: Literal["memory"] = "memory"
     priority: int = Field(default=70, ge=0, le=1000)
     match: MatchConfig | None = None
+    # Written true: the classic fusion of ``hybrid_mode`` over the embedding pool; written false:
+    # by embedding only. Unwritten (with no ``match.recall.method`` written either): the store's
+    # hybrid recall, embedding and any-word text fused by rank (memory.stores.postgres).
     hybrid_search: bool = False
     hybrid_mode: Literal["weighted", "rrf"] = "weighted"
     reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)
@@ -127,6 +133,17 @@ class MemorySource(ContextSource):
         """How many of the newest memories a match block without a recall hands its judge."""
         return self.match.judge.max_candidates if self.match.judge else 64
 
+    @property
+    def recall_mode(self) -> RecallMode:
+        """How the store recalls: what the route writes (``hybrid_search``, else the recall's
+        ``method``), else the store's default, hybrid."""
+        if self.memory.hybrid_search or "hybrid_search" in self.memory.model_fields_set:
+            return "hybrid" if self.memory.hybrid_search else "dense"
+        recall = self.match.recall
+        if recall is not None and "method" in recall.model_fields_set:
+            return {"embedding": "dense", "bm25": "lexical", "hybrid": "hybrid"}[recall.method]  # type: ignore[return-value]
+        return "hybrid"
+
     def applied_recall(self, recall: RecallConfig) -> AppliedRecall:
         """The recall's values: the match block's, else the store's defaults, else the
         embedder's (each with where it came from, for the notes)."""
@@ -148,6 +165,8 @@ class MemorySource(ContextSource):
             raise PrewarmSkipped("no user")
         if self.memory.hybrid_search:
             raise PrewarmSkipped("hybrid_search ranks by the store's full text at the turn")
+        if self.recall_mode == "lexical" and self.match.recall is not None:
+            raise PrewarmSkipped("lexical recall ranks by the store's full text at the turn")
         user = request.user
         pool = await sync_to_async(within_deadline)(self.timeout_seconds, lambda: load_pool(user))
         if pool is None:
@@ -294,31 +313,38 @@ class MemorySource(ContextSource):
         return hand_back(resolve_id=resolve_id, assistant_text=answer)
 
     async def recall(self, request: ContextRequest) -> list[RecallHit]:
-        from memory.selectors import newest_memories, search_memories
-
+        store = get_store()
         recall = self.match.recall
         if recall is None:  # a judge-only block reads the user's newest memories
             limit = self.judge_only_limit
             memories = await sync_to_async(within_deadline)(
-                self.timeout_seconds, lambda: newest_memories(request.user, limit, request.as_of)
+                self.timeout_seconds, lambda: store.newest(request.user, limit, request.as_of)
             )
             return [recall_hit(m, score=1.0) for m in memories]
         applied = self.applied_recall(recall)
         vector = await asyncio.to_thread(get_embedder().embed_query, request.query)
         found = await sync_to_async(within_deadline)(
             self.timeout_seconds,
-            lambda: search_memories(
-                user_id=request.user,
-                query=request.query,
-                vector=vector,
-                limit=applied.top_k,
+            lambda: store.recall(
+                request.user,
+                request.query,
+                vector,
+                applied.top_k,
+                mode=self.recall_mode,
                 min_similarity=applied.min_similarity,
-                hybrid=self.memory.hybrid_search,
-                hybrid_mode=self.memory.hybrid_mode,
+                fusion=self.memory.hybrid_mode if self.memory.hybrid_search else None,
                 as_of=request.as_of,
             ),
         )
-        return [recall_hit(hit, score=hit.score) for hit in found]
+        hits = [recall_hit(hit, score=hit.score) for hit in found]
+        return self.floored(hits, applied) if not self.memory.hybrid_search else hits
+
+    def floored(self, hits: list[RecallHit], applied: AppliedRecall) -> list[RecallHit]:
+        """A threshold the route or the store writes is a floor on every memory's cosine, text
+        matches included; the embedder's own default only drops what the text did not find."""
+        if self.recall_mode != "hybrid" or applied.min_similarity_from == "embedder":
+            return hits
+        return [hit for hit in hits if (hit.cosine or 0.0) >= applied.min_similarity]
 
     async def recall_from_pool(self, request: ContextRequest, pool: MemoryPool) -> list[RecallHit]:
         """``recall`` over the user's pre-warmed memories instead of the store."""
@@ -329,8 +355,21 @@ class MemorySource(ContextSource):
             return [recall_hit(m, score=1.0) for m in prewarm.newest(pool, self.judge_only_limit)]
         applied = self.applied_recall(recall)
         vector = await asyncio.to_thread(get_embedder().embed_query, request.query)
-        found = prewarm.search(pool, vector, applied.top_k, applied.min_similarity)
-        return [recall_hit(hit, score=hit.score) for hit in found]
+        if self.recall_mode == "dense":
+            found = prewarm.search(pool, vector, applied.top_k, applied.min_similarity)
+            return [recall_hit(hit, score=hit.score) for hit in found]
+        # Hybrid: the embedding's side from the pool, the text's from the store (its full-text
+        # rank is the store's), fused as the store fuses them.
+        side = max(POOL_PER_SIDE, applied.top_k)
+        lexical = await sync_to_async(within_deadline)(
+            self.timeout_seconds,
+            lambda: get_store().recall(
+                request.user, request.query, vector, side, mode="lexical", as_of=request.as_of
+            ),
+        )
+        dense = prewarm.search(pool, vector, side, -1.0)
+        found = fuse_by_rank(dense, lexical, applied.top_k, applied.min_similarity, vector)
+        return self.floored([recall_hit(hit, score=hit.score) for hit in found], applied)
 
 
 def recall_hit(hit: MemoryHit, score: float) -> RecallHit:

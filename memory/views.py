@@ -25,21 +25,15 @@ from rest_framework.response import Response
 from contextplatform.core.errors import ApiError, invalid_request, not_found
 from contextplatform.core.views import ApiView
 from memory.models import Memory
-from memory.selectors import (
-    InvalidCursor,
-    list_memories,
-    memory_for_user,
-    search_memories,
-)
+from memory.selectors import InvalidCursor, MemoryHit, memory_for_user
 from memory.services import (
     MAX_CONTENT_CHARS,
     UNSET,
     content_problem,
-    create_memory,
     delete_memory,
-    erase_user,
     update_memory,
 )
+from memory.stores import get_store
 from sources.embedding import EmbeddingError, get_embedder
 
 Kind = Literal["fact", "preference", "event", "summary"]
@@ -126,7 +120,9 @@ class SearchBody(BaseModel):
     query: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
     limit: int = Field(default=5, ge=1, le=MAX_SEARCH_LIMIT)
     min_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
-    hybrid: bool = False
+    # Unset: the store's hybrid recall (embedding and any-word text fused by rank); false: by
+    # embedding only; true: the classic fusion of ``hybrid_mode`` over the embedding pool.
+    hybrid: bool | None = None
     hybrid_mode: Literal["weighted", "rrf"] = "weighted"
 
     @field_validator("query")
@@ -218,7 +214,7 @@ class MemoryListView(ApiView):
     def get(self, request: Request, user: str) -> Response:
         limit = self.query_int(request, "limit", default=50, high=MAX_LIST_LIMIT)
         try:
-            page = list_memories(
+            page = get_store().list(
                 checked_user(user),
                 q=request.query_params.get("q") or None,
                 limit=limit,
@@ -242,7 +238,7 @@ class MemoryListView(ApiView):
     def post(self, request: Request, user: str) -> Response:
         body = self.body(request, MemoryBody, READ_ONLY)
         with embedding_errors():
-            memory = create_memory(
+            memory = get_store().write(
                 user_id=checked_user(user),
                 content=body.content,
                 kind=body.kind,
@@ -259,7 +255,7 @@ class MemoryListView(ApiView):
         operation_id="memories_erase",
     )
     def delete(self, request: Request, user: str) -> Response:
-        return Response({"deleted": erase_user(user_id=checked_user(user))})
+        return Response({"deleted": get_store().erase(checked_user(user))})
 
 
 class MemoryDetailView(ApiView):
@@ -304,6 +300,26 @@ class MemoryDetailView(ApiView):
         return Response({"deleted": 1})
 
 
+def search(user_id: str, body: SearchBody, vector: list[float]) -> list[MemoryHit]:
+    threshold = -1.0 if body.min_similarity is None else body.min_similarity
+    if body.hybrid is not None:
+        return get_store().recall(
+            user_id,
+            body.query,
+            vector,
+            body.limit,
+            mode="hybrid" if body.hybrid else "dense",
+            min_similarity=threshold,
+            fusion=body.hybrid_mode if body.hybrid else None,
+        )
+    hits = get_store().recall(
+        user_id, body.query, vector, body.limit, mode="hybrid", min_similarity=threshold
+    )
+    # A threshold the client writes is a floor on every result's cosine, text matches included:
+    # that is what ``min_similarity`` has always meant on this endpoint.
+    return [hit for hit in hits if (hit.cosine or 0.0) >= threshold]
+
+
 class MemorySearchView(ApiView):
     required_scopes = {"POST": "memory.read"}
 
@@ -317,15 +333,7 @@ class MemorySearchView(ApiView):
         body = self.body(request, SearchBody)
         with embedding_errors():
             vector = get_embedder().embed_query(body.query)
-        hits = search_memories(
-            user_id=checked_user(user),
-            query=body.query,
-            vector=vector,
-            limit=body.limit,
-            min_similarity=-1.0 if body.min_similarity is None else body.min_similarity,
-            hybrid=body.hybrid,
-            hybrid_mode=body.hybrid_mode,
-        )
+        hits = search(checked_user(user), body, vector)
         return Response(
             {
                 "data": [
@@ -368,7 +376,7 @@ def export_lines(schema: str, user_id: str) -> Iterator[bytes]:
     cursor: str | None = None
     while True:
         with schema_context(schema):
-            page = list_memories(user_id, limit=EXPORT_PAGE, cursor=cursor)
+            page = get_store().list(user_id, limit=EXPORT_PAGE, cursor=cursor)
         for memory in page.items:
             yield (json.dumps(memory_representation(memory), ensure_ascii=False) + "\n").encode()
         if page.next_cursor is None:

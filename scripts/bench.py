@@ -24,6 +24,9 @@ replay records a worker SIGKILLed under load loses, before the spool and now
 The vector backends (``milvus`` on Milvus Lite, ``qdrant`` in local mode) beside ``vectorstore``
 over the retrieval section's 100,000 chunks run right after it (``scripts/bench_backends.py``;
 ``BENCH_ONLY=backends`` runs it alone).
+The memory store's evidence recall over long conversations, dense, BM25 and the search API's
+default, what the default memory source injects, and search latency at 10,000 memories of one user
+(``scripts/bench_memory_recall.py``; ``BENCH_ONLY=memory_recall`` runs it alone).
 ``BENCH_QUICK=1`` shrinks every run (for trying the script; the page then says so).
 ``BENCH_BEFORE=<commit>`` with ``BENCH_ONLY=http_path`` or ``BENCH_ONLY=gateway``: that section's
 throughput for the code of ``<commit>`` beside this one's, in paired rounds of the same run
@@ -59,6 +62,11 @@ from scripts.bench_hanging import run_hanging
 from scripts.bench_http import measure_http, server_config
 from scripts.bench_lazy import print_lazy, run_lazy, write_lazy
 from scripts.bench_memory import run_memory
+from scripts.bench_memory_recall import (
+    print_memory_recall,
+    run_memory_recall,
+    write_memory_recall,
+)
 from scripts.bench_observability import run_observability
 from scripts.bench_prewarm import run_prewarm
 from scripts.bench_profile import run_profile
@@ -282,6 +290,7 @@ SECTIONS = {
     "backends": Section(run_backends, write_backends, print_backends),
     "compression": Section(run_compression, write_compression, print_compression, database=False),
     "memory": Section(run_memory, write_memory, print_memory),
+    "memory_recall": Section(run_memory_recall, write_memory_recall, print_memory_recall),
     "observability": Section(run_observability, write_observability, print_observability),
     "gateway": Section(run_gateway, write_gateway, print_gateway),
     "connectors": Section(run_connectors, write_connectors, print_connectors),
