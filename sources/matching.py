@@ -50,13 +50,15 @@ class JudgeConfig(Strict):
     # none: the route's upstream deployment when it may judge, else the local judge.
     deployment: str | None = Field(default=None, max_length=100)
     on_error: Literal["skip", "block"] = "skip"
-    # "fused" (default): the keep order is reciprocal rank fusion of the judge's rank and the
-    # recall's, so a judge that ranks worse than the recall on a collection cannot reorder the
-    # recall's best out of the keep alone; "judge": the judge's order alone.
+    # "fused" (default): the recall's first ``hold_recall`` candidates that pass their cut are kept
+    # first, the other places go in reciprocal rank fusion of the judge's rank and the recall's,
+    # so a judge that ranks worse than the recall on a collection cannot push the recall's best
+    # out of the keep; "judge": the judge's order and min_score alone decide.
     order: Literal["fused", "judge"] = "fused"
-    # The recall's first ``hold_recall`` candidates stay candidates below ``min_score`` unless the
-    # judge scores them below CONFIDENT_IRRELEVANT (with ``order: fused``); 0: min_score cuts all.
-    hold_recall: int = Field(default=0, ge=0, le=200)
+    hold_recall: int = Field(default=3, ge=0, le=200)
+    # The cut the held candidates face; unwritten, min_score. Lower (e.g. 0.2) keeps the recall's
+    # first candidates unless the judge is confident they do not answer.
+    hold_min_score: float | None = Field(default=None, ge=0.0, le=1.0)
 
     @field_validator("deployment")
     @classmethod
@@ -322,7 +324,7 @@ async def judge_and_keep(
     for decision, score in zip(candidates, scores, strict=True):
         decision.judge_score = score
     fused = judge.order == "fused" and ranked_recall
-    ranked = fused_order(candidates) if fused else judge_order(candidates)
+    ranked = held_first(fused_order(candidates), judge) if fused else judge_order(candidates)
     kept = 0
     for decision in ranked:
         score = decision.judge_score or 0.0
@@ -351,11 +353,6 @@ async def judge_and_keep(
 # Reciprocal rank fusion's constant (Cormack et al.): with k = 60 neither list's first place
 # outweighs the other's, and agreement of both ranks wins over either alone.
 FUSION_K = 60
-# A held candidate (``hold_recall``) scoring below this is still dropped: a local judge's
-# probabilities are calibrated on how a collection's documents match questions about themselves,
-# and real questions often score below 0.5 against their answers, so min_score alone can empty the
-# keep of what the recall ranks highest; below 0.2 the judge is confident enough to overrule it.
-CONFIDENT_IRRELEVANT = 0.2
 
 
 def judge_order(candidates: list[Decision]) -> list[Decision]:
@@ -367,24 +364,30 @@ def fused_order(candidates: list[Decision]) -> list[Decision]:
     """Reciprocal rank fusion of the judge's rank and the recall's (ties: the judge's order)."""
     by_judge = judge_order(candidates)
     judge_rank = {id(d): rank for rank, d in enumerate(by_judge, start=1)}
-    recall_rank = {
-        id(d): rank
-        for rank, d in enumerate(sorted(candidates, key=lambda d: d.recall_rank), start=1)
-    }
 
     def fused(decision: Decision) -> float:
-        return 1.0 / (FUSION_K + judge_rank[id(decision)]) + 1.0 / (
-            FUSION_K + recall_rank[id(decision)]
-        )
+        return 1.0 / (FUSION_K + judge_rank[id(decision)]) + 1.0 / (FUSION_K + decision.recall_rank)
 
     return sorted(by_judge, key=lambda d: (-fused(d), judge_rank[id(d)]))
 
 
-def recall_holds(recall_rank: int, score: float, judge: JudgeConfig) -> bool:
-    """Whether a candidate the recall ranks high stays a candidate below ``min_score``."""
-    return recall_rank <= min(judge.hold_recall, judge.top_k) and score >= min(
-        CONFIDENT_IRRELEVANT, judge.min_score
+def held_first(ranked: list[Decision], judge: JudgeConfig) -> list[Decision]:
+    """The keep's order: the held candidates (the recall's first ``hold_recall`` that pass their
+    cut) first, in the recall's order, then the rest in ``ranked``'s order."""
+    held = sorted(
+        (d for d in ranked if recall_holds(d.recall_rank, d.judge_score or 0.0, judge)),
+        key=lambda d: d.recall_rank,
     )
+    return held + [
+        d for d in ranked if not recall_holds(d.recall_rank, d.judge_score or 0.0, judge)
+    ]
+
+
+def recall_holds(recall_rank: int, score: float, judge: JudgeConfig) -> bool:
+    """Whether a candidate is held: among the recall's first ``hold_recall`` (and ``top_k``) and
+    scoring at least ``hold_min_score`` (unwritten: ``min_score``)."""
+    cut = judge.min_score if judge.hold_min_score is None else judge.hold_min_score
+    return recall_rank <= min(judge.hold_recall, judge.top_k) and score >= cut
 
 
 def cap_characters(result: MatchResult, max_characters: int) -> None:
