@@ -66,6 +66,9 @@ TARGET_KEPT_PER_QUERY = 3.0
 # What the default route keeps (at most KEEP documents), nDCG@CUTOFF, against bm25s's top CUTOFF;
 # and never below the recall order's own first KEEP scored the same way.
 TARGET_KEEP_RATIO = 1.20
+# A judge scoring a held candidate below this is confident it does not answer (the bench's
+# ``hold_min_score`` row).
+CONFIDENT_IRRELEVANT = 0.2
 TARGET_RATIO = 1.10
 TARGET_P99_MS = 10.0
 TARGET_RECALL = 0.95
@@ -276,8 +279,9 @@ class RecallRow:
     kept_ndcg_at_keep: float  # the same, nDCG@KEEP
     kept_per_query: float
     judge_order_ndcg: float  # the judge's order alone (order: judge, the earlier default)
-    held_ndcg: float  # order: fused with hold_recall 3
+    held_ndcg: float  # the default block with hold_min_score CONFIDENT_IRRELEVANT
     held_per_query: float
+    rrf_ndcg: float  # the default block with hold_recall 0: the fused order alone
 
 
 @dataclass(frozen=True)
@@ -593,7 +597,8 @@ class QualityRunner:
         blocks = {
             "fused": JudgeConfig(),
             "judge": JudgeConfig(order="judge"),
-            "held": JudgeConfig(hold_recall=3),
+            "held": JudgeConfig(hold_min_score=CONFIDENT_IRRELEVANT),
+            "rrf": JudgeConfig(hold_recall=0),
         }
         recalled: dict[int, list[int]] = {}
         kept: dict[str, dict[int, list[int]]] = {key: {} for key in blocks}
@@ -631,6 +636,7 @@ class QualityRunner:
             judge_order_ndcg=mean(kept["judge"], CUTOFF),
             held_ndcg=mean(kept["held"], CUTOFF),
             held_per_query=per_query(kept["held"]),
+            rrf_ndcg=mean(kept["rrf"], CUTOFF),
         )
 
     def sweep(self, qrels: dict[int, dict[int, int]]) -> list[SweepPoint]:

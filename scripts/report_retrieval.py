@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 
 from scripts import report
 from scripts.bench_retrieval import (
+    CONFIDENT_IRRELEVANT,
     CUTOFF,
     ISOTROPIC_SIGMA,
     KEEP,
@@ -236,6 +237,7 @@ def recall_rows(results: RetrievalResults) -> list[list[str]]:
             f"{recall.kept_per_query:.2f}",
             f"{recall.judge_order_ndcg:.4f} ({ratio(recall.judge_order_ndcg)})",
             f"{recall.held_ndcg:.4f} ({ratio(recall.held_ndcg)}), {recall.held_per_query:.2f}/q",
+            f"{recall.rrf_ndcg:.4f} ({ratio(recall.rrf_ndcg)})",
         ]
 
     return [row(recall) for recall in results.recalls]
@@ -252,7 +254,8 @@ RECALL_HEADER = [
     f"kept nDCG@{KEEP}",
     "kept / query",
     f"judge's order alone (`order: judge`), nDCG@{CUTOFF}",
-    f"`hold_recall: 3`, nDCG@{CUTOFF}",
+    f"`hold_min_score: {CONFIDENT_IRRELEVANT:g}`, nDCG@{CUTOFF}, kept / query",
+    f"`hold_recall: 0` (the fused order alone), nDCG@{CUTOFF}",
 ]
 
 
@@ -262,13 +265,14 @@ def recall_text(results: RetrievalResults) -> str:
         f"run, against bm25s's top {CUTOFF} ({results.baseline.ndcg:.4f}): the recall order's "
         f"first {CUTOFF} documents, its first {KEEP} (what the recall alone would hand the "
         f"model) scored at nDCG@{KEEP} and at nDCG@{CUTOFF}, and what the default judge block "
-        f"keeps (at most {KEEP}; `order: fused`, the default: reciprocal rank fusion of the "
-        "judge's rank and the recall's, then `min_score` 0.5) scored at "
+        f"keeps (at most {KEEP}; `order: fused`, the default: the recall's first three that "
+        "score at least `min_score` 0.5 keep their places, the other places go in reciprocal "
+        "rank fusion of the judge's rank and the recall's) scored at "
         f"nDCG@{CUTOFF}, the figure the targets read (a list of {KEEP} cannot fill the ideal "
         f"{CUTOFF}). Beside it, the same block with the judge's order alone (`order: judge`, "
-        "the earlier behaviour) and with `hold_recall: 3` (the recall's first three stay below "
-        "`min_score` unless the judge scores them under 0.2). BM25 recall has no cosine: the "
-        "local judge scores it on its lexical model alone."
+        "the earlier behaviour), with the recall's first three held down to a judge score of "
+        f"{CONFIDENT_IRRELEVANT:g} (`hold_min_score`), and with nothing held (`hold_recall: 0`). "
+        "BM25 recall has no cosine: the local judge scores it on its lexical model alone."
     )
 
 
