@@ -69,6 +69,7 @@ TARGET_KEEP_RATIO = 1.20
 # A judge scoring a held candidate below this is confident it does not answer (the bench's
 # ``hold_min_score`` row).
 CONFIDENT_IRRELEVANT = 0.2
+HELD = 3  # the bench's hold_recall row: the recall's first three keep their places
 TARGET_RATIO = 1.10
 TARGET_P99_MS = 10.0
 TARGET_RECALL = 0.95
@@ -279,9 +280,9 @@ class RecallRow:
     kept_ndcg_at_keep: float  # the same, nDCG@KEEP
     kept_per_query: float
     judge_order_ndcg: float  # the judge's order alone (order: judge, the earlier default)
-    held_ndcg: float  # the default block with hold_min_score CONFIDENT_IRRELEVANT
-    held_per_query: float
-    rrf_ndcg: float  # the default block with hold_recall 0: the fused order alone
+    held_ndcg: float  # the default block with hold_recall HELD
+    held_low_ndcg: float  # ... and hold_min_score CONFIDENT_IRRELEVANT
+    held_low_per_query: float
 
 
 @dataclass(frozen=True)
@@ -597,8 +598,8 @@ class QualityRunner:
         blocks = {
             "fused": JudgeConfig(),
             "judge": JudgeConfig(order="judge"),
-            "held": JudgeConfig(hold_min_score=CONFIDENT_IRRELEVANT),
-            "rrf": JudgeConfig(hold_recall=0),
+            "held": JudgeConfig(hold_recall=HELD),
+            "held_low": JudgeConfig(hold_recall=HELD, hold_min_score=CONFIDENT_IRRELEVANT),
         }
         recalled: dict[int, list[int]] = {}
         kept: dict[str, dict[int, list[int]]] = {key: {} for key in blocks}
@@ -635,8 +636,8 @@ class QualityRunner:
             kept_per_query=per_query(kept["fused"]),
             judge_order_ndcg=mean(kept["judge"], CUTOFF),
             held_ndcg=mean(kept["held"], CUTOFF),
-            held_per_query=per_query(kept["held"]),
-            rrf_ndcg=mean(kept["rrf"], CUTOFF),
+            held_low_ndcg=mean(kept["held_low"], CUTOFF),
+            held_low_per_query=per_query(kept["held_low"]),
         )
 
     def sweep(self, qrels: dict[int, dict[int, int]]) -> list[SweepPoint]:

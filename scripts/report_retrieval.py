@@ -14,6 +14,7 @@ from scripts import report
 from scripts.bench_retrieval import (
     CONFIDENT_IRRELEVANT,
     CUTOFF,
+    HELD,
     ISOTROPIC_SIGMA,
     KEEP,
     NOISE_SCALE,
@@ -236,8 +237,9 @@ def recall_rows(results: RetrievalResults) -> list[list[str]]:
             f"{recall.kept_ndcg_at_keep:.4f}",
             f"{recall.kept_per_query:.2f}",
             f"{recall.judge_order_ndcg:.4f} ({ratio(recall.judge_order_ndcg)})",
-            f"{recall.held_ndcg:.4f} ({ratio(recall.held_ndcg)}), {recall.held_per_query:.2f}/q",
-            f"{recall.rrf_ndcg:.4f} ({ratio(recall.rrf_ndcg)})",
+            f"{recall.held_ndcg:.4f} ({ratio(recall.held_ndcg)})",
+            f"{recall.held_low_ndcg:.4f} ({ratio(recall.held_low_ndcg)}), "
+            f"{recall.held_low_per_query:.2f}/q",
         ]
 
     return [row(recall) for recall in results.recalls]
@@ -254,8 +256,9 @@ RECALL_HEADER = [
     f"kept nDCG@{KEEP}",
     "kept / query",
     f"judge's order alone (`order: judge`), nDCG@{CUTOFF}",
-    f"`hold_min_score: {CONFIDENT_IRRELEVANT:g}`, nDCG@{CUTOFF}, kept / query",
-    f"`hold_recall: 0` (the fused order alone), nDCG@{CUTOFF}",
+    f"`hold_recall: {HELD}`, nDCG@{CUTOFF}",
+    f"`hold_recall: {HELD}`, `hold_min_score: {CONFIDENT_IRRELEVANT:g}`, nDCG@{CUTOFF}, "
+    "kept / query",
 ]
 
 
@@ -265,13 +268,13 @@ def recall_text(results: RetrievalResults) -> str:
         f"run, against bm25s's top {CUTOFF} ({results.baseline.ndcg:.4f}): the recall order's "
         f"first {CUTOFF} documents, its first {KEEP} (what the recall alone would hand the "
         f"model) scored at nDCG@{KEEP} and at nDCG@{CUTOFF}, and what the default judge block "
-        f"keeps (at most {KEEP}; `order: fused`, the default: the recall's first three that "
-        "score at least `min_score` 0.5 keep their places, the other places go in reciprocal "
-        "rank fusion of the judge's rank and the recall's) scored at "
+        f"keeps (at most {KEEP}; `order: fused`, the default: reciprocal rank fusion of the "
+        "judge's rank and the recall's, at `min_score` 0.5) scored at "
         f"nDCG@{CUTOFF}, the figure the targets read (a list of {KEEP} cannot fill the ideal "
         f"{CUTOFF}). Beside it, the same block with the judge's order alone (`order: judge`, "
-        "the earlier behaviour), with the recall's first three held down to a judge score of "
-        f"{CONFIDENT_IRRELEVANT:g} (`hold_min_score`), and with nothing held (`hold_recall: 0`). "
+        f"the earlier behaviour), with the recall's first {HELD} keeping their places when they "
+        f"pass `min_score` (`hold_recall: {HELD}`), and held down to a judge score of "
+        f"{CONFIDENT_IRRELEVANT:g} (`hold_min_score`). "
         "BM25 recall has no cosine: the local judge scores it on its lexical model alone."
     )
 
@@ -629,7 +632,8 @@ def print_retrieval(results: RetrievalResults) -> None:
             f"{recall.recall_top_ndcg:.4f} / nDCG@{CUTOFF} {recall.recall_top_ndcg_at_cutoff:.4f}; "
             f"kept nDCG@{CUTOFF} {recall.kept_ndcg:.4f} ({recall.kept_ndcg / bm25:.3f} x), "
             f"{recall.kept_per_query:.2f}/q; order judge {recall.judge_order_ndcg:.4f}; "
-            f"hold_recall 3 {recall.held_ndcg:.4f}"
+            f"hold_recall {HELD} {recall.held_ndcg:.4f}; with hold_min_score "
+            f"{CONFIDENT_IRRELEVANT:g} {recall.held_low_ndcg:.4f}"
         )
     print(f"  {verdict_text(results)}")
     ingest = results.ingest

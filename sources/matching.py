@@ -50,12 +50,12 @@ class JudgeConfig(Strict):
     # none: the route's upstream deployment when it may judge, else the local judge.
     deployment: str | None = Field(default=None, max_length=100)
     on_error: Literal["skip", "block"] = "skip"
-    # "fused" (default): the recall's first ``hold_recall`` candidates that pass their cut are kept
-    # first, the other places go in reciprocal rank fusion of the judge's rank and the recall's,
-    # so a judge that ranks worse than the recall on a collection cannot push the recall's best
-    # out of the keep; "judge": the judge's order and min_score alone decide.
+    # "fused" (default): reciprocal rank fusion of the judge's rank and the recall's, so a judge
+    # that ranks worse than the recall on a collection cannot reorder the recall's best out of the
+    # keep alone; the recall's first ``hold_recall`` candidates that pass their cut keep their
+    # places ahead of it. "judge": the judge's order and min_score alone decide.
     order: Literal["fused", "judge"] = "fused"
-    hold_recall: int = Field(default=3, ge=0, le=200)
+    hold_recall: int = Field(default=0, ge=0, le=200)
     # The cut the held candidates face; unwritten, min_score. Lower (e.g. 0.2) keeps the recall's
     # first candidates unless the judge is confident they do not answer.
     hold_min_score: float | None = Field(default=None, ge=0.0, le=1.0)

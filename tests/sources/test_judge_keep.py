@@ -1,7 +1,8 @@
 """What a judge block keeps against what its recall ranked: with ``order: fused`` (the default) the
-recall's first candidates that pass their cut keep their places and the rest go in reciprocal rank
-fusion of both ranks, so a judge that prefers the wrong documents cannot make the keep worse than
-the recall's own first ``top_k``; ``order: judge`` keeps the judge's order alone."""
+keep goes in reciprocal rank fusion of both ranks, and the recall's first ``hold_recall``
+candidates that pass their cut keep their places, so a judge that prefers the wrong documents
+cannot make the keep worse than the recall's own first ``top_k``; ``order: judge`` keeps the
+judge's order alone."""
 
 from __future__ import annotations
 
@@ -79,15 +80,17 @@ def test_the_fused_keep_is_never_worse_than_the_recalls_first_top_k(
     recall_first = ndcg(RECALLED[:3])
     # answers above the cut but ranked last by the judge: held by their recall ranks
     fixed_judge.update({"a1": 0.6, "a2": 0.55, "a3": 0.52})
-    default = kept(JudgeConfig(top_k=3))
-    assert sorted(default) == ["a1", "a2", "a3"]
-    assert ndcg(default) >= recall_first
+    held = kept(JudgeConfig(top_k=3, hold_recall=3))
+    assert sorted(held) == ["a1", "a2", "a3"]
+    assert ndcg(held) >= recall_first
+    # the fused order alone already keeps an answer the judge alone drops
+    assert "a1" in kept(JudgeConfig(top_k=3))
     # answers below the cut: held with a lower cut for them (the judge is not confident)
     fixed_judge.update({"a1": 0.45, "a2": 0.4, "a3": 0.3})
-    lenient = kept(JudgeConfig(top_k=3, hold_min_score=0.2))
+    lenient = kept(JudgeConfig(top_k=3, hold_recall=3, hold_min_score=0.2))
     assert sorted(lenient) == ["a1", "a2", "a3"] and ndcg(lenient) >= recall_first
     # with top_k above hold_recall the other places go to the fused order
-    wider = kept(JudgeConfig(top_k=6, hold_min_score=0.2))
+    wider = kept(JudgeConfig(top_k=6, hold_recall=3, hold_min_score=0.2))
     assert set(wider[:6]) >= {"a1", "a2", "a3"} and ndcg(wider) >= ndcg(RECALLED[:6])
 
 
@@ -95,7 +98,7 @@ def test_a_held_candidate_the_judge_is_confident_about_is_dropped(
     fixed_judge: dict[str, float],
 ) -> None:
     fixed_judge.update({"a1": 0.6, "a2": 0.1, "a3": 0.52})
-    result = asyncio.run(judge_and_keep("q", hits(RECALLED), JudgeConfig(top_k=3)))
+    result = asyncio.run(judge_and_keep("q", hits(RECALLED), JudgeConfig(top_k=3, hold_recall=3)))
     reasons = {d.hit.text: d.reason for d in result.decisions}
     assert reasons["a2"] == "below_min_score"
     assert {d.hit.text for d in result.kept} == {"a1", "a3", "n1"}
@@ -103,7 +106,7 @@ def test_a_held_candidate_the_judge_is_confident_about_is_dropped(
 
 def test_held_below_the_cut_says_so(fixed_judge: dict[str, float]) -> None:
     result = asyncio.run(
-        judge_and_keep("q", hits(RECALLED), JudgeConfig(top_k=3, hold_min_score=0.2))
+        judge_and_keep("q", hits(RECALLED), JudgeConfig(top_k=3, hold_recall=3, hold_min_score=0.2))
     )
     reasons = {d.hit.text: d.reason for d in result.decisions}
     assert reasons["a1"] == reasons["a2"] == reasons["a3"] == "kept_recall_rank"
@@ -111,11 +114,11 @@ def test_held_below_the_cut_says_so(fixed_judge: dict[str, float]) -> None:
 
 
 def test_fusion_lets_the_judge_promote_what_both_rank_well(fixed_judge: dict[str, float]) -> None:
-    # nothing held (hold_recall 0): a candidate both rank second beats one only the judge ranks
+    # nothing held (hold_recall 0, the default): a candidate both rank second beats one only the judge ranks
     # first and the recall last
     fixed_judge.clear()
     fixed_judge.update({"x": 0.9, "y": 0.8, "z": 0.7, "w": 0.6})
-    assert kept(JudgeConfig(top_k=2, hold_recall=0), ["y", "z", "w", "x"])[0] == "y"
+    assert kept(JudgeConfig(top_k=2), ["y", "z", "w", "x"])[0] == "y"
     assert kept(JudgeConfig(top_k=2, order="judge"), ["y", "z", "w", "x"]) == ["x", "y"]
 
 
@@ -130,5 +133,5 @@ def test_a_judge_only_block_keeps_the_judges_order(fixed_judge: dict[str, float]
 def test_existing_blocks_still_validate() -> None:
     block = {"judge": {"preset": "relevance", "top_k": 6, "min_score": 0.5, "max_candidates": 64}}
     judge = MatchConfig.model_validate(block).judge
-    assert judge is not None and judge.order == "fused" and judge.hold_recall == 3
+    assert judge is not None and judge.order == "fused" and judge.hold_recall == 0
     assert judge.hold_min_score is None
