@@ -203,7 +203,13 @@ class MemorySource(ContextSource):
             ) from error
         if not hits:
             return self.outcome(notes, "missing", "no memory above the threshold")
-        result = await judge_and_keep(request.query, hits, self.match.judge, request)
+        result = await judge_and_keep(
+            request.query,
+            hits,
+            self.match.judge,
+            request,
+            ranked_recall=self.match.recall is not None,
+        )
         judged = [d for d in result.decisions if d.kept]
         recalled = [
             RecalledMemory(

@@ -63,6 +63,13 @@ KEEP = 6  # the seed's default judge keeps at most 6: the kept figures compare s
 TARGET_KEPT_RATIO = 1.05  # the default block's kept nDCG vs bm25s's top 6
 TARGET_HYBRID_KEPT_RATIO = 1.10  # hybrid recall with the default judge, the same way
 TARGET_KEPT_PER_QUERY = 3.0
+# What the default route keeps (at most KEEP documents), nDCG@CUTOFF, against bm25s's top CUTOFF;
+# and never below the recall order's own first KEEP scored the same way.
+TARGET_KEEP_RATIO = 1.20
+# A judge scoring a held candidate below this is confident it does not answer (the bench's
+# ``hold_min_score`` row).
+CONFIDENT_IRRELEVANT = 0.2
+HELD = 3  # the bench's hold_recall row: the recall's first three keep their places
 TARGET_RATIO = 1.10
 TARGET_P99_MS = 10.0
 TARGET_RECALL = 0.95
@@ -260,6 +267,25 @@ class SweepPoint:
 
 
 @dataclass(frozen=True)
+class RecallRow:
+    """One recall, its own order beside what the default judge block keeps of it. nDCG is over
+    all queries with graded gains; the kept lists hold at most KEEP documents."""
+
+    name: str
+    description: str
+    recall_ndcg: float  # the recall order's first CUTOFF documents, nDCG@CUTOFF
+    recall_top_ndcg: float  # its first KEEP documents, nDCG@KEEP
+    recall_top_ndcg_at_cutoff: float  # its first KEEP documents, nDCG@CUTOFF
+    kept_ndcg: float  # what the default judge block (order: fused) keeps, nDCG@CUTOFF
+    kept_ndcg_at_keep: float  # the same, nDCG@KEEP
+    kept_per_query: float
+    judge_order_ndcg: float  # the judge's order alone (order: judge, the earlier default)
+    held_ndcg: float  # the default block with hold_recall HELD
+    held_low_ndcg: float  # ... and hold_min_score CONFIDENT_IRRELEVANT
+    held_low_per_query: float
+
+
+@dataclass(frozen=True)
 class ScaleInfo:
     rows: int
     table_rows: int  # every chunk of the bench tenant: the HNSW index covers them all
@@ -318,6 +344,8 @@ class RetrievalResults:
     runtime_s: float = 0.0
     # bm25s top 6, the recall order, the default block, hybrid with the default judge
     kept: list[Kept] = field(default_factory=list)
+    # Each recall (BM25, dense, hybrid) alone and under the default judge block, in the same run
+    recalls: list[RecallRow] = field(default_factory=list)
     calibration: dict[str, Any] = field(default_factory=dict)  # the collection's, as measured
 
     def meeting_target(self) -> list[str]:
@@ -560,6 +588,58 @@ class QualityRunner:
                 kept[query.id] = document_ids(hits)[:KEEP]
         return Kept(name=spec.name, description=spec.description, kept=kept)
 
+    def recall_row(self, name: str, description: str, recall: RecallSpec, qrels: Any) -> RecallRow:
+        """``recall`` alone, and under the default judge block in each keep order (one recall per
+        query, judged three ways)."""
+        from django_tenants.utils import schema_context
+
+        from sources.matching import JudgeConfig
+
+        blocks = {
+            "fused": JudgeConfig(),
+            "judge": JudgeConfig(order="judge"),
+            "held": JudgeConfig(hold_recall=HELD),
+            "held_low": JudgeConfig(hold_recall=HELD, hold_min_score=CONFIDENT_IRRELEVANT),
+        }
+        recalled: dict[int, list[int]] = {}
+        kept: dict[str, dict[int, list[int]]] = {key: {} for key in blocks}
+        with schema_context(QUALITY_TENANT):
+            for index, query in enumerate(self.queries):
+                hits = self.hits(recall, index)
+                recalled[query.id] = document_ids(hits)
+                for key, block in blocks.items():
+                    decisions = self.judge(index, list(hits), block)
+                    kept[key][query.id] = document_ids([d.hit for d in decisions])[:KEEP]
+        queries = sorted(qrels)
+
+        def mean(ranked: dict[int, list[int]], cutoff: int, limit: int = CUTOFF) -> float:
+            return float(
+                np.mean(
+                    [
+                        ndcg_at(ranked.get(q, [])[:limit], qrels[q], graded_gain, cutoff)
+                        for q in queries
+                    ]
+                )
+            )
+
+        def per_query(ranked: dict[int, list[int]]) -> float:
+            return float(np.mean([len(ranked.get(q, [])) for q in queries]))
+
+        return RecallRow(
+            name=name,
+            description=description,
+            recall_ndcg=mean(recalled, CUTOFF),
+            recall_top_ndcg=mean(recalled, KEEP, KEEP),
+            recall_top_ndcg_at_cutoff=mean(recalled, CUTOFF, KEEP),
+            kept_ndcg=mean(kept["fused"], CUTOFF),
+            kept_ndcg_at_keep=mean(kept["fused"], KEEP),
+            kept_per_query=per_query(kept["fused"]),
+            judge_order_ndcg=mean(kept["judge"], CUTOFF),
+            held_ndcg=mean(kept["held"], CUTOFF),
+            held_low_ndcg=mean(kept["held_low"], CUTOFF),
+            held_low_per_query=per_query(kept["held_low"]),
+        )
+
     def sweep(self, qrels: dict[int, dict[int, int]]) -> list[SweepPoint]:
         """The default recall with the judge's ``top_k`` and ``min_score`` varied."""
         from django_tenants.utils import schema_context
@@ -648,6 +728,30 @@ def recall_order_spec() -> ConfigSpec:
         description=f"the default recall's first {KEEP} documents, nothing judged",
         recall=RecallSpec("embedding", min_similarity=default_min_similarity()),
     )
+
+
+def recall_specs() -> list[tuple[str, str, RecallSpec]]:
+    """The recalls a rag source can run, each as the default match block would (top_k 20, the
+    embedder's min_similarity where a cosine exists, BM25 features for the local judge)."""
+    cut = default_min_similarity()
+    return [
+        ("BM25", "`bm25` recall (bm25s), top 20 chunks", RecallSpec("bm25", lexical_features=True)),
+        (
+            "dense (the default)",
+            f"`embedding` recall, top 20 chunks at cosine ≥ {cut:g}",
+            RecallSpec("embedding", min_similarity=cut, lexical_features=True),
+        ),
+        (
+            "hybrid weighted",
+            f"`hybrid` weighted (0.8 · cosine + 0.2 · BM25, min-max) over 2 x 20, cut {cut:g}",
+            RecallSpec("hybrid", min_similarity=cut, hybrid_mode="weighted", lexical_features=True),
+        ),
+        (
+            "hybrid rrf",
+            f"`hybrid` reciprocal rank fusion (k = 60) over 2 x 20, cut {cut:g}",
+            RecallSpec("hybrid", min_similarity=cut, hybrid_mode="rrf", lexical_features=True),
+        ),
+    ]
 
 
 def config_specs() -> list[ConfigSpec]:
@@ -1194,7 +1298,9 @@ def quality_plan(collection: Any, vector: np.ndarray) -> str:
 
 def run_quality(
     data: cranfield.Cranfield, collection: Any, vectors: np.ndarray
-) -> tuple[list[Quality], Quality, Quality, list[SweepPoint], list[Kept], dict[str, Any]]:
+) -> tuple[
+    list[Quality], Quality, Quality, list[SweepPoint], list[Kept], dict[str, Any], list[RecallRow]
+]:
     runner = QualityRunner(collection, data, vectors)
     baseline = evaluate(bm25s_baseline(data), data.qrels)
     try:
@@ -1216,12 +1322,17 @@ def run_quality(
                 for spec in (recall_order_spec(), default_spec(), hybrid_default_spec())
             ),
         ]
+        log("quality: each recall alone and under the default judge block …")
+        recalls = [
+            runner.recall_row(name, description, recall, data.qrels)
+            for name, description, recall in recall_specs()
+        ]
         log("quality: default recall with the judge's top_k and min_score varied …")
         sweep = runner.sweep(data.qrels)
         calibration = runner.calibration.summary()
     finally:
         runner.close()
-    return configs, baseline, default, sweep, kept, calibration
+    return configs, baseline, default, sweep, kept, calibration, recalls
 
 
 def retire_shared_quality_collection() -> None:
@@ -1261,7 +1372,9 @@ def run_retrieval(quick: bool) -> RetrievalResults:
     scale_collection, scale_vectors, scale = prepare_scale(
         collection, 20_000 if quick else SCALE_ROWS, noise_kind()
     )
-    configs, baseline, default, sweep, kept, calibration = run_quality(data, collection, vectors)
+    configs, baseline, default, sweep, kept, calibration, recalls = run_quality(
+        data, collection, vectors
+    )
     searches = measure_scale(scale_collection, scale_vectors, vectors, rounds=1 if quick else 4)
     results = RetrievalResults(
         date=utc_now(),
@@ -1277,6 +1390,7 @@ def run_retrieval(quick: bool) -> RetrievalResults:
         sweep=sweep,
         kept=kept,
         calibration=calibration,
+        recalls=recalls,
         scale=scale,
         searches=searches,
         quality_plan=quality_plan(collection, vectors[0]),

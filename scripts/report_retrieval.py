@@ -12,13 +12,16 @@ import matplotlib.pyplot as plt
 
 from scripts import report
 from scripts.bench_retrieval import (
+    CONFIDENT_IRRELEVANT,
     CUTOFF,
+    HELD,
     ISOTROPIC_SIGMA,
     KEEP,
     NOISE_SCALE,
     RECALL_POOL,
     TARGET_HYBRID_KEPT_RATIO,
     TARGET_INGEST_RATIO,
+    TARGET_KEEP_RATIO,
     TARGET_KEPT_PER_QUERY,
     TARGET_KEPT_RATIO,
     TARGET_P99_MS,
@@ -26,6 +29,7 @@ from scripts.bench_retrieval import (
     TARGET_RECALL,
     Kept,
     Quality,
+    RecallRow,
     RetrievalResults,
     SearchResult,
 )
@@ -73,6 +77,23 @@ def retrieval_checks(results: RetrievalResults) -> list[report.Check]:
                 f"≥ {TARGET_HYBRID_KEPT_RATIO:.2f} x {baseline.ndcg:.4f}",
                 f"{hybrid.ndcg:.4f} ({hybrid.ratio(baseline):.3f} x)",
                 hybrid.ratio(baseline) >= TARGET_HYBRID_KEPT_RATIO,
+            ),
+        ]
+    default_recall = next((row for row in results.recalls if "default" in row.name), None)
+    if default_recall is not None:
+        bm25 = results.baseline.ndcg
+        checks += [
+            report.Check(
+                f"default route's keep: nDCG@{CUTOFF} vs bm25s top {CUTOFF}",
+                f"≥ {TARGET_KEEP_RATIO:.2f} x {bm25:.4f}",
+                f"{default_recall.kept_ndcg:.4f} ({default_recall.kept_ndcg / bm25:.3f} x)",
+                default_recall.kept_ndcg >= TARGET_KEEP_RATIO * bm25,
+            ),
+            report.Check(
+                f"default route's keep vs its recall order's first {KEEP}, nDCG@{CUTOFF}",
+                f"≥ {default_recall.recall_top_ndcg_at_cutoff:.4f}",
+                f"{default_recall.kept_ndcg:.4f}",
+                default_recall.kept_ndcg >= default_recall.recall_top_ndcg_at_cutoff,
             ),
         ]
     ingest = results.ingest
@@ -196,6 +217,66 @@ def kept_rows(results: RetrievalResults) -> list[list[str]]:
         ]
         for kept in results.kept
     ]
+
+
+def recall_rows(results: RetrievalResults) -> list[list[str]]:
+    bm25 = results.baseline.ndcg
+
+    def ratio(value: float) -> str:
+        return f"{value / bm25:.3f}" if bm25 else "nan"
+
+    def row(recall: RecallRow) -> list[str]:
+        return [
+            recall.name,
+            recall.description,
+            f"{recall.recall_ndcg:.4f} ({ratio(recall.recall_ndcg)})",
+            f"{recall.recall_top_ndcg:.4f}",
+            f"{recall.recall_top_ndcg_at_cutoff:.4f} ({ratio(recall.recall_top_ndcg_at_cutoff)})",
+            f"**{recall.kept_ndcg:.4f}**",
+            ratio(recall.kept_ndcg),
+            f"{recall.kept_ndcg_at_keep:.4f}",
+            f"{recall.kept_per_query:.2f}",
+            f"{recall.judge_order_ndcg:.4f} ({ratio(recall.judge_order_ndcg)})",
+            f"{recall.held_ndcg:.4f} ({ratio(recall.held_ndcg)})",
+            f"{recall.held_low_ndcg:.4f} ({ratio(recall.held_low_ndcg)}), "
+            f"{recall.held_low_per_query:.2f}/q",
+        ]
+
+    return [row(recall) for recall in results.recalls]
+
+
+RECALL_HEADER = [
+    "recall",
+    "what runs",
+    f"recall order nDCG@{CUTOFF} (x bm25s)",
+    f"recall's first {KEEP}, nDCG@{KEEP}",
+    f"recall's first {KEEP}, nDCG@{CUTOFF} (x bm25s)",
+    f"kept, default judge, nDCG@{CUTOFF}",
+    "x bm25s",
+    f"kept nDCG@{KEEP}",
+    "kept / query",
+    f"judge's order alone (`order: judge`), nDCG@{CUTOFF}",
+    f"`hold_recall: {HELD}`, nDCG@{CUTOFF}",
+    f"`hold_recall: {HELD}`, `hold_min_score: {CONFIDENT_IRRELEVANT:g}`, nDCG@{CUTOFF}, "
+    "kept / query",
+]
+
+
+def recall_text(results: RetrievalResults) -> str:
+    return (
+        "Each recall a rag source can run, alone and under the default judge block, in the same "
+        f"run, against bm25s's top {CUTOFF} ({results.baseline.ndcg:.4f}): the recall order's "
+        f"first {CUTOFF} documents, its first {KEEP} (what the recall alone would hand the "
+        f"model) scored at nDCG@{KEEP} and at nDCG@{CUTOFF}, and what the default judge block "
+        f"keeps (at most {KEEP}; `order: fused`, the default: reciprocal rank fusion of the "
+        "judge's rank and the recall's, at `min_score` 0.5) scored at "
+        f"nDCG@{CUTOFF}, the figure the targets read (a list of {KEEP} cannot fill the ideal "
+        f"{CUTOFF}). Beside it, the same block with the judge's order alone (`order: judge`, "
+        f"the earlier behaviour), with the recall's first {HELD} keeping their places when they "
+        f"pass `min_score` (`hold_recall: {HELD}`), and held down to a judge score of "
+        f"{CONFIDENT_IRRELEVANT:g} (`hold_min_score`). "
+        "BM25 recall has no cosine: the local judge scores it on its lexical model alone."
+    )
 
 
 def kept_text(results: RetrievalResults) -> str:
@@ -444,6 +525,9 @@ def section(results: RetrievalResults, commit: str) -> str:
             kept_rows(results),
         ),
         f"![What the blocks keep](bench/{KEPT_PLOT})",
+        "#### Each recall, and what the default judge keeps of it",
+        recall_text(results),
+        report.table(RECALL_HEADER, recall_rows(results)),
         "#### Ranked lists",
         report.table(quality_header, quality_rows(results)),
         "The judged rows keep 10 *chunks*, so they may return fewer than 10 documents when two "
@@ -539,6 +623,17 @@ def print_retrieval(results: RetrievalResults) -> None:
             f"  kept: {kept.name:<46} nDCG@{KEEP} {kept.ndcg:.4f} "
             f"({kept.ratio(results.kept[0]):.3f} x)  {kept.per_query:.2f}/q  "
             f"precision {kept.precision:.3f}  empty {kept.empty}"
+        )
+    for recall in results.recalls:
+        bm25 = baseline.ndcg
+        print(
+            f"  recall {recall.name:<20} order nDCG@{CUTOFF} {recall.recall_ndcg:.4f} "
+            f"({recall.recall_ndcg / bm25:.3f} x), first {KEEP} nDCG@{KEEP} "
+            f"{recall.recall_top_ndcg:.4f} / nDCG@{CUTOFF} {recall.recall_top_ndcg_at_cutoff:.4f}; "
+            f"kept nDCG@{CUTOFF} {recall.kept_ndcg:.4f} ({recall.kept_ndcg / bm25:.3f} x), "
+            f"{recall.kept_per_query:.2f}/q; order judge {recall.judge_order_ndcg:.4f}; "
+            f"hold_recall {HELD} {recall.held_ndcg:.4f}; with hold_min_score "
+            f"{CONFIDENT_IRRELEVANT:g} {recall.held_low_ndcg:.4f}"
         )
     print(f"  {verdict_text(results)}")
     ingest = results.ingest

@@ -50,6 +50,15 @@ class JudgeConfig(Strict):
     # none: the route's upstream deployment when it may judge, else the local judge.
     deployment: str | None = Field(default=None, max_length=100)
     on_error: Literal["skip", "block"] = "skip"
+    # "fused" (default): reciprocal rank fusion of the judge's rank and the recall's, so a judge
+    # that ranks worse than the recall on a collection cannot reorder the recall's best out of the
+    # keep alone; the recall's first ``hold_recall`` candidates that pass their cut keep their
+    # places ahead of it. "judge": the judge's order and min_score alone decide.
+    order: Literal["fused", "judge"] = "fused"
+    hold_recall: int = Field(default=0, ge=0, le=200)
+    # The cut the held candidates face; unwritten, min_score. Lower (e.g. 0.2) keeps the recall's
+    # first candidates unless the judge is confident they do not answer.
+    hold_min_score: float | None = Field(default=None, ge=0.0, le=1.0)
 
     @field_validator("deployment")
     @classmethod
@@ -261,12 +270,16 @@ async def judge_and_keep(
     judge: JudgeConfig | None,
     request: ContextRequest | None = None,
     calibrations: Mapping[str, JudgeCalibration] | None = None,
+    *,
+    ranked_recall: bool = True,
 ) -> MatchResult:
     """Judge the recalled ``hits`` and keep the best. ``request`` gives the default judge (the
     route's upstream deployment) and the tenant's outbound allow-list; without it a block with no
     deployment is judged locally. ``calibrations`` (collection name → calibration) tell the local
     judge what its scores mean for each hit's collection; a hit of another is judged on the
-    prior."""
+    prior. ``ranked_recall`` says the hits come best first (a recall); False for candidates in
+    another order (the newest chunks of a judge-only block), where the judge's order alone
+    decides."""
     decisions = [Decision(hit=hit, recall_rank=rank) for rank, hit in enumerate(hits, start=1)]
     if judge is None:
         for decision in decisions:
@@ -310,15 +323,19 @@ async def judge_and_keep(
     metrics.count_judge(metrics.judge_feature(), ok=True)
     for decision, score in zip(candidates, scores, strict=True):
         decision.judge_score = score
-    ranked = sorted(candidates, key=lambda d: -(d.judge_score or 0.0))
+    fused = judge.order == "fused" and ranked_recall
+    ranked = held_first(fused_order(candidates), judge) if fused else judge_order(candidates)
     kept = 0
     for decision in ranked:
-        if (decision.judge_score or 0.0) < judge.min_score:
+        score = decision.judge_score or 0.0
+        held = fused and recall_holds(decision.recall_rank, score, judge)
+        if score < judge.min_score and not held:
             decision.reason = "below_min_score"
         elif kept >= judge.top_k:
             decision.reason = "beyond_top_k"
         else:
-            decision.kept, decision.reason = True, "kept"
+            decision.kept = True
+            decision.reason = "kept" if score >= judge.min_score else "kept_recall_rank"
             kept += 1
     order = {id(d): i for i, d in enumerate(ranked)}
     decisions.sort(key=lambda d: (not d.kept, order.get(id(d), len(order) + d.recall_rank)))
@@ -329,6 +346,48 @@ async def judge_and_keep(
         used = {id(c.calibration or PRIOR): c.calibration or PRIOR for c in judged}
         calibration = [found.summary() for found in used.values()]
     return MatchResult(decisions=decisions, judged=True, judge=label, calibration=calibration)
+
+
+# --- the keep order -------------------------------------------------------------------------------
+
+# Reciprocal rank fusion's constant (Cormack et al.): with k = 60 neither list's first place
+# outweighs the other's, and agreement of both ranks wins over either alone.
+FUSION_K = 60
+
+
+def judge_order(candidates: list[Decision]) -> list[Decision]:
+    """The judge's order: best score first, the recall order among equal scores."""
+    return sorted(candidates, key=lambda d: (-(d.judge_score or 0.0), d.recall_rank))
+
+
+def fused_order(candidates: list[Decision]) -> list[Decision]:
+    """Reciprocal rank fusion of the judge's rank and the recall's (ties: the judge's order)."""
+    by_judge = judge_order(candidates)
+    judge_rank = {id(d): rank for rank, d in enumerate(by_judge, start=1)}
+
+    def fused(decision: Decision) -> float:
+        return 1.0 / (FUSION_K + judge_rank[id(decision)]) + 1.0 / (FUSION_K + decision.recall_rank)
+
+    return sorted(by_judge, key=lambda d: (-fused(d), judge_rank[id(d)]))
+
+
+def held_first(ranked: list[Decision], judge: JudgeConfig) -> list[Decision]:
+    """The keep's order: the held candidates (the recall's first ``hold_recall`` that pass their
+    cut) first, in the recall's order, then the rest in ``ranked``'s order."""
+    held = sorted(
+        (d for d in ranked if recall_holds(d.recall_rank, d.judge_score or 0.0, judge)),
+        key=lambda d: d.recall_rank,
+    )
+    return held + [
+        d for d in ranked if not recall_holds(d.recall_rank, d.judge_score or 0.0, judge)
+    ]
+
+
+def recall_holds(recall_rank: int, score: float, judge: JudgeConfig) -> bool:
+    """Whether a candidate is held: among the recall's first ``hold_recall`` (and ``top_k``) and
+    scoring at least ``hold_min_score`` (unwritten: ``min_score``)."""
+    cut = judge.min_score if judge.hold_min_score is None else judge.hold_min_score
+    return recall_rank <= min(judge.hold_recall, judge.top_k) and score >= cut
 
 
 def cap_characters(result: MatchResult, max_characters: int) -> None:

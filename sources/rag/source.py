@@ -169,7 +169,12 @@ class RagSource(ContextSource):
                     notes[attribute] = getattr(backend, attribute)
             recall_notes(backend, notes)
         result = await judge_and_keep(
-            request.query, hits, self.match.judge, request, backend.judge_calibrations()
+            request.query,
+            hits,
+            self.match.judge,
+            request,
+            backend.judge_calibrations(),
+            ranked_recall=self.match.recall is not None,
         )
         cap_characters(result, self.rag.max_context_length)
         notes.update({"backend": self.rag.backend, "judged": result.judged})
