@@ -176,7 +176,14 @@ def lexical_matches(
     """The user's ``k`` live memories best matching ``query`` as full text (ts_rank_cd)."""
     if not query.strip():
         return []
-    search = text_query(query)
+    return text_ranked(user_id, text_query(query), k, as_of)
+
+
+def text_ranked(
+    user_id: str, search: SearchQuery, k: int, as_of: datetime | None = None
+) -> list[MemoryHit]:
+    """The user's ``k`` live memories matching ``search``, best ``ts_rank_cd`` first, each with
+    that rank as its lexical score."""
     rows = (
         live_memories(user_id, as_of)
         .filter(search_vector=search)

@@ -5,11 +5,11 @@ an MCP server as the API and the admin take it, and the ``mcp`` RAG backend's ``
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from contextplatform.core.http_headers import checked_headers
 from contextplatform.core.http_urls import checked_http_url
 from contextplatform.core.outbound.bounded import DEFAULT_MAX_RESPONSE_BYTES
 
@@ -18,15 +18,12 @@ MCP_SERVER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
 
 MAX_URL_CHARS = 2000
 MAX_HEADERS = 32
-MAX_HEADER_NAME_CHARS = 100
 MAX_HEADER_VALUE_CHARS = 8192  # bearer tokens and JWTs run long
 MIN_TIMEOUT_MS = 100
 MAX_TIMEOUT_MS = 120_000  # a source's own timeout cannot be longer
 DEFAULT_TIMEOUT_MS = 5000
 MAX_TOOL_ARGUMENT_CHARS = 20_000
 
-# RFC 9110 token characters: what a header name may hold.
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 # Set by the HTTP client or the MCP transport for each request; a stored value would be
 # overwritten or would break the protocol.
 TRANSPORT_HEADERS = frozenset(
@@ -71,18 +68,7 @@ def checked_url(value: str) -> str:
     )
 
 
-def header_problem(name: str, value: str) -> str | None:
-    if not _HEADER_NAME.match(name) or len(name) > MAX_HEADER_NAME_CHARS:
-        return f"header name {name[:MAX_HEADER_NAME_CHARS]!r} is not a valid HTTP header name"
-    if name.lower() in TRANSPORT_HEADERS:
-        return f"header {name!r} is set by the MCP transport for each request"
-    if not value:
-        return f"header {name!r}: empty value (leave the header out instead)"
-    if len(value) > MAX_HEADER_VALUE_CHARS:
-        return f"header {name!r}: value longer than {MAX_HEADER_VALUE_CHARS} characters"
-    if any(c in value for c in "\r\n\0"):
-        return f"header {name!r}: value must not contain line breaks"
-    return None
+REFUSED_HEADERS = dict.fromkeys(TRANSPORT_HEADERS, "is set by the MCP transport for each request")
 
 
 class McpServerSpec(Strict):
@@ -104,15 +90,12 @@ class McpServerSpec(Strict):
     @field_validator("headers")
     @classmethod
     def plain_headers(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        lowered: set[str] = set()
-        for name, text in (value or {}).items():
-            problem = header_problem(name, text)
-            if problem:
-                raise ValueError(problem)
-            if name.lower() in lowered:
-                raise ValueError(f"header {name!r} is given twice (names are case-insensitive)")
-            lowered.add(name.lower())
-        return value
+        return checked_headers(
+            value,
+            refused=REFUSED_HEADERS,
+            max_value_chars=MAX_HEADER_VALUE_CHARS,
+            empty_allowed=False,
+        )
 
 
 class McpBackendConfig(Strict):

@@ -5,11 +5,11 @@ No database here: services and the admin form both validate through ``Deployment
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from contextplatform.core.http_headers import checked_headers
 from contextplatform.core.http_urls import checked_http_url
 
 # The same names as routes and recipes, so a route's ``model.upstream`` reads like one.
@@ -19,13 +19,10 @@ PROTOCOLS = ("openai", "anthropic")
 MAX_URL_CHARS = 2000
 MAX_KEY_CHARS = 4096
 MAX_HEADERS = 32
-MAX_HEADER_NAME_CHARS = 100
 MAX_HEADER_VALUE_CHARS = 2000
 MIN_TIMEOUT_MS = 100
 MAX_TIMEOUT_MS = 600_000
 
-# RFC 9110 token characters: what a header name may hold.
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 # The headers a provider reads its API key from: the key has its own field (api_key), which the
 # gateway sends as the protocol's header (Authorization: Bearer, or x-api-key), and a header of
 # these names would fight it or carry a second copy of the key. Other credentials a deployment
@@ -47,6 +44,11 @@ KEY_HEADERS = frozenset(
 TRANSPORT_HEADERS = frozenset(
     {"host", "content-length", "content-type", "transfer-encoding", "connection"}
 )
+
+REFUSED_HEADERS = {
+    **dict.fromkeys(TRANSPORT_HEADERS, "is set by the gateway for each request"),
+    **dict.fromkeys(KEY_HEADERS, "is refused: the key goes in api_key, stored encrypted"),
+}
 
 # Fields a representation carries that a write ignores (a GET body posted back is accepted).
 READ_ONLY_FIELDS = (
@@ -89,15 +91,9 @@ class DeploymentSpec(BaseModel):
     @field_validator("headers")
     @classmethod
     def plain_headers(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        lowered: set[str] = set()
-        for name, text in (value or {}).items():
-            problem = header_problem(name, text)
-            if problem:
-                raise ValueError(problem)
-            if name.lower() in lowered:
-                raise ValueError(f"header {name!r} is given twice (names are case-insensitive)")
-            lowered.add(name.lower())
-        return value
+        return checked_headers(
+            value, refused=REFUSED_HEADERS, max_value_chars=MAX_HEADER_VALUE_CHARS
+        )
 
     @field_validator("api_key")
     @classmethod
@@ -116,17 +112,3 @@ class DeploymentSpec(BaseModel):
 def checked_base_url(value: str) -> str:
     """An http(s) URL with a host and nothing that belongs elsewhere (credentials, fragment)."""
     return checked_http_url(value, credentials_hint="the key has its own field, api_key")
-
-
-def header_problem(name: str, value: str) -> str | None:
-    if not _HEADER_NAME.match(name) or len(name) > MAX_HEADER_NAME_CHARS:
-        return f"header name {name[:MAX_HEADER_NAME_CHARS]!r} is not a valid HTTP header name"
-    if name.lower() in KEY_HEADERS:
-        return f"header {name!r} is refused: the key goes in api_key, stored encrypted"
-    if name.lower() in TRANSPORT_HEADERS:
-        return f"header {name!r} is set by the gateway for each request"
-    if len(value) > MAX_HEADER_VALUE_CHARS:
-        return f"header {name!r}: value longer than {MAX_HEADER_VALUE_CHARS} characters"
-    if any(c in value for c in "\r\n\0"):
-        return f"header {name!r}: value must not contain line breaks"
-    return None

@@ -34,6 +34,7 @@ from memory.selectors import (
     newest_memories,
     require_user,
     search_memories,
+    text_ranked,
 )
 from memory.store import Fusion, RecallMode
 from sources.embedding import Embedder
@@ -60,19 +61,7 @@ def lexical_recall(
     search = any_word_query(query)
     if search is None or k <= 0:
         return []
-    rows = (
-        live_memories(user_id, as_of)
-        .filter(search_vector=search)
-        .annotate(rank=SearchRank(F("search_vector"), search, cover_density=True))
-        .order_by("-rank", "id")
-        .values(*HIT_FIELDS, "rank")[:k]
-    )
-    hits = []
-    for row in rows:
-        hit = hit_from_row(row)
-        hit.lexical = float(row["rank"])
-        hits.append(hit)
-    return hits
+    return text_ranked(user_id, search, k, as_of)
 
 
 def fused_recall(
