@@ -6,8 +6,11 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from contextplatform import health
 from contextplatform.core import openapi  # noqa: F401  (registers the API key's security scheme)
 from contextplatform.core.metrics import metrics_view
+from contextplatform.dashboard.home import home
 
 urlpatterns = [
+    # What the product is and where its pages are: the admin's "View site".
+    path("", home, name="home"),
     path("api/v1/", include("contextplatform.urls_api")),
     # The OpenAI- and Anthropic-compatible gateway, where the providers' SDKs call.
     path("v1/", include("contextplatform.gateway.urls")),

@@ -11,6 +11,7 @@ from django.http import HttpRequest
 
 from contextplatform.core.json_form_field import BoundedJSONField
 from tenants.models import ApiKey, Domain, Tenant
+from tenants.selectors import admins_signing_in
 from tenants.services import issue_api_key
 
 
@@ -55,8 +56,9 @@ def on_public_schema(request: HttpRequest) -> bool:
 
 def served_admin_hint(request: HttpRequest | None) -> str:
     """Which admin this host serves: a tenant's users exist only in their tenant's schema, so
-    signing in on another host fails as if the password were wrong. The page is shown to anyone,
-    signed in or not, so it never lists the tenants or their hosts."""
+    signing in on another host is refused by this host's backend. The page is shown to anyone,
+    signed in or not, so it never lists the tenants or their hosts (``signed_in_elsewhere`` names
+    a host only to the one who typed that account's password)."""
     tenant = getattr(request, "tenant", None)
     if tenant is not None and not on_public_schema(request):  # type: ignore[arg-type]
         return (
@@ -71,6 +73,27 @@ def served_admin_hint(request: HttpRequest | None) -> str:
     )
 
 
+def signed_in_elsewhere(request: HttpRequest | None, cleaned: dict[str, Any]) -> str:
+    """What a refused login says when its username and password are right on another host's
+    admin: not that the password is wrong, but where that account signs in."""
+    username, password = cleaned.get("username"), cleaned.get("password")
+    if not username or not password:
+        return ""
+    here = connection.schema_name
+    hosts = admins_signing_in(username, password, other_than=here)
+    if not hosts:
+        return ""
+    tenant = getattr(request, "tenant", None)
+    if here == "public" or tenant is None:
+        where = "this host serves the platform's admin"
+    else:
+        where = f"this host serves the admin of the tenant {tenant.name}"
+    return (
+        f"This account belongs to another host's admin, not this one ({where}): sign in on "
+        f"{' or '.join(hosts)}."
+    )
+
+
 class HostAwareLoginForm(AdminAuthenticationForm):
     """The admin's login: a refused login also says which admin this host serves."""
 
@@ -80,6 +103,9 @@ class HostAwareLoginForm(AdminAuthenticationForm):
         except ValidationError as error:
             if error.code != "invalid_login":
                 raise
+            elsewhere = signed_in_elsewhere(self.request, self.cleaned_data)
+            if elsewhere:
+                raise ValidationError(elsewhere, code="other_host") from None
             hint = served_admin_hint(self.request)
             raise ValidationError(
                 f"{' '.join(error.messages)} {hint}", code="invalid_login"
@@ -87,6 +113,12 @@ class HostAwareLoginForm(AdminAuthenticationForm):
 
 
 admin.site.login_form = HostAwareLoginForm
+# The product's name, not Django's; each page also names whose admin the host serves
+# (templates/admin/base_site.html). "View site" leads to the page at / (dashboard.home).
+admin.site.site_header = "Context Platform"
+admin.site.site_title = "Context Platform"
+admin.site.index_title = "Administration"
+admin.site.site_url = "/"
 
 
 class SchemaScopedAdmin(admin.ModelAdmin):

@@ -48,3 +48,45 @@ def tenant_for_host(hostname: str) -> Tenant | None:
 def _read_host_tenant(hostname: str) -> Tenant | None:
     domain = Domain.objects.select_related("tenant").filter(domain=hostname).first()
     return domain.tenant if domain is not None else None
+
+
+def admins_signing_in(username: str, password: str, *, other_than: str) -> list[str]:
+    """The hosts whose admin this username and password sign in to, other than the schema
+    ``other_than``'s: a tenant's primary domain, or "the platform host" for the public schema.
+
+    A tenant's users live only in their tenant's schema, so a sign-in on another host is refused
+    by the host's own backend; this tells the person where the account is. Only credentials that
+    match (an active staff user's password) name a host: the refusal never lists who has which
+    user name. One statement reads every schema's row of that user name."""
+    from django.contrib.auth.hashers import check_password
+    from django.db import connection
+
+    schemas = list(
+        Tenant.objects.exclude(schema_name=other_than)
+        .order_by("schema_name")
+        .values_list("schema_name", flat=True)
+    )
+    if not schemas:
+        return []
+    quote = connection.ops.quote_name
+    statement = " UNION ALL ".join(
+        f"SELECT %s, password FROM {quote(schema)}.auth_user "
+        "WHERE username = %s AND is_active AND is_staff"
+        for schema in schemas
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [value for schema in schemas for value in (schema, username)])
+        matched = [
+            schema for schema, encoded in cursor.fetchall() if check_password(password, encoded)
+        ]
+    if not matched:
+        return []
+    domains = dict(
+        Domain.objects.filter(tenant__schema_name__in=matched, is_primary=True).values_list(
+            "tenant__schema_name", "domain"
+        )
+    )
+    return [
+        "the platform host" if schema == "public" else domains.get(schema, f"{schema}'s host")
+        for schema in matched
+    ]

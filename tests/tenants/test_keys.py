@@ -235,7 +235,9 @@ def test_tenant_user_cannot_log_in_on_other_tenants_host(
     client = Client()
     refused = admin_login(client, "globex.localhost", "acme_only", "s3cret-pass-word")
     assert refused.status_code == 200  # the form again, with an error
-    assert "correct username and password" in refused.content.decode()
+    # The password is right, on acme's admin: the refusal says so rather than "wrong password".
+    assert "belongs to another host&#x27;s admin" in refused.content.decode()
+    assert "sign in on acme.localhost" in refused.content.decode()
     assert client.get("/admin/", HTTP_HOST="globex.localhost").status_code == 302
     with schema_context(globex.schema):
         assert not get_user_model().objects.filter(username="acme_only").exists()

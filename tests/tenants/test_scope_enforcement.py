@@ -106,6 +106,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     "v1/chat/completions": {"POST": "resolve"},
     "v1/messages": {"POST": "resolve"},
     "v1/models": {"GET": "resolve"},
+    "": {"GET": PUBLIC},  # the home page: the product and links to its pages
     "api/schema/": {"GET": PUBLIC},
     "api/docs/": {"GET": PUBLIC},
     "healthz": {"GET": PUBLIC},

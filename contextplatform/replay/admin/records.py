@@ -58,6 +58,7 @@ class ReplayRecordAdmin(TenantOnlyAdmin):
         "created",
         "route",
         "user_id",
+        "session",
         "status",
         "source_outcomes",
         "kept_items",
@@ -124,11 +125,20 @@ class ReplayRecordAdmin(TenantOnlyAdmin):
     def kept_items(self, record: ReplayRecord) -> str:
         return f"{sum(1 for item in record.items if item.get('kept'))} / {len(record.items)}"
 
-    @admin.display(description="created", ordering="created_at")
+    @admin.display(description="session", ordering="session_key")
+    def session(self, record: ReplayRecord) -> str:
+        key = record.session_key
+        return format_html('<span class="replay-id" title="{}">{}</span>', key, key) if key else "-"
+
+    @admin.display(description="time", ordering="created_at")
     def created(self, record: ReplayRecord) -> str:
-        # Date over time in the tenant's time zone: a column as narrow as a time stamp can be.
+        # In the tenant's time zone, on one line; the year and the seconds on hover.
         moment = timezone.localtime(record.created_at)
-        return format_html("{}<br>{}", moment.strftime("%Y-%m-%d"), moment.strftime("%H:%M:%S"))
+        return format_html(
+            '<span title="{}">{}</span>',
+            moment.isoformat(timespec="seconds"),
+            moment.strftime("%m-%d %H:%M"),
+        )
 
     @admin.display(description="ms", ordering="duration_ms")
     def duration(self, record: ReplayRecord) -> str:

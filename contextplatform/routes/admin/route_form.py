@@ -25,9 +25,11 @@ from contextplatform.core.form_errors import (
     refined_param,
 )
 from contextplatform.core.json_form_field import BoundedJSONField
+from contextplatform.deployments.selectors import deployments
 from contextplatform.routes import services
 from contextplatform.routes.models import Route, TenantDefaults
 from sources.base import SOURCE_KINDS, OnFailure, SourceSettings, source_kind
+from sources.models import Collection
 from sources.rag.config import Backend
 from sources.secret_settings import SHOWN, redact
 
@@ -204,6 +206,48 @@ def source_type_choices() -> list[tuple[str, str]]:
     return [("", "---------"), *((name, name) for name in sorted(SOURCE_KINDS))]
 
 
+# The row's fields that only some kinds of source have; the others are every source's. A row shows
+# only its kind's (and, for a rag source, its backend's): the page's script keeps them in step
+# with the type and backend chosen, and a cell holding an error is always shown.
+TYPED_FIELDS: tuple[str, ...] = ("texts", "backend", *COLUMN_WORDS, "connectors", "judge_note")
+COLLECTIONS_LIST = "tenant-collections"
+TYPED_SOURCE_KEYS = ("type", "backend", "settings")  # the datalist of the tenant's own collections
+
+
+def kinds_with_texts() -> list[str]:
+    return sorted(name for name in SOURCE_KINDS if kind_has_texts(name))
+
+
+def shown_typed_fields(type_name: str, backend: str) -> list[str]:
+    """The typed fields a row of ``type_name`` (a rag row: of ``backend``) shows."""
+    shown = ["texts"] if kind_has_texts(type_name) else []
+    if type_name == "rag":
+        shown += ["backend", *BACKEND_COLUMNS.get(backend or "vectorstore", {}), "judge_note"]
+    if type_name == "realtime_apis":
+        shown.append("connectors")
+    return shown
+
+
+def typed_fields_map() -> dict[str, Any]:
+    """What the page's script needs to recompute ``shown_typed_fields`` as the operator types."""
+    return {
+        "typed": list(TYPED_FIELDS),
+        "texts": kinds_with_texts(),
+        "backends": {name: list(columns) for name, columns in BACKEND_COLUMNS.items()},
+    }
+
+
+def written_backend_of(settings: Any) -> str:
+    """The backend named in a row's "other settings" (a dict, or its JSON text), if any."""
+    if isinstance(settings, str):
+        try:
+            settings = json.loads(settings)
+        except ValueError:
+            return ""
+    backend = settings.get("backend") if isinstance(settings, dict) else None
+    return backend if isinstance(backend, str) else ""
+
+
 class SourceRowForm(forms.Form):
     """One source: its common fields as columns, the kind's own settings as a JSON object."""
 
@@ -282,7 +326,9 @@ class SourceRowForm(forms.Form):
     )
     settings = JsonTextField(
         label="other settings",
-        help_text="The kind's own settings as a JSON object.",
+        help_text="The kind's own settings as a JSON object. A rag source whose judge is a "
+        "deployment (match.judge.deployment, else the route's upstream) makes one extra call to "
+        'it per request (the judge\'s cost); "local" judges on this server.',
         widget=forms.Textarea(attrs={"rows": 3, "cols": 36}),
     )
 
@@ -290,6 +336,16 @@ class SourceRowForm(forms.Form):
         super().__init__(*args, **kwargs)
         if self.initial.get("secret_set"):
             self.fields["backend_secret"].widget.attrs["placeholder"] = SECRET_KEPT
+        self.fields["backend_target"].widget.attrs["list"] = COLLECTIONS_LIST
+
+    def shown_fields(self) -> str:
+        """The typed fields this row shows as drawn (space-separated, for the row's data-shows)."""
+        if self.is_bound:
+            values = {key: self.data.get(self.add_prefix(key), "") for key in TYPED_SOURCE_KEYS}
+        else:
+            values = {key: self.initial.get(key) or "" for key in TYPED_SOURCE_KEYS}
+        backend = values["backend"] or written_backend_of(values["settings"])
+        return " ".join(shown_typed_fields(str(values["type"]), str(backend)))
 
     def clean_settings(self) -> dict[str, Any]:
         settings = self.cleaned_data["settings"] or {}
@@ -396,6 +452,15 @@ class SourceRowForm(forms.Form):
 
 
 class BaseSourceFormSet(forms.BaseFormSet):
+    def typed_fields(self) -> dict[str, Any]:
+        return typed_fields_map()
+
+    def collections(self) -> list[str]:
+        """The tenant's own collections, offered for a rag row's collection (any other name is
+        still written: another backend's collection, or refused as unknown by the route's
+        validation)."""
+        return list(Collection.objects.order_by("name").values_list("name", flat=True))
+
     def add_fields(self, form: forms.Form, index: int | None) -> None:
         super().add_fields(form, index)
         form.fields["ORDER"].widget.attrs["style"] = "width: 4em"
@@ -514,12 +579,21 @@ def fits_target_fields(targets: dict[str, Any]) -> bool:
 
 
 class RouteForm(CompressTargetFields, forms.ModelForm):
-    model_name = forms.CharField(required=False, max_length=200, label="Model name")
-    upstream = forms.CharField(
+    model_name = forms.CharField(
         required=False,
-        max_length=100,
+        max_length=200,
+        label="Model name",
+        help_text="The model this route is written for, such as gpt-4o-mini: a note that the "
+        "API and the export show beside the context window. The gateway sends the upstream "
+        "deployment's own model name, whatever is written here.",
+    )
+    upstream = forms.ChoiceField(
+        required=False,
         label="Upstream deployment",
-        help_text="The name of one of this tenant's deployments (blank: none).",
+        help_text="The deployment of this tenant the gateway forwards the route's calls to "
+        "(blank: none; add one under Deployments). It also judges each rag source whose "
+        "match.judge names no deployment (when it may judge): one extra call to it per request "
+        "and source (the judge's cost).",
     )
     enabled = forms.TypedChoiceField(
         required=False,
@@ -571,6 +645,7 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
         super().__init__(*args, **kwargs)
         for name, value in layer_initial(self.instance).items():
             self.initial.setdefault(name, value)
+        self.fields["upstream"].choices = self.upstream_choices()  # type: ignore[attr-defined]
         # Secrets as {"set": true}: a row shows whether one is stored, never what.
         stored = redact(self.instance.context).get("sources", []) if self.instance.pk else []
         self.sources = SourceFormSet(
@@ -581,6 +656,15 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
         self.prepared: services.PreparedRoute | None = None
         self.written_rows: list[SourceRowForm] = []
         self.show_inherited_targets()
+
+    def upstream_choices(self) -> list[tuple[str, str]]:
+        """The tenant's deployments; a stored name that is not one any more stays choosable, so
+        that the page opens and the route's validation says what is wrong with it."""
+        names = list(deployments().order_by("name").values_list("name", flat=True))
+        stored = self.initial.get("upstream")
+        if isinstance(stored, str) and stored and stored not in names:
+            names.append(stored)
+        return [("", "none"), *((name, name) for name in names)]
 
     def show_inherited_targets(self) -> None:
         """What a blank target field stands for, and which layer it comes from: the recipe, the

@@ -11,10 +11,35 @@
   const MAX_EVENT_ROWS = 50;
   const MAX_POINTS_PER_SOURCE = 200;
   const MAX_RETRY_MS = 30000;
-  const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+  // Distinct colours, none of them the failure red, in an order where neighbours differ; past
+  // them, hues spread by the golden angle, so that no colour repeats.
+  const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#17becf", "#e377c2", "#8c564b",
+    "#bcbd22", "#393b79", "#637939", "#8c6d31", "#7b4173", "#3182bd", "#e6550d", "#31a354",
+    "#756bb1", "#636363", "#843c39", "#0b7d6e", "#b5cf6b"];
   const FAILURE_COLOR = "#c62828";
   const SVG_NS = "http://www.w3.org/2000/svg";
-  const CHART = { width: 800, height: 240, left: 56, right: 16, top: 12, bottom: 28 };
+  const CHART = { width: 800, height: 260, left: 64, right: 16, top: 12, bottom: 44 };
+  const SLIDE_MS = 5000;  // the window follows the clock even while no traffic arrives
+
+  function colorOf(index) {
+    if (index < PALETTE.length) return PALETTE[index];
+    return `hsl(${Math.round((index * 137.508) % 360)}, 62%, 42%)`;
+  }
+
+  function windowSeconds() {
+    const select = document.getElementById("live-window");
+    return select ? Number(select.value) : 900;
+  }
+
+  // Seconds between the time axis's ticks: steps a clock reads at a glance.
+  const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400];
+
+  function niceStep(span, count) {
+    const raw = span / count;
+    const power = 10 ** Math.floor(Math.log10(raw));
+    const unit = [1, 2, 5, 10].find((m) => m * power >= raw) || 10;
+    return unit * power;
+  }
 
   // "route/source" -> {route, name, type, color, events, failures, items, kept, lastMs, lastError,
   //                   points: [{at, ms, failed}]}: one source of one route (names repeat across routes)
@@ -39,7 +64,7 @@
     const key = `${event.route}/${event.source}`;
     let source = sources.get(key);
     if (!source) {
-      const color = COLORS[sources.size % COLORS.length];
+      const color = colorOf(sources.size);
       source = { route: event.route, name: event.source, type: event.type, color, events: 0,
                  failures: 0, items: 0, kept: 0, lastError: "", points: [] };
       sources.set(key, source);
@@ -101,43 +126,65 @@
   }
 
   function renderChart(chart) {
-    const points = [...sources.values()].flatMap((source) => source.points);
+    const span = windowSeconds();
+    const now = Date.now() / 1000;
+    const all = [...sources.values()].flatMap((source) => source.points);
+    const newest = Math.max(now, ...all.map((p) => p.at));
+    const first = span ? newest - span : Math.min(newest - 60, ...all.map((p) => p.at));
+    const last = newest;
+    const inWindow = (p) => p.at >= first && p.at <= last;
+    const points = all.filter(inWindow);
     const left = CHART.left, bottom = CHART.height - CHART.bottom;
     const width = CHART.width - CHART.left - CHART.right, height = bottom - CHART.top;
     const axes = [
       svg("line", { x1: left, y1: CHART.top, x2: left, y2: bottom, stroke: "#999" }),
       svg("line", { x1: left, y1: bottom, x2: left + width, y2: bottom, stroke: "#999" }),
+      svg("text", { x: left + width / 2, y: CHART.height - 4, "text-anchor": "middle",
+                    class: "live-axis live-axis-title", id: "live-x-title" }, "time"),
+      svg("text", { x: 14, y: CHART.top + height / 2, "text-anchor": "middle",
+                    transform: `rotate(-90 14 ${CHART.top + height / 2})`,
+                    class: "live-axis live-axis-title", id: "live-y-title" }, "latency (ms)"),
     ];
+    const x = (at) => (left + ((at - first) / (last - first)) * width).toFixed(1);
+    const clock = (at) => new Date(at * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+    const xTicks = [];
+    const xStep = TIME_STEPS.find((step) => step >= (last - first) / 6) || niceStep(last - first, 6);
+    for (let at = Math.ceil(first / xStep) * xStep; at <= last; at += xStep) {
+      xTicks.push(
+        svg("line", { x1: x(at), y1: bottom, x2: x(at), y2: bottom + 4, stroke: "#999" }),
+        svg("text", { x: x(at), y: bottom + 16, "text-anchor": "middle", class: "live-axis" }, clock(at)),
+      );
+    }
     if (!points.length) {
-      chart.replaceChildren(...axes, svg("text", { x: left + 8, y: CHART.top + 16, class: "live-axis" }, "waiting for resolves"));
+      const words = all.length ? "no resolves in this window" : "waiting for resolves";
+      chart.replaceChildren(...axes, ...xTicks, svg("text", { x: left + 8, y: CHART.top + 16, class: "live-axis" }, words));
       return;
     }
-    const first = Math.min(...points.map((p) => p.at));
-    const last = Math.max(first + 1, ...points.map((p) => p.at));
-    const topMs = Math.max(1, ...points.map((p) => p.ms)) * 1.1;
-    const x = (at) => (left + ((at - first) / (last - first)) * width).toFixed(1);
+    const yStep = niceStep(Math.max(0.05, ...points.map((p) => p.ms)) * 1.05, 4);
+    const topMs = Math.ceil((Math.max(0.05, ...points.map((p) => p.ms)) * 1.05) / yStep) * yStep;
     const y = (ms) => (bottom - (ms / topMs) * height).toFixed(1);
-    const clock = (at) => new Date(at * 1000).toLocaleTimeString();
-    const labels = [
-      svg("text", { x: left - 6, y: CHART.top + 10, "text-anchor": "end", class: "live-axis" }, topMs.toFixed(0)),
-      svg("text", { x: left - 6, y: bottom, "text-anchor": "end", class: "live-axis" }, 0),
-      svg("text", { x: left, y: CHART.height - 8, class: "live-axis" }, clock(first)),
-      svg("text", { x: left + width, y: CHART.height - 8, "text-anchor": "end", class: "live-axis" }, clock(last)),
-    ];
+    const yTicks = [];
+    for (let ms = 0; ms <= topMs + yStep / 2; ms += yStep) {
+      yTicks.push(
+        svg("line", { x1: left, y1: y(ms), x2: left + width, y2: y(ms), stroke: "#e3e3e3" }),
+        svg("text", { x: left - 6, y: Number(y(ms)) + 4, "text-anchor": "end", class: "live-axis" }, Number(ms.toPrecision(6))),
+      );
+    }
     const series = [...sources.values()].map((source) => {
       const name = source.name;
-      const group = svg("g", { "data-source": name, "data-route": source.route });
-      const line = source.points.map((p) => `${x(p.at)},${y(p.ms)}`).join(" ");
+      const shown = source.points.filter(inWindow);
+      const group = svg("g", { "data-source": name, "data-route": source.route, "data-color": source.color });
+      const line = shown.map((p) => `${x(p.at)},${y(p.ms)}`).join(" ");
       group.append(svg("polyline", { points: line, fill: "none", stroke: source.color, "stroke-width": 1.5 }));
-      for (const point of source.points) {
+      for (const point of shown) {
         const fill = point.failed ? FAILURE_COLOR : source.color;
         const dot = svg("circle", { cx: x(point.at), cy: y(point.ms), r: point.failed ? 4 : 2.5, fill });
-        dot.append(svg("title", {}, `${name}: ${point.ms} ms${point.failed ? " (failed)" : ""}`));
+        dot.append(svg("title", {}, `${name}: ${point.ms} ms at ${clock(point.at)}${point.failed ? " (failed)" : ""}`));
         group.append(dot);
       }
       return group;
     });
-    chart.replaceChildren(...axes, ...labels, ...series);
+    chart.replaceChildren(...yTicks, ...axes, ...xTicks, ...series);
   }
 
   function scheduleRender(root) {
@@ -193,6 +240,8 @@
     }
     renderChart(root.querySelector("#live-latency"));
     if (history.length) scheduleRender(root);
+    document.getElementById("live-window")?.addEventListener("change", () => scheduleRender(root));
+    setInterval(() => renderChart(root.querySelector("#live-latency")), SLIDE_MS);
     connect(root, 1000);
   });
 })();
