@@ -274,8 +274,9 @@ async def open_stream(
     try:
         sent = await _send_retrying(client, url, content, headers, upstream, where)
     except TimeoutError as error:  # aiohttp's connect and read timeouts are TimeoutErrors
+        logger.warning("the upstream deployment %r (%s) timed out", upstream.name, where)
         raise upstream_timeout(
-            f"the upstream deployment {upstream.name!r} ({where}) did not answer within "
+            f"the upstream deployment {upstream.name!r} did not answer within "
             f"{upstream.timeout_ms} ms"
         ) from error
     except (aiohttp.ClientError, OutboundError) as error:
