@@ -202,7 +202,17 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "contextplatform.core.openapi.document_errors",
+        # After the envelope: the gateway's operations answer errors in the providers' shapes.
+        "contextplatform.openapi_operations.name_operations",
     ],
+    # Grouped by tag (the areas, in contextplatform/openapi_operations.py's order), each
+    # operation showing the id an SDK names its method after.
+    "SWAGGER_UI_SETTINGS": {
+        "deepLinking": True,
+        "displayOperationId": True,
+        "docExpansion": "list",
+        "filter": True,
+    },
 }
 
 REDIS_URL = os.environ.get("REDIS_URL", "").strip()

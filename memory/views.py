@@ -7,11 +7,13 @@ memory id answers 404 exactly like a missing one.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
 from django_tenants.utils import schema_context
 from drf_spectacular.types import OpenApiTypes
@@ -370,18 +372,41 @@ class NDJSONRenderer(BaseRenderer):
         return (json.dumps(data, ensure_ascii=False) + "\n").encode()
 
 
+def export_page(schema: str, user_id: str, cursor: str | None) -> tuple[bytes, str | None]:
+    """One page of the export, read inside the tenant's schema (a streamed body is consumed after
+    the view), and the cursor of the next page (None after the last)."""
+    with schema_context(schema):
+        page = get_store().list(user_id, limit=EXPORT_PAGE, cursor=cursor)
+    lines = (
+        json.dumps(memory_representation(memory), ensure_ascii=False) + "\n"
+        for memory in page.items
+    )
+    return "".join(lines).encode(), page.next_cursor
+
+
 def export_lines(schema: str, user_id: str) -> Iterator[bytes]:
-    """One JSON object per memory, page by page. Each page is read inside the tenant's schema,
-    since a streamed body may be consumed after the view (and on another thread, under ASGI)."""
+    """One JSON object per memory, page by page (served under WSGI)."""
     cursor: str | None = None
     while True:
-        with schema_context(schema):
-            page = get_store().list(user_id, limit=EXPORT_PAGE, cursor=cursor)
-        for memory in page.items:
-            yield (json.dumps(memory_representation(memory), ensure_ascii=False) + "\n").encode()
-        if page.next_cursor is None:
+        chunk, cursor = export_page(schema, user_id, cursor)
+        if chunk:
+            yield chunk
+        if cursor is None:
             return
-        cursor = page.next_cursor
+
+
+async def export_lines_async(schema: str, user_id: str) -> AsyncIterator[bytes]:
+    """The same pages under ASGI, where Django would otherwise read a synchronous iterator to its
+    end into memory (and warn): each page is read on the request's thread, where its database
+    connection is, and sent before the next is read."""
+    read = sync_to_async(export_page)
+    cursor: str | None = None
+    while True:
+        chunk, cursor = await read(schema, user_id, cursor)
+        if chunk:
+            yield chunk
+        if cursor is None:
+            return
 
 
 class MemoryExportView(ApiView):
@@ -396,10 +421,10 @@ class MemoryExportView(ApiView):
     )
     def get(self, request: Request, user: str) -> StreamingHttpResponse:
         user_id = checked_user(user)
-        response = StreamingHttpResponse(
-            export_lines(self.tenant(request).schema_name, user_id),
-            content_type="application/x-ndjson; charset=utf-8",
-        )
+        schema = self.tenant(request).schema_name
+        served_async = isinstance(request._request, ASGIRequest)
+        lines = (export_lines_async if served_async else export_lines)(schema, user_id)
+        response = StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")
         response["Content-Disposition"] = 'attachment; filename="memories.jsonl"'
         response["Cache-Control"] = "no-store"
         return response

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
-from django.http import Http404, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.response import Response
 
@@ -68,7 +68,8 @@ def envelope(code: str, message: str, param: str | None = None) -> dict[str, Any
 
 # Paths whose callers expect another error shape than the envelope (the gateway's providers'):
 # an app registers a renderer for its prefix, and the kernel's middleware answers through it.
-ErrorRenderer = Callable[[ApiError], HttpResponse]
+# The request, when there is one, lets a renderer read what the caller sent (its headers).
+ErrorRenderer = Callable[[ApiError, HttpRequest | None], HttpResponse]
 _renderers: list[tuple[str, ErrorRenderer]] = []
 
 
@@ -78,13 +79,15 @@ def register_error_renderer(prefix: str, render: ErrorRenderer) -> None:
     _renderers.sort(key=lambda entry: -len(entry[0]))
 
 
-def error_response(error: ApiError, path: str | None = None) -> HttpResponse:
+def error_response(
+    error: ApiError, path: str | None = None, request: HttpRequest | None = None
+) -> HttpResponse:
     """The error in the shape the caller of ``path`` expects (the envelope unless an app
     registered another for it)."""
     if path is not None:
         for prefix, render in _renderers:
             if path.startswith(prefix):
-                return render(error)
+                return render(error, request)
     return JsonResponse(envelope(error.code, error.message, error.param), status=error.status)
 
 

@@ -7,13 +7,15 @@ import sys
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
-from contextplatform.core.errors import envelope, is_api_path
+from contextplatform.core.errors import envelope, error_response, is_api_path, not_found
 from contextplatform.core.middleware import DATABASE_ERRORS, database_unavailable
 
 
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if is_api_path(request.path):
-        return JsonResponse(envelope("not_found", f"no such endpoint: {request.path}"), status=404)
+        # In the shape the path's callers read (a provider's under /v1/, the envelope elsewhere).
+        missing = not_found(f"no such endpoint: {request.path}")
+        return error_response(missing, request.path, request)
     return defaults.page_not_found(request, exception)
 
 

@@ -113,7 +113,7 @@ class ApiErrorMiddleware(BothStacks):
         if not is_api_path(request.path):
             return None
         if isinstance(exception, ApiError):
-            return error_response(exception, request.path)
+            return error_response(exception, request.path, request)
         if isinstance(exception, DATABASE_ERRORS):
             return database_unavailable(request.path, exception)
         logger.exception("unhandled error on %s", request.path)

@@ -178,6 +178,28 @@ def failed_to_connect(error: BaseException) -> bool:
     )
 
 
+def connection_failure(error: BaseException) -> str:
+    """What went wrong reaching a deployment, in words a caller can act on (completing "deployment
+    'name' ..."): the kind of failure, never the URL or the client library's message."""
+    if isinstance(error, OutboundBlocked):
+        return f"is refused by the tenant's outbound allow-list ({error})"
+    if isinstance(error, aiohttp.ClientConnectorDNSError):
+        return "could not be reached: its host name does not resolve"
+    if isinstance(error, aiohttp.ClientConnectorCertificateError):
+        return "could not be reached: its TLS certificate was not accepted"
+    if isinstance(error, aiohttp.ClientSSLError):
+        return "could not be reached: the TLS handshake failed"
+    if isinstance(error, aiohttp.ClientConnectorError):
+        if isinstance(error.os_error, ConnectionRefusedError):
+            return "refused the connection"
+        return "could not be reached: the connection could not be made"
+    if isinstance(error, aiohttp.ServerDisconnectedError):
+        return "closed the connection before answering"
+    if isinstance(error, aiohttp.ClientOSError):
+        return "could not be reached: the connection broke"
+    return "could not be reached"
+
+
 def connect_attempts() -> int:
     retries = int(getattr(settings, "GATEWAY_CONNECT_RETRIES", DEFAULT_CONNECT_RETRIES))
     return 1 + max(retries, 0)
@@ -252,14 +274,16 @@ async def open_stream(
     try:
         sent = await _send_retrying(client, url, content, headers, upstream, where)
     except TimeoutError as error:  # aiohttp's connect and read timeouts are TimeoutErrors
+        logger.warning("the upstream deployment %r (%s) timed out", upstream.name, where)
         raise upstream_timeout(
-            f"the upstream deployment {upstream.name!r} ({where}) did not answer within "
+            f"the upstream deployment {upstream.name!r} did not answer within "
             f"{upstream.timeout_ms} ms"
         ) from error
     except (aiohttp.ClientError, OutboundError) as error:
-        raise upstream_error(
-            f"the upstream deployment {upstream.name!r} ({where}) could not be reached: {error}"
-        ) from error
+        # The caller learns which deployment failed and how; the URL and the client library's
+        # own words (its connector's "ssl:default", the socket's errno) go to the log only.
+        logger.warning("the upstream deployment %r (%s) failed: %s", upstream.name, where, error)
+        raise upstream_error(f"deployment {upstream.name!r} {connection_failure(error)}") from error
     response = UpstreamResponse(sent)
     if not response.is_success:
         raise await _refusal(upstream, response)

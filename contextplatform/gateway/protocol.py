@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from contextplatform.core.errors import ApiError
 from contextplatform.protocols.base import ProtocolName
@@ -90,14 +90,34 @@ def error_response(protocol: Protocol, error: GatewayError) -> JsonResponse:
     return response
 
 
-def api_error_renderer(protocol: Protocol) -> Callable[[ApiError], HttpResponse]:
+def api_error_renderer(
+    protocol: Protocol,
+) -> Callable[[ApiError, HttpRequest | None], HttpResponse]:
     """What the kernel's middleware answers on a gateway path (an oversized body, a last-resort
     500): the provider's shape, not the REST envelope."""
 
-    def render(error: ApiError) -> HttpResponse:
+    def render(error: ApiError, request: HttpRequest | None = None) -> HttpResponse:
         return error_response(protocol, GatewayError.from_api_error(error))
 
     return render
+
+
+# What only Anthropic's clients send: the key as x-api-key (OpenAI's send Authorization) and the
+# API version they speak.
+ANTHROPIC_HEADERS = ("x-api-key", "anthropic-version")
+
+
+def caller_protocol(request: HttpRequest | None) -> Protocol:
+    """The shape a caller of a path no protocol owns (an unknown path under /v1/) reads: Anthropic's
+    when the request carries a header only Anthropic's clients send, else OpenAI's."""
+    if request is not None and any(name in request.headers for name in ANTHROPIC_HEADERS):
+        return "anthropic"
+    return "openai"
+
+
+def caller_error_renderer(error: ApiError, request: HttpRequest | None = None) -> HttpResponse:
+    """The rest of /v1/: the error in the shape its caller's client reads."""
+    return error_response(caller_protocol(request), GatewayError.from_api_error(error))
 
 
 __all__ = [
@@ -105,6 +125,8 @@ __all__ = [
     "GatewayError",
     "Protocol",
     "api_error_renderer",
+    "caller_error_renderer",
+    "caller_protocol",
     "error_body",
     "error_response",
     "forbidden",

@@ -33,6 +33,9 @@ from contextplatform.protocols.tools import (
 from contextplatform.protocols.usage import ProviderUsage
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
+# OpenAI answers an unknown path or model with 404 and this type (its client raises NotFoundError
+# on the status); the platform's code says what was not found.
+OPENAI_NOT_FOUND_TYPE = "invalid_request_error"
 # OpenAI models that answer 400 to ``max_tokens`` ("use max_completion_tokens instead").
 COMPLETION_TOKENS_ONLY = re.compile(r"^(o\d|gpt-5)([-.:].*)?$")
 
@@ -247,7 +250,7 @@ class OpenAIChat(ProviderProtocol):
         return {
             "error": {
                 "message": message,
-                "type": error_type(status),
+                "type": OPENAI_NOT_FOUND_TYPE if status == 404 else error_type(status),
                 "param": param,
                 "code": code,
             }

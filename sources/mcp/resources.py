@@ -13,6 +13,10 @@ its text (``[Resource: crm://status] ...``, as a document's title in a rag item)
 ``max_resource_chars`` and all of them together at ``max_total_chars``; the server's answers are
 read up to ``max_response_bytes`` in all. Any error (an unknown server, the allow-list, a resource
 the server cannot read, the deadline) fails the source, under its ``on_failure``.
+
+Pre-warm (``POST /api/v1/sessions/{session}/prewarm``) reads ahead the resources that do not read
+the turn's query (the user's, the session's, fixed ones); the session's next resolve serves them as
+read and reads the query's at the turn.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from sources.base import (
     ContextItem,
     ContextRequest,
     ContextSource,
+    PrewarmSkipped,
     SourceFailed,
     SourceResult,
     SourceSettings,
@@ -106,6 +111,16 @@ def fill(template: str, request: ContextRequest) -> tuple[str | None, str | None
     return PLACEHOLDER.sub(lambda m: quote(values[m.group(1)], safe=""), template), None
 
 
+def warmed(value: Any) -> types.ReadResourceResult | None:
+    """A pre-warmed result read back; None for one that is missing or no longer reads."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        return types.ReadResourceResult.model_validate(value)
+    except ValueError:
+        return None
+
+
 def is_json(mime_type: str) -> bool:
     base = mime_type.split(";", 1)[0].strip().lower()
     return base == "application/json" or base.endswith("+json")
@@ -127,6 +142,7 @@ def render(uri: str, text: str) -> str:
 class McpResourcesSource(ContextSource):
     type = "mcp_resources"
     Settings = McpResourcesSettings
+    prewarmable = True  # the resources that need no {query}: see warmable
 
     @property
     def mcp(self) -> McpResourcesSettings:
@@ -136,6 +152,45 @@ class McpResourcesSource(ContextSource):
         return {"server": self.mcp.server}
 
     async def fetch(self, request: ContextRequest) -> SourceResult:
+        return await self.fetch_with(request, {})
+
+    # --- pre-warm ----------------------------------------------------------------------------
+
+    def warmable(self) -> list[str]:
+        """The resources read ahead: those that do not read the turn's query (the user's, the
+        session's, and fixed ones)."""
+        return [t for t in self.mcp.resources if "query" not in placeholders(t)]
+
+    async def prewarm(self, request: ContextRequest) -> dict[str, Any]:
+        """Each warmable resource the request can fill in, read now: ``{uri: its result}`` (as
+        JSON, so the cache holds no SDK object). Served at the next resolve of the same user and
+        session, which fills in the same URIs."""
+        planned = [uri for t in self.warmable() if (uri := fill(t, request)[0]) is not None]
+        if not planned:
+            raise PrewarmSkipped(
+                "no resource reads ahead: each needs {query}, or a value the request lacks"
+            )
+        try:
+            endpoint = await self.endpoint(request)
+            results = await read_resources(
+                endpoint,
+                request.allowlist,
+                planned,
+                max_response_bytes=self.mcp.max_response_bytes,
+            )
+        except McpError as error:
+            raise SourceFailed(error, {"server": self.mcp.server}) from error
+        return {
+            uri: result.model_dump(mode="json", by_alias=True)
+            for uri, result in zip(planned, results, strict=True)
+        }
+
+    async def fetch_prewarmed(self, request: ContextRequest, warm: Any) -> SourceResult:
+        return await self.fetch_with(request, warm if isinstance(warm, dict) else {})
+
+    async def fetch_with(self, request: ContextRequest, warm: dict[str, Any]) -> SourceResult:
+        """The fetch, serving the resources in ``warm`` (by URI) as they were read ahead and
+        reading the others (the query's) now."""
         settings = self.mcp
         notes: dict[str, Any] = {"server": settings.server}
         planned: list[tuple[str, str]] = []
@@ -153,17 +208,24 @@ class McpResourcesSource(ContextSource):
             notes["skipped"] = skipped
         if not planned:
             return SourceResult(trace=trace, notes=notes)
-        try:
-            endpoint = await self.endpoint(request)
-            notes["transport"] = endpoint.transport
-            results = await read_resources(
-                endpoint,
-                request.allowlist,
-                [uri for _, uri in planned],
-                max_response_bytes=settings.max_response_bytes,
-            )
-        except McpError as error:
-            raise SourceFailed(error, notes) from error
+        served = {uri: warmed(warm.get(uri)) for _, uri in planned}
+        live = [uri for uri, result in served.items() if result is None]
+        if len(live) < len(planned):
+            notes["prewarmed"] = sorted(uri for uri, result in served.items() if result)
+        if live:
+            try:
+                endpoint = await self.endpoint(request)
+                notes["transport"] = endpoint.transport
+                read = await read_resources(
+                    endpoint,
+                    request.allowlist,
+                    live,
+                    max_response_bytes=settings.max_response_bytes,
+                )
+            except McpError as error:
+                raise SourceFailed(error, notes) from error
+            served.update(zip(live, read, strict=True))
+        results = [result for _, uri in planned if (result := served[uri]) is not None]
         items = self.items_of(planned, results, trace, notes)
         return SourceResult(items, trace, notes)
 

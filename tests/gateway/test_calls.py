@@ -67,7 +67,7 @@ def test_error_shapes() -> None:
     assert error_body("openai", error) == {
         "error": {
             "message": "route 'x' does not exist",
-            "type": "not_found_error",
+            "type": "invalid_request_error",
             "param": "model",
             "code": "not_found",
         }

@@ -63,6 +63,26 @@ def plugin_compress(
     return plugin.compress, plugin.budget
 
 
+def disabled_preview(data: Any) -> dict[str, Any] | None:
+    """The answer for a plugin ``configuration`` that is off (``enabled: false``), given before
+    the request body is read at all (as vLLM Semantic Router answers it): nothing would be
+    compressed whatever the messages are. The configuration itself is still checked (a field it
+    cannot hold is a 400 naming it). None for any other body."""
+    if not isinstance(data, dict) or data.get("route") is not None:
+        return None
+    configuration = data.get("configuration")
+    if not isinstance(configuration, dict) or configuration.get("enabled") is not False:
+        return None
+    validate_context(configuration, prefix="configuration")
+    return {
+        "valid": True,
+        "applied": False,
+        "skip_reason": "disabled",
+        "tokens_saved": 0,
+        "warnings": [DISABLED],
+    }
+
+
 def preview_config(
     body: CompressionPreviewBody,
 ) -> tuple[CompressConfig | None, BudgetConfig, int, int | None, list[str]]:
@@ -106,6 +126,10 @@ class CompressionPreviewView(ApiView):
         summary="Preview compression of a request",
     )
     def post(self, request: Request) -> Response:
+        disabled = disabled_preview(request.data)
+        if disabled is not None:
+            audited(request, "compression.preview", 200, {"route": None, "applied": False})
+            return Response(disabled)
         body = self.body(request, CompressionPreviewBody)
         config, budget_config, window, max_output, warnings = preview_config(body)
         run = resolve(

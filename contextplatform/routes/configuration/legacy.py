@@ -171,6 +171,56 @@ def _found(param: str, what: str) -> tuple[str, str]:
     return param, hint(param, what)
 
 
+def legacy_plugin_anywhere(data: Any) -> tuple[str, str] | None:
+    """The first legacy plugin wherever a pasted document may hold one, ``(param, message)``: a
+    fragment (``plugin:``, ``plugins:``), ``global.plugins``, a decision's plugins (``decisions``,
+    ``routing.decisions``, and those of ``recipes``), and the platform's own layers (``defaults``,
+    ``recipes``, ``routes``). Asked before any other question about the document, so a legacy
+    fragment pasted as it is gets the one hint that fixes it rather than a complaint about its
+    shape (a layer it does not name, a key it should not have)."""
+    if not isinstance(data, dict):
+        return None
+    for base, plugins in _plugin_lists(data):
+        if base == "plugin":
+            plugins = [plugins]
+        for index, plugin in enumerate(plugins if isinstance(plugins, list) else []):
+            kind = plugin.get("type") if isinstance(plugin, dict) else None
+            param = base if base == "plugin" else f"{base}[{index}]"
+            found = legacy_plugin_hint(kind, param) if isinstance(kind, str) else None
+            if found:
+                return param, found
+    return None
+
+
+def _plugin_lists(data: dict[str, Any]) -> Iterable[tuple[str, Any]]:
+    for key in ("plugin", "plugins"):
+        if key in data:
+            yield key, data[key]
+    for key in ("global", "defaults"):
+        layer = data.get(key)
+        if isinstance(layer, dict) and "plugins" in layer:
+            yield f"{key}.plugins", layer["plugins"]
+    yield from _decision_plugins(data, "")
+    for key in ("recipes", "routes"):
+        entries = data.get(key)
+        for index, entry in enumerate(entries if isinstance(entries, list) else []):
+            if isinstance(entry, dict):
+                if "plugins" in entry:
+                    yield f"{key}[{index}].plugins", entry["plugins"]
+                yield from _decision_plugins(entry, f"{key}[{index}].")
+
+
+def _decision_plugins(holder: dict[str, Any], prefix: str) -> Iterable[tuple[str, Any]]:
+    routing = holder.get("routing")
+    for base, decisions in (
+        ("decisions", holder.get("decisions")),
+        ("routing.decisions", routing.get("decisions") if isinstance(routing, dict) else None),
+    ):
+        for index, decision in enumerate(decisions if isinstance(decisions, list) else []):
+            if isinstance(decision, dict) and "plugins" in decision:
+                yield f"{prefix}{base}[{index}].plugins", decision["plugins"]
+
+
 # --- the rewrite --------------------------------------------------------------------------------
 
 

@@ -30,6 +30,7 @@ from contextplatform.core.validation import parse
 from contextplatform.deployments.schema import DEPLOYMENT_NAME_PATTERN
 from contextplatform.routes.configuration.legacy import (
     legacy_configuration_hint,
+    legacy_plugin_anywhere,
     legacy_plugin_hint,
     legacy_top_level_hint,
 )
@@ -261,6 +262,13 @@ def validate_route_spec(
     ``prefix`` (an imported document's ``routes[0].plugins[0].configuration``)."""
     if not isinstance(data, dict):
         raise ApiError("invalid_request", "route: expected a JSON object")
+    if not stored:
+        # A legacy plugin list pasted into a route: the hint, not "unknown field".
+        pasted = {key: data[key] for key in ("plugin", "plugins") if key in data}
+        legacy = legacy_plugin_anywhere(pasted)
+        if legacy is not None:
+            param = _join(prefix, legacy[0])
+            raise _invalid(param + legacy[1].removeprefix(legacy[0]), param)
     problems: list[ApiError] = []
     route_fields = {key: value for key, value in data.items() if key != "context"}
     spec = collecting(problems, parse, RouteSpec, route_fields, prefix=prefix)

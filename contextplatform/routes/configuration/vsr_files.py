@@ -35,7 +35,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextplatform.core.errors import ApiError, invalid_request
-from contextplatform.routes.configuration.legacy import LEGACY_PLUGINS, PLUGIN_ALIASES, hint
+from contextplatform.routes.configuration.legacy import (
+    LEGACY_PLUGINS,
+    PLUGIN_ALIASES,
+    hint,
+    legacy_plugin_anywhere,
+)
 
 PLATFORM_KEYS = ("defaults", "recipes", "routes")
 FRAGMENT_KEYS = ("plugin", "plugins")
@@ -165,6 +170,9 @@ def is_vsr_file(data: Any) -> bool:
 
 def translate(data: Any, target: ImportTarget | None, existing_route: RouteFields) -> Translated:
     """``data`` in the platform's document form; a platform document passes as it is."""
+    legacy = legacy_plugin_anywhere(data)
+    if legacy is not None:
+        raise invalid_request(legacy[1], legacy[0])
     if not is_vsr_file(data):
         if target is not None:
             raise invalid_request(

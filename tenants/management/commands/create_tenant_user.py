@@ -13,6 +13,8 @@ from tenants.roles import ROLES, UnknownRoleError
 from tenants.services import TenantError
 
 PASSWORD_VARIABLE = "TENANT_USER_PASSWORD"
+# Where the admin is served: `make run` serves on $PORT, 8000 unless set.
+DEFAULT_PORT = 8000
 
 
 class Command(BaseCommand):
@@ -27,6 +29,11 @@ class Command(BaseCommand):
         parser.add_argument("--role", required=True, choices=sorted(ROLES))
         parser.add_argument("--password", help=f"else ${PASSWORD_VARIABLE}, else a prompt")
         parser.add_argument("--email", default="")
+        parser.add_argument(
+            "--port",
+            type=int,
+            help=f"the port the printed sign-in URL names (else $PORT, else {DEFAULT_PORT})",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant = Tenant.objects.filter(schema_name=options["tenant"]).first()
@@ -43,11 +50,18 @@ class Command(BaseCommand):
             )
         except (TenantError, UnknownRoleError) as error:
             raise CommandError(str(error)) from None
-        domain = tenant.get_primary_domain()
         self.stdout.write(
             f"user {options['username']} ({options['role']}) created; "
-            f"sign in at http://{domain}/admin/"
+            f"sign in at {sign_in_url(tenant, options['port'])}"
         )
+
+
+def sign_in_url(tenant: Tenant, port: int | None) -> str:
+    """The tenant admin's URL on the port the server listens on (none written for 80)."""
+    if port is None:
+        port = int(os.environ.get("PORT") or DEFAULT_PORT)
+    host = tenant.get_primary_domain().domain
+    return f"http://{host}/admin/" if port == 80 else f"http://{host}:{port}/admin/"
 
 
 def prompted_password() -> str:

@@ -1,0 +1,241 @@
+"""The gateway's operations in the OpenAPI schema. Its views are Django async views, not DRF's,
+so drf-spectacular does not see them: they are written here, loosely (the provider's own request
+and answer, with the fields the gateway reads or adds), and merged into the schema by the
+project's hook (``contextplatform/openapi_operations.py``). Errors come in the provider's shape,
+never the REST envelope."""
+
+from __future__ import annotations
+
+from typing import Any
+
+RESOLVE_ID = "x-context-resolve-id"
+ERROR_CODE = "x-context-error-code"
+
+
+def _header(name: str, description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "header",
+        "required": False,
+        "description": description,
+        "schema": {"type": "string"},
+    }
+
+
+CALL_HEADERS = [
+    _header("x-route", "the route to resolve (else the body's `model` names it)"),
+    _header("x-user-id", "the end user whose profile and memories the route reads"),
+    _header("x-session-id", "the session whose recent messages the route reads and writes"),
+    _header(
+        "x-memory-store",
+        "`true` asks for the turn to be written to the user's memories, `false` opts out",
+    ),
+]
+
+RESOLVE_ID_HEADER = {
+    RESOLVE_ID: {
+        "description": "the resolve's id: its replay record, and "
+        "`POST /api/v1/resolve/{id}/response`'s",
+        "schema": {"type": "string"},
+    }
+}
+ERROR_CODE_HEADER = {
+    ERROR_CODE: {"description": "the platform's error code", "schema": {"type": "string"}}
+}
+
+OPENAI_ERROR: dict[str, Any] = {
+    "type": "object",
+    "description": "OpenAI's error shape",
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": "string", "nullable": True},
+                "code": {"type": "string", "nullable": True},
+            },
+        }
+    },
+}
+ANTHROPIC_ERROR: dict[str, Any] = {
+    "type": "object",
+    "description": "Anthropic's error shape",
+    "properties": {
+        "type": {"type": "string", "enum": ["error"]},
+        "error": {
+            "type": "object",
+            "properties": {
+                "type": {"type": "string"},
+                "message": {"type": "string"},
+                "code": {"type": "string"},
+            },
+        },
+    },
+}
+
+MESSAGES = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {"role": {"type": "string"}, "content": {}},
+        "additionalProperties": True,
+    },
+}
+
+
+def _errors(shape: dict[str, Any]) -> dict[str, Any]:
+    answer = {
+        "content": {"application/json": {"schema": shape}},
+        "headers": ERROR_CODE_HEADER,
+    }
+    return {
+        "400": {"description": "invalid_request: the body or a header is not valid", **answer},
+        "401": {"description": "unauthorized: no API key, or one that is not valid", **answer},
+        "404": {"description": "not_found: the route does not exist", **answer},
+        "429": {"description": "rate_limited or budget_exceeded", **answer},
+        "502": {"description": "upstream_error: the deployment failed", **answer},
+        "default": {"description": "any other error, in the provider's shape", **answer},
+    }
+
+
+def _chat(
+    *, summary: str, description: str, body: dict[str, Any], answer: dict[str, Any], error: Any
+) -> dict[str, Any]:
+    return {
+        "summary": summary,
+        "description": description,
+        "parameters": CALL_HEADERS,
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": body}},
+        },
+        "responses": {
+            "200": {
+                "description": "the provider's answer (or its Server-Sent Events with "
+                "`stream: true`)",
+                "headers": RESOLVE_ID_HEADER,
+                "content": {
+                    "application/json": {"schema": answer},
+                    "text/event-stream": {"schema": {"type": "string"}},
+                },
+            },
+            **_errors(error),
+        },
+    }
+
+
+CHAT_COMPLETION = _chat(
+    summary="OpenAI Chat Completions through the route",
+    description="Resolves the route's context into the request, forwards it to the route's "
+    "deployment and answers with the provider's answer; the turn is written to the session.",
+    body={
+        "type": "object",
+        "required": ["messages"],
+        "properties": {
+            "model": {"type": "string", "description": "the route (unless `x-route` names it)"},
+            "messages": MESSAGES,
+            "stream": {"type": "boolean"},
+            "max_tokens": {"type": "integer"},
+            "max_completion_tokens": {"type": "integer"},
+            "tools": {"type": "array", "items": {"type": "object"}},
+            "user": {"type": "string"},
+        },
+        "additionalProperties": True,
+    },
+    answer={
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "object": {"type": "string"},
+            "model": {"type": "string"},
+            "choices": {"type": "array", "items": {"type": "object"}},
+            "usage": {"type": "object"},
+        },
+        "additionalProperties": True,
+    },
+    error=OPENAI_ERROR,
+)
+
+MESSAGE = _chat(
+    summary="Anthropic Messages through the route",
+    description="As `createChatCompletion`, in Anthropic's Messages shape, for a route whose "
+    "deployment speaks Anthropic.",
+    body={
+        "type": "object",
+        "required": ["messages", "max_tokens"],
+        "properties": {
+            "model": {"type": "string", "description": "the route (unless `x-route` names it)"},
+            "messages": MESSAGES,
+            "system": {},
+            "max_tokens": {"type": "integer"},
+            "stream": {"type": "boolean"},
+            "tools": {"type": "array", "items": {"type": "object"}},
+            "metadata": {"type": "object"},
+        },
+        "additionalProperties": True,
+    },
+    answer={
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "type": {"type": "string"},
+            "role": {"type": "string"},
+            "content": {"type": "array", "items": {"type": "object"}},
+            "stop_reason": {"type": "string", "nullable": True},
+            "usage": {"type": "object"},
+        },
+        "additionalProperties": True,
+    },
+    error=ANTHROPIC_ERROR,
+)
+# Anthropic's clients send the key as x-api-key and announce their version.
+MESSAGE["parameters"] = [
+    *CALL_HEADERS,
+    _header("anthropic-version", "sent by Anthropic's clients; not required"),
+]
+
+MODELS = {
+    "summary": "The tenant's routes, as OpenAI's model list",
+    "description": "What a client may send as `model`.",
+    "responses": {
+        "200": {
+            "description": "the routes",
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {
+                            "object": {"type": "string", "enum": ["list"]},
+                            "data": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "properties": {
+                                        "id": {"type": "string"},
+                                        "object": {"type": "string"},
+                                        "created": {"type": "integer"},
+                                        "owned_by": {"type": "string"},
+                                    },
+                                },
+                            },
+                        },
+                    }
+                }
+            },
+        },
+        **{
+            status: response
+            for status, response in _errors(OPENAI_ERROR).items()
+            if status in ("401", "429", "default")
+        },
+    },
+}
+
+# Path (as Django's resolver writes it, under /v1/) → method → operation (without its id and tag:
+# the project's table names every operation).
+GATEWAY_PATHS: dict[str, dict[str, dict[str, Any]]] = {
+    "/v1/chat/completions": {"post": CHAT_COMPLETION},
+    "/v1/messages": {"post": MESSAGE},
+    "/v1/models": {"get": MODELS},
+}
