@@ -83,6 +83,11 @@ urlpatterns = [
         name="memories-export",
     ),
     path(
+        "users/<str:user>/memories/import",
+        memory.MemoryImportView.as_view(),
+        name="memories-import",
+    ),
+    path(
         "users/<str:user>/memories/<int:memory_id>",
         memory.MemoryDetailView.as_view(),
         name="memory",
