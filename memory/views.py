@@ -7,7 +7,7 @@ memory id answers 404 exactly like a missing one.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Literal
@@ -121,15 +121,15 @@ class ConversationMessage(BaseModel):
 
 
 class ConversationBody(BaseModel):
-    """A conversation the extractor turns into memories, as after a turn. ``extractor``: the
-    local rule-based extractor (the default: no model call, so no cost and nothing sent out),
-    or the name of a deployment for the LLM extractor; a tenant's route is not involved in this
-    call, so no route's memory source chooses it."""
+    """A conversation the extractor turns into memories, as after a turn. ``extractor``: ``local``
+    (the rule-based extractor: no model call) or the name of a deployment for the LLM extractor;
+    unset, the tenant's default (``MemoryListView.default_extractor``), since no route is
+    involved in this call."""
 
     model_config = ConfigDict(extra="forbid")
 
     messages: list[ConversationMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
-    extractor: str = Field(default="local", min_length=1, max_length=100)
+    extractor: str | None = Field(default=None, min_length=1, max_length=100)
 
     def said(self, role: str) -> str:
         return "\n".join(text for m in self.messages if m.role == role and (text := m.text()))
@@ -253,8 +253,15 @@ def existing_memory(user: str, memory_id: int) -> Memory:
     return memory
 
 
+def local_extractor() -> str:
+    return "local"
+
+
 class MemoryListView(ApiView):
     required_scopes = {"GET": "memory.read", "POST": "memory.write", "DELETE": "memory.write"}
+    # The extractor of a conversation that names none: given by the URL configuration (the
+    # tenant's defaults live in the routes app, above this one); the local one otherwise.
+    default_extractor: Callable[[], str] = staticmethod(local_extractor)
 
     @extend_schema(
         parameters=[
@@ -295,7 +302,9 @@ class MemoryListView(ApiView):
         if isinstance(data, dict) and "messages" in data:
             if "content" in data:
                 raise invalid_request("give exactly one of content or messages", "messages")
-            return self.from_conversation(checked_user(user), self.body(request, ConversationBody))
+            body = self.body(request, ConversationBody)
+            extractor = body.extractor or self.default_extractor()
+            return self.from_conversation(checked_user(user), body, extractor)
         if isinstance(data, dict) and "content" not in data:
             raise invalid_request(
                 "content: give content (one memory) or messages (a conversation)", "content"
@@ -314,7 +323,7 @@ class MemoryListView(ApiView):
         return Response(memory_representation(memory), status=status.HTTP_201_CREATED)
 
     @staticmethod
-    def from_conversation(user_id: str, body: ConversationBody) -> Response:
+    def from_conversation(user_id: str, body: ConversationBody, extractor: str) -> Response:
         """The conversation written as a handed-back turn is: 201 with the memories added or
         updated, or 200 with none and the reason."""
         if not body.said("user").strip():
@@ -325,12 +334,12 @@ class MemoryListView(ApiView):
                     user_id=user_id,
                     user_text=body.said("user"),
                     assistant_text=body.said("assistant"),
-                    extractor=body.extractor,
+                    extractor=extractor,
                     observed_at=body.observed_at(),
                     embedder=get_embedder(),
                 )
             except ExtractionError as error:
-                if body.extractor != "local" and named_deployment_missing(body.extractor):
+                if extractor != "local" and named_deployment_missing(extractor):
                     raise invalid_request(str(error), "extractor") from None
                 raise ApiError("upstream_error", f"extraction failed: {error}", 502) from None
         answer = {

@@ -214,3 +214,24 @@ def test_import_needs_memory_write(acme: TenantFixture) -> None:
     reader = ApiClient(issue_api_key(tenant=acme.tenant, scopes="memory.read").plain_key)
     response = import_(reader, "u1", json.dumps({"content": "x"}), "text/plain")
     assert response.status_code == 403
+
+
+def test_a_conversation_naming_no_extractor_uses_the_tenants_default(
+    acme_api: ApiClient, acme: TenantFixture
+) -> None:
+    from contextplatform.routes.services import save_defaults
+
+    memory = {"type": "memory", "name": "memories", "store": {"extractor": "mem-llm"}}
+    with schema_context(acme.schema):
+        save_defaults(context={"sources": [memory]})
+    # The defaults name a deployment the tenant does not have: the write says so.
+    named = acme_api.post("/api/v1/users/u1/memories", {"messages": MOVE})
+    assert named.status_code == 400, named.content
+    assert named.json()["error"]["param"] == "extractor"
+    assert "'mem-llm'" in named.json()["error"]["message"]
+    # A body naming its extractor wins over the defaults.
+    local = acme_api.post("/api/v1/users/u1/memories", {"messages": MOVE, "extractor": "local"})
+    assert local.status_code == 201, local.content
+    with schema_context(acme.schema):
+        save_defaults(context={})
+    assert acme_api.post("/api/v1/users/u2/memories", {"messages": MOVE}).status_code == 201
