@@ -26,7 +26,7 @@ from contextplatform.core import text_limits
 from contextplatform.core.errors import invalid_request
 from memory.models import Memory
 from memory.selectors import MAX_ID
-from memory.services import aware_datetime, content_problem
+from memory.services import MAX_STRENGTH, aware_datetime, content_problem
 from memory.stores import get_store
 from sources.embedding import Embedder
 
@@ -45,7 +45,7 @@ class ImportLine(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     source_request_id: str | None = Field(default=None, max_length=40)
     source_turn: str | None = Field(default=None, max_length=80)
-    strength: float = Field(default=1.0, ge=0.0, le=1000.0)
+    strength: float = Field(default=1.0, ge=0.0, le=MAX_STRENGTH)
     created_at: datetime | None = None
     updated_at: datetime | None = None
     last_used_at: datetime | None = None
@@ -129,7 +129,11 @@ def import_memories(user_id: str, body: bytes, embedder: Embedder) -> ImportResu
     transaction: a failure leaves nothing behind."""
     lines = parse_lines(body)
     result = ImportResult()
-    held = dict(Memory.objects.filter(user_id=user_id).values_list("content", "id").order_by("-id"))
+    # The user's memories with a content the body holds (only those: a user may have many).
+    contents = {line.content for _, line in lines}
+    held: dict[str, int] = dict(
+        Memory.objects.filter(user_id=user_id, content__in=contents).values_list("content", "id")
+    )
     fresh: list[tuple[int, ImportLine]] = []
     for number, line in lines:
         existing = held.get(line.content)

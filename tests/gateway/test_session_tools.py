@@ -124,3 +124,42 @@ def test_anthropic_tool_use_and_tool_result_are_kept_and_replayed(
     )
     sent = json.dumps(upstream.last.body)
     assert "[tool call] get_weather" in sent and "[tool result] 12 degrees" in sent
+
+
+def test_a_streamed_answers_tool_calls_are_kept_too(
+    gateway: Gateway, upstream: LoopbackUpstream, history_route: Any
+) -> None:
+    for protocol in ("openai", "anthropic"):
+        route, session, user = history_route(protocol), unique("s-stream"), "u-tools"
+        headers = {"x-session-id": session, "x-user-id": user}
+        question = {"role": "user", "content": "What's the weather in Oslo?"}
+        upstream.call_tool("get_weather", {"city": "Oslo"})
+        if protocol == "openai":
+            stream = openai_client(gateway).chat.completions.create(
+                model=route,
+                messages=[question],
+                tools=[WEATHER_TOOL],
+                stream=True,
+                extra_headers=headers,
+            )  # type: ignore[call-overload]
+        else:
+            stream = anthropic_client(gateway).messages.create(
+                model=route,
+                max_tokens=200,
+                messages=[question],
+                tools=[{"name": "get_weather", "input_schema": {"type": "object"}}],
+                stream=True,
+                extra_headers=headers,
+            )  # type: ignore[arg-type]
+        for _ in stream:
+            pass
+        stored = gateway.session(session, user)
+        assert [m["role"] for m in stored] == ["user", "assistant"], (protocol, stored)
+        if protocol == "openai":
+            [call] = stored[1]["tool_calls"]
+            assert call["function"] == {"name": "get_weather", "arguments": '{"city": "Oslo"}'}
+            assert call["id"]
+        else:
+            [use] = [b for b in stored[1]["content"] if b["type"] == "tool_use"]
+            assert (use["name"], use["input"]) == ("get_weather", {"city": "Oslo"}) and use["id"]
+    upstream.behave()
