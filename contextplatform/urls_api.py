@@ -8,6 +8,7 @@ from contextplatform.replay import api as replay
 from contextplatform.resolve.api import compression as compression_views
 from contextplatform.resolve.api import prewarm, resolve
 from contextplatform.routes import api as routes
+from contextplatform.routes.selectors import default_memory_extractor
 from memory import views as memory
 from sources import knowledge_views as knowledge
 from sources import views as sources
@@ -71,7 +72,11 @@ urlpatterns = [
     path("replay", replay.ReplayListView.as_view(), name="replay-list"),
     path("replay/<str:record_id>", replay.ReplayDetailView.as_view(), name="replay-detail"),
     path("users/<str:user>/profile", sources.UserProfileView.as_view(), name="user-profile"),
-    path("users/<str:user>/memories", memory.MemoryListView.as_view(), name="memories"),
+    path(
+        "users/<str:user>/memories",
+        memory.MemoryListView.as_view(default_extractor=default_memory_extractor),
+        name="memories",
+    ),
     path(
         "users/<str:user>/memories/search",
         memory.MemorySearchView.as_view(),
@@ -81,6 +86,11 @@ urlpatterns = [
         "users/<str:user>/memories/export",
         memory.MemoryExportView.as_view(),
         name="memories-export",
+    ),
+    path(
+        "users/<str:user>/memories/import",
+        memory.MemoryImportView.as_view(),
+        name="memories-import",
     ),
     path(
         "users/<str:user>/memories/<int:memory_id>",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from django.contrib.postgres.search import SearchVector
@@ -45,6 +45,30 @@ def content_problem(content: object) -> str | None:
     if len(content) > MAX_CONTENT_CHARS:
         return f"has {len(content)} characters; the limit is {MAX_CONTENT_CHARS}"
     return None
+
+
+def aware_datetime(value: Any) -> Any:
+    """ISO 8601 text with a time zone (JSON has no datetime type)."""
+    if value is None or isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        raise ValueError("expected an ISO 8601 date-time string or null")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError("expected an ISO 8601 date-time string") from None
+    offset = parsed.utcoffset()
+    if offset is None:
+        raise ValueError("the date-time needs a time zone (e.g. Z or +00:00)")
+    # Real time zones lie within ±14 hours; PostgreSQL refuses larger offsets (ISO 8601 allows
+    # up to ±23:59), and years before 1 AD or past 9999 do not survive the conversion to UTC.
+    if abs(offset) > timedelta(hours=14):
+        raise ValueError("the time zone offset must lie within ±14:00")
+    try:
+        parsed.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("the date-time is out of range") from None
+    return parsed
 
 
 def check_content(content: str) -> str:
@@ -94,15 +118,24 @@ def create_memory(
     strength: float = 1.0,
     vector: Sequence[float] | None = None,
     observed_at: datetime | None = None,
+    **history: Any,
 ) -> Memory:
     """Embed and store one memory of the user (with its full-text vector and embedder identity).
     ``vector``: the content's embedding by ``embedder``, when the caller has it already;
-    ``observed_at``: when the user said it (the turn's time)."""
+    ``observed_at``: when the user said it (the turn's time). ``history``: what an imported
+    memory keeps of its past (``HISTORY_FIELDS``: its id where free, its times, whether and by
+    what it was superseded)."""
     require_user(user_id)
     ensure_tenant_schema()
+    unknown = set(history) - HISTORY_FIELDS
+    if unknown:
+        raise TypeError(f"create_memory: unexpected fields {sorted(unknown)}")
     vector = embed(check_content(content), embedder, vector)
+    kept = {name: value for name, value in history.items() if value is not None}
+    stamps = {name: kept.pop(name) for name in ("created_at", "updated_at") if name in kept}
     with transaction.atomic():
         memory = Memory.objects.create(
+            **kept,
             user_id=user_id,
             content=content,
             kind=check_kind(kind),
@@ -116,9 +149,32 @@ def create_memory(
             observed_at=observed_at,
         )
         refresh_search_vector(memory.pk)
+        if stamps:  # the auto times are set on save; an imported memory keeps its own
+            Memory.objects.filter(pk=memory.pk).update(**stamps)
+        if "id" in kept:
+            advance_id_sequence()
     invalidate_prewarm(connection.schema_name, user=user_id)
     memory.refresh_from_db()
     return memory
+
+
+HISTORY_FIELDS = frozenset(
+    {"id", "created_at", "updated_at", "last_used_at", "superseded_at", "superseded_by"}
+)
+
+
+def advance_id_sequence() -> None:
+    """After a row written with its own id: the table's id sequence moved past every id, so the
+    next memory written without one never collides (it never moves back)."""
+    name = table()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""SELECT setval(seq, GREATEST(
+                    (SELECT COALESCE(MAX("id"), 1) FROM {name}),
+                    COALESCE(pg_sequence_last_value(seq::regclass), 1)))
+                FROM (SELECT pg_get_serial_sequence(%s, 'id') AS seq) AS sequence""",
+            [name],
+        )
 
 
 def update_memory(

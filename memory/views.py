@@ -7,35 +7,41 @@ memory id answers 404 exactly like a missing one.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
+from django.utils import timezone
 from django_tenants.utils import schema_context
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rest_framework import status
+from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from contextplatform.core.errors import ApiError, invalid_request, not_found
 from contextplatform.core.views import ApiView
+from memory.extraction.types import ExtractionError
 from memory.models import Memory
 from memory.selectors import InvalidCursor, MemoryHit, memory_for_user
 from memory.services import (
     MAX_CONTENT_CHARS,
     UNSET,
+    aware_datetime,
     content_problem,
     delete_memory,
     update_memory,
 )
 from memory.stores import get_store
+from memory.transfer import import_memories
+from memory.writing import write_conversation
 from sources.embedding import EmbeddingError, get_embedder
 
 Kind = Literal["fact", "preference", "event", "summary"]
@@ -50,30 +56,6 @@ def check_text(content: str) -> str:
     if problem:
         raise ValueError(problem)
     return content
-
-
-def aware_datetime(value: Any) -> Any:
-    """ISO 8601 text with a time zone (JSON has no datetime type)."""
-    if value is None or isinstance(value, datetime):
-        return value
-    if not isinstance(value, str):
-        raise ValueError("expected an ISO 8601 date-time string or null")
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError("expected an ISO 8601 date-time string") from None
-    offset = parsed.utcoffset()
-    if offset is None:
-        raise ValueError("the date-time needs a time zone (e.g. Z or +00:00)")
-    # Real time zones lie within ±14 hours; PostgreSQL refuses larger offsets (ISO 8601 allows
-    # up to ±23:59), and years before 1 AD or past 9999 do not survive the conversion to UTC.
-    if abs(offset) > timedelta(hours=14):
-        raise ValueError("the time zone offset must lie within ±14:00")
-    try:
-        parsed.astimezone(UTC)
-    except OverflowError:
-        raise ValueError("the date-time is out of range") from None
-    return parsed
 
 
 class MemoryBody(BaseModel):
@@ -94,6 +76,69 @@ class MemoryBody(BaseModel):
     @classmethod
     def expiry(cls, value: Any) -> Any:
         return aware_datetime(value)
+
+
+MAX_MESSAGES = 200
+MAX_MESSAGE_CHARS = 50_000
+MAX_PARTS = 100
+Role = Literal["user", "assistant", "system", "tool"]
+
+
+class ContentPart(BaseModel):
+    """One part of a message's content, in OpenAI's or Anthropic's shape: its text is read from a
+    ``text`` part; other parts (images, tool calls, tool results) carry nothing to remember."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(min_length=1, max_length=64)
+    text: str | None = Field(default=None, max_length=MAX_MESSAGE_CHARS)
+
+
+class ConversationMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")  # name, tool_call_id, tool_calls: read past
+
+    role: Role
+    content: str | list[ContentPart] | None = None
+    timestamp: datetime | None = None  # when it was said; the latest given dates the memories
+
+    @field_validator("content")
+    @classmethod
+    def content_size(cls, content: Any) -> Any:
+        if isinstance(content, str) and len(content) > MAX_MESSAGE_CHARS:
+            raise ValueError(f"has {len(content)} characters; the limit is {MAX_MESSAGE_CHARS}")
+        if isinstance(content, list) and len(content) > MAX_PARTS:
+            raise ValueError(f"has {len(content)} parts; the limit is {MAX_PARTS}")
+        return content
+
+    @field_validator("timestamp", mode="before")
+    @classmethod
+    def said_at(cls, value: Any) -> Any:
+        return aware_datetime(value)
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        parts = self.content or []
+        return "\n".join(part.text for part in parts if part.type == "text" and part.text)
+
+
+class ConversationBody(BaseModel):
+    """A conversation the extractor turns into memories, as after a turn. ``extractor``: ``local``
+    (the rule-based extractor: no model call) or the name of a deployment for the LLM extractor;
+    unset, the tenant's default (``MemoryListView.default_extractor``), since no route is
+    involved in this call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[ConversationMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
+    extractor: str | None = Field(default=None, min_length=1, max_length=100)
+
+    def said(self, role: str) -> str:
+        return "\n".join(text for m in self.messages if m.role == role and (text := m.text()))
+
+    def observed_at(self) -> datetime:
+        stamps = [m.timestamp for m in self.messages if m.timestamp is not None]
+        return max(stamps) if stamps else timezone.now()
 
 
 class MemoryPatchBody(BaseModel):
@@ -187,6 +232,16 @@ def embedding_errors() -> Iterator[None]:
         raise ApiError("upstream_error", f"embedding failed: {error}", status=502) from None
 
 
+def named_deployment_missing(name: str) -> bool:
+    from contextplatform.core.llm import LLMError
+    from contextplatform.deployments.llm import named_deployment
+
+    try:
+        return named_deployment(name) is None
+    except LLMError:
+        return False
+
+
 def checked_user(user: str) -> str:
     if not user.strip() or len(user) > MAX_USER_CHARS:
         raise invalid_request(f"user: must be 1 to {MAX_USER_CHARS} characters", "user")
@@ -200,8 +255,15 @@ def existing_memory(user: str, memory_id: int) -> Memory:
     return memory
 
 
+def local_extractor() -> str:
+    return "local"
+
+
 class MemoryListView(ApiView):
     required_scopes = {"GET": "memory.read", "POST": "memory.write", "DELETE": "memory.write"}
+    # The extractor of a conversation that names none: given by the URL configuration (the
+    # tenant's defaults live in the routes app, above this one); the local one otherwise.
+    default_extractor: Callable[[], str] = staticmethod(local_extractor)
 
     @extend_schema(
         parameters=[
@@ -238,6 +300,17 @@ class MemoryListView(ApiView):
         operation_id="memories_create",
     )
     def post(self, request: Request, user: str) -> Response:
+        data = request.data
+        if isinstance(data, dict) and "messages" in data:
+            if "content" in data:
+                raise invalid_request("give exactly one of content or messages", "messages")
+            body = self.body(request, ConversationBody)
+            extractor = body.extractor or self.default_extractor()
+            return self.from_conversation(checked_user(user), body, extractor)
+        if isinstance(data, dict) and "content" not in data:
+            raise invalid_request(
+                "content: give content (one memory) or messages (a conversation)", "content"
+            )
         body = self.body(request, MemoryBody, READ_ONLY)
         with embedding_errors():
             memory = get_store().write(
@@ -250,6 +323,36 @@ class MemoryListView(ApiView):
                 embedder=get_embedder(),
             )
         return Response(memory_representation(memory), status=status.HTTP_201_CREATED)
+
+    @staticmethod
+    def from_conversation(user_id: str, body: ConversationBody, extractor: str) -> Response:
+        """The conversation written as a handed-back turn is: 201 with the memories added or
+        updated, or 200 with none and the reason."""
+        if not body.said("user").strip():
+            raise invalid_request("messages: no user message with text to remember", "messages")
+        with embedding_errors():
+            try:
+                result = write_conversation(
+                    user_id=user_id,
+                    user_text=body.said("user"),
+                    assistant_text=body.said("assistant"),
+                    extractor=extractor,
+                    observed_at=body.observed_at(),
+                    embedder=get_embedder(),
+                )
+            except ExtractionError as error:
+                if extractor != "local" and named_deployment_missing(extractor):
+                    raise invalid_request(str(error), "extractor") from None
+                raise ApiError("upstream_error", f"extraction failed: {error}", 502) from None
+        answer = {
+            "data": [memory_representation(m) for m in result.memories],
+            "added": result.counts["add"],
+            "updated": result.counts["update"],
+            "deleted": result.counts["delete"],
+            "reason": result.reason,
+        }
+        written = any(result.counts.values())
+        return Response(answer, status=status.HTTP_201_CREATED if written else status.HTTP_200_OK)
 
     @extend_schema(
         responses={200: dict},
@@ -428,3 +531,36 @@ class MemoryExportView(ApiView):
         response["Content-Disposition"] = 'attachment; filename="memories.jsonl"'
         response["Cache-Control"] = "no-store"
         return response
+
+
+class RawBodyParser(BaseParser):
+    """The body as bytes, whatever its type: JSON Lines (``application/x-ndjson``,
+    ``application/jsonl``, ``text/plain``) or a JSON array; ``memory.transfer`` reads it."""
+
+    media_type = "*/*"
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        return stream.read() if stream is not None else b""
+
+
+class MemoryImportView(ApiView):
+    required_scopes = {"POST": "memory.write"}
+    parser_classes = [RawBodyParser]
+
+    @extend_schema(
+        # JSON Lines is also taken as application/x-ndjson or application/jsonl (the parser reads
+        # any type); the schema names the types its checkers can generate.
+        request={
+            "text/plain": OpenApiTypes.STR,
+            "application/json": {"type": "array", "items": {"type": "object"}},
+        },
+        responses={200: dict},
+        summary="Import a user's memories from the lines the export writes",
+        operation_id="memories_import",
+    )
+    def post(self, request: Request, user: str) -> Response:
+        user_id = checked_user(user)
+        body = request.data if isinstance(request.data, bytes) else b""
+        with embedding_errors():
+            result = import_memories(user_id, body, get_embedder())
+        return Response({"imported": result.imported, "skipped": result.skipped, "errors": []})

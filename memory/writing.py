@@ -12,7 +12,8 @@ it (the turn was queued at resolve), not when the task ran, so "when did I ..." 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from celery import shared_task
@@ -27,6 +28,7 @@ from memory.extraction.planning import SUPERSEDING_TOPICS, plan_writes
 from memory.extraction.types import ExistingMemory, MemoryDecision
 from memory.metrics import MEMORY_EXTRACTION, MEMORY_STORE_OPERATIONS
 from memory.models import Memory, MemoryTurn
+from memory.stores import get_store
 from sources.embedding import Embedder, get_embedder
 
 if TYPE_CHECKING:
@@ -92,16 +94,10 @@ def existing_memory(hit: MemoryHit) -> ExistingMemory:
 
 
 def existing_memories(user_id: str, vectors: list[list[float]]) -> list[ExistingMemory]:
-    from memory.selectors import search_memories
-
     seen: dict[int, ExistingMemory] = {}
     for vector in vectors:
-        for hit in search_memories(
-            user_id=user_id,
-            query="",
-            vector=vector,
-            limit=EXISTING_FOR_DEDUP,
-            min_similarity=DEDUP_THRESHOLD,
+        for hit in get_store().recall(
+            user_id, "", vector, EXISTING_FOR_DEDUP, mode="dense", min_similarity=DEDUP_THRESHOLD
         ):
             seen[hit.id] = existing_memory(hit)
     return list(seen.values())
@@ -127,18 +123,95 @@ def current_memories(user_id: str, topics: set[str]) -> list[ExistingMemory]:
 
 def related_memories(user_id: str, user_text: str, embedder: Embedder) -> list[ExistingMemory]:
     """The user's memories related to the turn, shown to the LLM extractor."""
-    from memory.selectors import search_memories
-
     if not user_text.strip():
         return []
-    hits = search_memories(
-        user_id=user_id,
-        query=user_text,
-        vector=embedder.embed_query(user_text),
-        limit=RELATED_FOR_LLM,
+    hits = get_store().recall(
+        user_id,
+        user_text,
+        embedder.embed_query(user_text),
+        RELATED_FOR_LLM,
+        mode="dense",
         min_similarity=RELATED_MIN_SIMILARITY,
     )
     return [existing_memory(hit) for hit in hits]
+
+
+def extractor_kind(extractor: str) -> str:
+    """The metrics' name of an extractor: ``local``, or ``llm`` for any deployment."""
+    return "local" if extractor == "local" else "llm"
+
+
+def decide(
+    *,
+    user_id: str,
+    user_text: str,
+    assistant_text: str,
+    extractor: str,
+    observed_at: datetime | None,
+    embedder: Embedder,
+) -> tuple[list[MemoryDecision], dict[str, list[float]]]:
+    """What a turn leaves in the user's memory: the decisions, and the embeddings of the contents
+    already computed (the local extractor's statements are embedded once, for dedup and for
+    storing them). Raises whatever the extractor raises."""
+    if extractor_kind(extractor) == "llm":
+        decisions = LLMExtractor(extractor).decide(
+            user_text,
+            assistant_text,
+            related_memories(user_id, user_text, embedder),
+            observed_at=observed_at,
+        )
+        return decisions, {}
+    extracted = extract_local(user_text, assistant_text, observed_at=observed_at)
+    vectors = embedder.embed([e.content for e in extracted]) if extracted else []
+    known_vectors = {e.content: v for e, v in zip(extracted, vectors, strict=True)}
+    topics = {e.topic for e in extracted if e.topic in SUPERSEDING_TOPICS and e.topic}
+    decisions = plan_writes(
+        extracted,
+        existing_memories(user_id, vectors),
+        vectors,
+        DEDUP_THRESHOLD,
+        current=current_memories(user_id, topics),
+    )
+    return decisions, known_vectors
+
+
+@dataclass(frozen=True)
+class TurnOrigin:
+    """Where the memories a turn writes come from: the user, when it was said, which resolve."""
+
+    user_id: str
+    observed_at: datetime | None
+    source_request_id: str = ""
+    source_turn: str = ""
+
+
+def apply_decisions(
+    origin: TurnOrigin,
+    decisions: list[MemoryDecision],
+    embedder: Embedder,
+    known_vectors: dict[str, list[float]],
+    *,
+    label: str,
+) -> tuple[dict[str, int], list[Memory]]:
+    """Apply the decisions (one refused, e.g. over the content limit, is skipped and logged):
+    the counts by action, and the memories added or updated."""
+    counts = {"add": 0, "update": 0, "delete": 0}
+    written: list[Memory] = []
+    for decision in decisions:
+        try:
+            applied = apply_decision(
+                origin, decision, embedder, known_vectors.get(decision.content)
+            )
+        except ApiError as error:
+            logger.info("memory_decision_skipped", extra={"turn": label, "error": error.message})
+            continue
+        if applied is False:
+            continue
+        counts[decision.action] += 1
+        MEMORY_STORE_OPERATIONS.labels(operation=decision.action).inc()
+        if isinstance(applied, Memory):
+            written.append(applied)
+    return counts, written
 
 
 def write_turn(resolve_id: str, embedder: Embedder) -> MemoryTurn:
@@ -146,31 +219,16 @@ def write_turn(resolve_id: str, embedder: Embedder) -> MemoryTurn:
         turn = MemoryTurn.objects.select_for_update().filter(resolve_id=resolve_id).first()
         if turn is None or turn.status != "pending":
             return turn  # already written (or never queued): idempotent
-        extractor = "local" if turn.extractor == "local" else "llm"
-        # The local extractor's statements are embedded once, for dedup and for storing them.
-        known_vectors: dict[str, list[float]] = {}
+        extractor = extractor_kind(turn.extractor)
         try:
-            if extractor == "local":
-                extracted = extract_local(
-                    turn.user_text, turn.assistant_text, observed_at=turn.created_at
-                )
-                vectors = embedder.embed([e.content for e in extracted]) if extracted else []
-                known_vectors = {e.content: v for e, v in zip(extracted, vectors, strict=True)}
-                topics = {e.topic for e in extracted if e.topic in SUPERSEDING_TOPICS and e.topic}
-                decisions = plan_writes(
-                    extracted,
-                    existing_memories(turn.user_id, vectors),
-                    vectors,
-                    DEDUP_THRESHOLD,
-                    current=current_memories(turn.user_id, topics),
-                )
-            else:
-                decisions = LLMExtractor(turn.extractor).decide(
-                    turn.user_text,
-                    turn.assistant_text,
-                    related_memories(turn.user_id, turn.user_text, embedder),
-                    observed_at=turn.created_at,
-                )
+            decisions, known_vectors = decide(
+                user_id=turn.user_id,
+                user_text=turn.user_text,
+                assistant_text=turn.assistant_text,
+                extractor=turn.extractor,
+                observed_at=turn.created_at,
+                embedder=embedder,
+            )
         except Exception as error:
             MEMORY_EXTRACTION.labels(extractor=extractor, status="error").inc()
             turn.status, turn.error = "failed", f"{type(error).__name__}: {error}"[:2000]
@@ -179,21 +237,8 @@ def write_turn(resolve_id: str, embedder: Embedder) -> MemoryTurn:
                 "memory_extraction_failed", extra={"resolve_id": resolve_id, "error": turn.error}
             )
             return turn
-        counts = {"add": 0, "update": 0, "delete": 0}
-        for decision in decisions:
-            try:
-                applied = apply_decision(
-                    turn, decision, embedder, known_vectors.get(decision.content)
-                )
-            except ApiError as error:  # e.g. an extracted statement over the content limit
-                logger.info(
-                    "memory_decision_skipped",
-                    extra={"resolve_id": resolve_id, "error": error.message},
-                )
-                continue
-            if applied:
-                counts[decision.action] += 1
-                MEMORY_STORE_OPERATIONS.labels(operation=decision.action).inc()
+        origin = TurnOrigin(turn.user_id, turn.created_at, turn.resolve_id, f"{turn.resolve_id}#0")
+        counts, _ = apply_decisions(origin, decisions, embedder, known_vectors, label=resolve_id)
         MEMORY_EXTRACTION.labels(extractor=extractor, status="ok").inc()
         turn.status = "written" if any(counts.values()) else "skipped"
         turn.added, turn.updated, turn.deleted = counts["add"], counts["update"], counts["delete"]
@@ -204,45 +249,89 @@ def write_turn(resolve_id: str, embedder: Embedder) -> MemoryTurn:
 
 
 def apply_decision(
-    turn: MemoryTurn,
+    origin: TurnOrigin,
     decision: MemoryDecision,
     embedder: Embedder,
     vector: list[float] | None = None,
-) -> bool:
-    """Apply one decision; ``vector`` is the decision's content embedded by ``embedder``, if known."""
-    from memory.services import create_memory, delete_memory, supersede_memories, update_memory
+) -> Memory | bool:
+    """Apply one decision; ``vector`` is the decision's content embedded by ``embedder``, if known.
+    The memory added or updated; for a delete, whether one was deleted."""
+    from memory.services import delete_memory, supersede_memories, update_memory
 
     if decision.action == "add":
-        added = create_memory(
-            user_id=turn.user_id,
+        added = get_store().write(
+            user_id=origin.user_id,
             content=decision.content,
             kind=decision.kind,
-            source_request_id=turn.resolve_id,
-            source_turn=f"{turn.resolve_id}#0",
+            source_request_id=origin.source_request_id,
+            source_turn=origin.source_turn,
             embedder=embedder,
             vector=vector,
-            observed_at=turn.created_at,
+            observed_at=origin.observed_at,
         )
         if decision.supersedes:  # the replaced memories stay as history, no longer recalled
-            supersede_memories(user_id=turn.user_id, memory_ids=decision.supersedes, by=added)
-        return True
+            supersede_memories(user_id=origin.user_id, memory_ids=decision.supersedes, by=added)
+        return added
     if decision.action == "update":
-        memory = Memory.objects.filter(user_id=turn.user_id, pk=decision.target_id).first()
+        memory = Memory.objects.filter(user_id=origin.user_id, pk=decision.target_id).first()
         if memory is None:
             return False
-        update_memory(
+        return update_memory(
             memory=memory,
             content=decision.content,
             kind=decision.kind,
             embedder=embedder,
             vector=vector,
-            observed_at=turn.created_at,  # said again: dated by the latest turn
+            observed_at=origin.observed_at,  # said again: dated by the latest turn
         )
-        return True
-    return delete_memory(user_id=turn.user_id, memory_id=decision.target_id)
+    return delete_memory(user_id=origin.user_id, memory_id=decision.target_id)
 
 
 @shared_task(name="memory.write_turn", acks_late=True)
 def write_turn_task(resolve_id: str) -> str | None:
     turn = write_turn(resolve_id, get_embedder())
     return turn.status if turn else None
+
+
+@dataclass
+class ConversationWrite:
+    """What a conversation posted to a user's memories left: the memories added or updated, the
+    counts by action, and why nothing was written when nothing was."""
+
+    memories: list[Memory]
+    counts: dict[str, int]
+    reason: str | None = None
+
+
+def write_conversation(
+    *,
+    user_id: str,
+    user_text: str,
+    assistant_text: str,
+    extractor: str,
+    observed_at: datetime,
+    embedder: Embedder,
+) -> ConversationWrite:
+    """A conversation given through the API, written as a handed-back turn is: the same
+    extractor, the same planning against the user's memories, dated ``observed_at``. Raises the
+    extractor's error (``ExtractionError``) and the embedder's."""
+    kind = extractor_kind(extractor)
+    try:
+        decisions, known_vectors = decide(
+            user_id=user_id,
+            user_text=user_text,
+            assistant_text=assistant_text,
+            extractor=extractor,
+            observed_at=observed_at,
+            embedder=embedder,
+        )
+    except Exception:
+        MEMORY_EXTRACTION.labels(extractor=kind, status="error").inc()
+        raise
+    MEMORY_EXTRACTION.labels(extractor=kind, status="ok").inc()
+    if not decisions:
+        return ConversationWrite([], {"add": 0, "update": 0, "delete": 0}, "nothing_extracted")
+    origin = TurnOrigin(user_id, observed_at)
+    counts, written = apply_decisions(origin, decisions, embedder, known_vectors, label="api")
+    reason = None if any(counts.values()) else "nothing_written"
+    return ConversationWrite(written, counts, reason)

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from contextplatform.core import metrics
-from contextplatform.core.llm import LLMError
+from contextplatform.core.llm import LLMError, LLMUsage, metered
 from contextplatform.deployments import llm as named
 from sources.base import ContextRequest
 from sources.embedding import FALLBACK_RAG_MIN_SIMILARITY, Embedder
@@ -228,6 +228,17 @@ class Decision:
         }
 
 
+def judge_usage_note(usage: LLMUsage) -> dict[str, Any]:
+    """The judge's calls as the replay record and the preview show them. No deployment carries a
+    price, so the cost is not known (null) and the tokens are what the answers reported."""
+    return {
+        "calls": usage.calls,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cost_usd": None,
+    }
+
+
 @dataclass
 class MatchResult:
     decisions: list[Decision] = field(default_factory=list)
@@ -237,6 +248,8 @@ class MatchResult:
     judge: str | None = None
     # The local judge's calibrations used (one per collection, or the prior), as summaries.
     calibration: list[dict[str, Any]] | None = None
+    # A deployment judge's calls and the tokens they reported (None for the local judge).
+    judge_usage: LLMUsage | None = None
 
     @property
     def kept(self) -> list[Decision]:
@@ -256,6 +269,8 @@ class MatchResult:
             notes["judge_error"] = self.judge_error
         if self.calibration is not None:
             notes["judge_calibration"] = self.calibration
+        if self.judge_usage is not None:
+            notes["judge_usage"] = judge_usage_note(self.judge_usage)
         return notes
 
     @property
@@ -291,6 +306,7 @@ async def judge_and_keep(
     default = request.judge_deployment if request is not None else None
     allowlist = request.allowlist if request is not None else None
     label = asked_label(judge.deployment, default)  # what a failure names if none is found
+    usage: LLMUsage | None = None
     try:
         chosen = await judge_for_async(judge.deployment, allowlist=allowlist, default=default)
         label = chosen.label
@@ -310,7 +326,8 @@ async def judge_and_keep(
                 decision.features = features
             scores = [features.score for features in explained]
         else:
-            scores = await chosen.score(query, judged)
+            with metered() as usage:
+                scores = await chosen.score(query, judged)
     except JudgeError as error:
         metrics.count_judge(metrics.judge_feature(), ok=False)
         if judge.on_error == "block":
@@ -319,7 +336,13 @@ async def judge_and_keep(
             within = decision.recall_rank <= judge.top_k
             decision.kept = within
             decision.reason = "judge_failed_recall_order" if within else "beyond_top_k"
-        return MatchResult(decisions=decisions, judged=False, judge_error=str(error), judge=label)
+        return MatchResult(
+            decisions=decisions,
+            judged=False,
+            judge_error=str(error),
+            judge=label,
+            judge_usage=usage,
+        )
     metrics.count_judge(metrics.judge_feature(), ok=True)
     for decision, score in zip(candidates, scores, strict=True):
         decision.judge_score = score
@@ -345,7 +368,13 @@ async def judge_and_keep(
         # and one whose backend named no calibration (None) share the prior's
         used = {id(c.calibration or PRIOR): c.calibration or PRIOR for c in judged}
         calibration = [found.summary() for found in used.values()]
-    return MatchResult(decisions=decisions, judged=True, judge=label, calibration=calibration)
+    return MatchResult(
+        decisions=decisions,
+        judged=True,
+        judge=label,
+        calibration=calibration,
+        judge_usage=usage,
+    )
 
 
 # --- the keep order -------------------------------------------------------------------------------

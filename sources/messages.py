@@ -29,3 +29,46 @@ def content_text(content: Any) -> str:
     if isinstance(content, dict):
         return content_text([content])
     return str(content)
+
+
+TOOL_CALL_MARK = "[tool call]"
+TOOL_RESULT_MARK = "[tool result]"
+# The members of a stored message beside role and content: what a tool exchange needs (OpenAI's
+# assistant tool_calls, a tool message's tool_call_id and name).
+MESSAGE_EXTRAS = ("tool_calls", "tool_call_id", "name")
+
+
+def _call_line(name: Any, arguments: Any) -> str:
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    return f"{TOOL_CALL_MARK} {name} {arguments}"
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """Plain text of a whole message, tool exchanges included, as the session stores it and the
+    history source shows it: a tool call as ``[tool call] name {arguments}`` (OpenAI's
+    ``tool_calls``, Anthropic's ``tool_use`` blocks), a tool's answer as ``[tool result] ...``
+    (OpenAI's ``tool`` message, Anthropic's ``tool_result`` blocks). The request's own turns are
+    read the same way, so the history source recognises those the request already carries."""
+    content = message.get("content")
+    if message.get("role") == "tool":
+        return f"{TOOL_RESULT_MARK} {content_text(content)}"
+    parts: list[str] = []
+    blocks = content if isinstance(content, list) else [content]
+    for block in blocks:
+        if isinstance(block, dict) and block.get("type") == "tool_use":
+            parts.append(_call_line(block.get("name", ""), block.get("input", {})))
+        elif isinstance(block, dict) and block.get("type") == "tool_result":
+            parts.append(f"{TOOL_RESULT_MARK} {content_text(block.get('content'))}")
+        else:
+            parts.append(content_text(block))
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            parts.append(_call_line(function.get("name", ""), function.get("arguments", "")))
+    return "\n".join(part for part in parts if part)
+
+
+def is_tool_result(text: str) -> bool:
+    """Whether a stored message's text (``message_text``) is a tool's answer."""
+    return text.startswith(TOOL_RESULT_MARK)

@@ -44,6 +44,9 @@ class ChatMessage(models.Model):
     role = models.CharField(max_length=20)
     content = models.JSONField()
     text = models.TextField(help_text="Plain text of the content, for sources and search.")
+    # A tool exchange's members beside role and content (sources.messages.MESSAGE_EXTRAS): an
+    # assistant's OpenAI tool_calls, a tool message's tool_call_id and name.
+    extra = models.JSONField(default=dict, blank=True)
     resolve_id = models.CharField(max_length=40, blank=True, default="", db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

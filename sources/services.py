@@ -7,7 +7,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Max
 
-from sources.messages import content_text
+from sources.messages import MESSAGE_EXTRAS, message_text
 from sources.models import ChatMessage, ChatSession, UserProfile
 from sources.selectors import forget_session_read
 
@@ -36,7 +36,8 @@ def append_session_messages(
             # A message without content (an assistant turn that only called tools) is stored as
             # an empty text: the column holds JSON, and SQL NULL is not a message's content.
             content=message.get("content") if message.get("content") is not None else "",
-            text=content_text(message.get("content")),
+            text=message_text(message),
+            extra={k: message[k] for k in MESSAGE_EXTRAS if message.get(k) is not None},
             resolve_id=resolve_id,
         )
         for offset, message in enumerate(messages, start=1)

@@ -30,6 +30,10 @@ class SessionMessage(BaseModel):
 
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[dict[str, Any]] | None
+    # A tool exchange in OpenAI's shape: the assistant's calls, a tool message's answer to one.
+    tool_calls: list[dict[str, Any]] | None = Field(default=None, max_length=128)
+    tool_call_id: str | None = Field(default=None, min_length=1, max_length=200)
+    name: str | None = Field(default=None, min_length=1, max_length=200)
 
     @field_validator("content")
     @classmethod
@@ -65,6 +69,7 @@ def message_representation(message: ChatMessage) -> dict[str, Any]:
         "seq": message.seq,
         "role": message.role,
         "content": message.content,
+        **(message.extra or {}),
         "created_at": message.created_at.isoformat(),
     }
 

@@ -31,7 +31,9 @@ import json
 import os
 import re
 import time
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -168,11 +170,55 @@ def answer_content(body: bytes, protocol: LLMProtocol = "openai") -> str:
 # The call.
 
 
+@dataclass
+class LLMUsage:
+    """What the calls made under ``metered`` cost: how many were sent, and the tokens their
+    answers reported (a call that failed counts, with no tokens)."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def add_answer(self, body: bytes, protocol: LLMProtocol) -> None:
+        try:
+            usage = json.loads(body).get("usage")
+        except (ValueError, AttributeError):
+            return
+        if not isinstance(usage, dict):
+            return
+        names = (
+            ("input_tokens", "output_tokens")
+            if protocol == "anthropic"
+            else ("prompt_tokens", "completion_tokens")
+        )
+        read, written = (usage.get(name) for name in names)
+        if isinstance(read, int) and not isinstance(read, bool) and read >= 0:
+            self.input_tokens += read
+        if isinstance(written, int) and not isinstance(written, bool) and written >= 0:
+            self.output_tokens += written
+
+
+_METER: ContextVar[LLMUsage | None] = ContextVar("llm_usage_meter", default=None)
+
+
+@contextmanager
+def metered() -> Iterator[LLMUsage]:
+    """Count the calls this context (this task, or this thread) makes through ``complete`` and
+    ``complete_sync``, and their reported tokens."""
+    usage = LLMUsage()
+    token = _METER.set(usage)
+    try:
+        yield usage
+    finally:
+        _METER.reset(token)
+
+
 async def complete(deployment: LLMDeployment, messages: Messages, *, role: str = "model") -> str:
     """Ask ``deployment`` once; the answer's text. The whole exchange is abandoned after the
     deployment's ``timeout_ms``. ``role`` is how messages name the deployment ("judge 'fast' timed
     out after 1500 ms")."""
     call = _Call(deployment, role)
+    call.count()
     try:
         status, body = await asyncio.wait_for(call.post_async(messages), call.seconds)
     except (TimeoutError, httpx.TimeoutException):
@@ -192,6 +238,7 @@ def complete_sync(deployment: LLMDeployment, messages: Messages, *, role: str = 
     if deployment.allowlist is not None:
         return _run_blocking(complete(deployment, messages, role=role))
     call = _Call(deployment, role)
+    call.count()
     try:
         status, body = call.post_sync(messages)
     except httpx.TimeoutException:
@@ -278,7 +325,15 @@ class _Call:
             raise _too_large() from error
         return b"".join(chunks)
 
+    def count(self) -> None:
+        meter = _METER.get()
+        if meter is not None:
+            meter.calls += 1
+
     def answer(self, status: int, body: bytes) -> str:
+        meter = _METER.get()
+        if meter is not None:
+            meter.add_answer(body, self.deployment.protocol)
         if status != 200:
             snippet = body[:200].decode("utf-8", "replace")
             raise LLMError(f"{self.label} answered HTTP {status}: {snippet}")

@@ -10,6 +10,7 @@ from typing import Any
 from contextplatform.gateway.protocol import Protocol
 from contextplatform.protocols.registry import protocol_for
 from contextplatform.protocols.sse import DONE, SSEReader
+from contextplatform.protocols.streamed_calls import StreamedCalls
 from contextplatform.protocols.usage import ProviderUsage, StreamUsage
 
 MAX_LINE_BYTES = 1024 * 1024  # a longer event is not one this follows (it still passes)
@@ -25,6 +26,7 @@ class StreamTranscript:
         self._parts: list[str] = []
         self.finished = False
         self._usage = StreamUsage()
+        self._calls = StreamedCalls()
 
     def feed(self, chunk: bytes) -> None:
         for block in self._reader.feed(chunk):
@@ -41,6 +43,8 @@ class StreamTranscript:
         text = self._provider.stream_text(event)
         if text is not None:
             self._parts.append(text)
+        for delta in self._provider.stream_tool_deltas(event):
+            self._calls.add(delta)
 
     @property
     def provider_usage(self) -> ProviderUsage | None:
@@ -59,4 +63,4 @@ class StreamTranscript:
 
     def response(self) -> dict[str, Any]:
         """The assembled answer in the provider's non-streaming shape, as a hand-back takes it."""
-        return self._provider.streamed_response(self.text)
+        return self._provider.streamed_response(self.text, self._calls.ordered())

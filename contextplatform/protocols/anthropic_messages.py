@@ -9,6 +9,7 @@ totals) and ends with ``message_stop``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -19,6 +20,7 @@ from contextplatform.protocols.provider_input import anthropic_tool_prompt_token
 from contextplatform.protocols.provider_shapes import AnthropicCallRequest, AnthropicChatRequest
 from contextplatform.protocols.sse import sse
 from contextplatform.protocols.stream_rounds import HeldCall, StreamRound
+from contextplatform.protocols.streamed_calls import StreamedCall, ToolDelta
 from contextplatform.protocols.tools import (
     UNSERVED_TEXT,
     MessageCall,
@@ -251,8 +253,49 @@ class AnthropicMessages(ProviderProtocol):
     def answer_output(self, payload: Mapping[str, Any]) -> Any:
         return payload.get("content")
 
-    def streamed_response(self, text: str) -> dict[str, Any]:
-        return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+    def stream_tool_deltas(self, event: Mapping[str, Any]) -> list[ToolDelta]:
+        index = event.get("index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            return []
+        if event.get("type") == "content_block_start":
+            block = as_object(event.get("content_block"))
+            if block.get("type") != "tool_use":
+                return []
+            call_id, name = block.get("id"), block.get("name")
+            return [
+                ToolDelta(
+                    index=index,
+                    id=call_id if isinstance(call_id, str) else None,
+                    name=name if isinstance(name, str) else None,
+                )
+            ]
+        if event.get("type") == "content_block_delta":
+            delta = as_object(event.get("delta"))
+            piece = delta.get("partial_json")
+            if delta.get("type") == "input_json_delta" and isinstance(piece, str):
+                return [ToolDelta(index=index, arguments=piece)]
+        return []
+
+    def streamed_response(
+        self, text: str, tool_calls: Sequence[StreamedCall] = ()
+    ) -> dict[str, Any]:
+        content: list[dict[str, Any]] = (
+            [{"type": "text", "text": text}] if text or not tool_calls else []
+        )
+        for call in tool_calls:
+            try:
+                arguments = json.loads(call.arguments) if call.arguments else {}
+            except ValueError:
+                arguments = {}
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": call.id,
+                    "name": call.name,
+                    "input": arguments if isinstance(arguments, dict) else {},
+                }
+            )
+        return {"role": "assistant", "content": content}
 
     # ------------------------------------------------------------------ the kernel's client
 

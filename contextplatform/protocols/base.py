@@ -27,6 +27,7 @@ from pydantic import BaseModel
 
 from contextplatform.protocols.sse import sse
 from contextplatform.protocols.stream_rounds import StreamRound
+from contextplatform.protocols.streamed_calls import StreamedCall, ToolDelta
 from contextplatform.protocols.tools import MessageCall, MessageResult, ServedCall, ToolCall
 from contextplatform.protocols.usage import ProviderUsage
 
@@ -233,9 +234,15 @@ class ProviderProtocol(ABC):
     def answer_output(self, payload: Mapping[str, Any]) -> Any:
         """What of an answer is the model's output (its count is the output's estimate)."""
 
+    def stream_tool_deltas(self, event: Mapping[str, Any]) -> list[ToolDelta]:
+        """The pieces of the answer's tool calls an event carries (none by default)."""
+        return []
+
     @abstractmethod
-    def streamed_response(self, text: str) -> dict[str, Any]:
-        """A stream's answer, assembled, in the non-streaming shape."""
+    def streamed_response(
+        self, text: str, tool_calls: Sequence[StreamedCall] = ()
+    ) -> dict[str, Any]:
+        """A stream's answer, assembled, in the non-streaming shape, its tool calls included."""
 
     # ------------------------------------------------------------------ the kernel's client
 

@@ -20,6 +20,7 @@ from contextplatform.protocols.provider_input import openai_framing_tokens
 from contextplatform.protocols.provider_shapes import OpenAIChatRequest
 from contextplatform.protocols.sse import sse
 from contextplatform.protocols.stream_rounds import HeldCall, StreamRound
+from contextplatform.protocols.streamed_calls import StreamedCall, ToolDelta
 from contextplatform.protocols.tools import (
     UNSERVED_TEXT,
     MessageCall,
@@ -268,8 +269,46 @@ class OpenAIChat(ProviderProtocol):
     def answer_output(self, payload: Mapping[str, Any]) -> Any:
         return payload.get("choices")
 
-    def streamed_response(self, text: str) -> dict[str, Any]:
-        return {"choices": [{"message": {"role": "assistant", "content": text}}]}
+    def stream_tool_deltas(self, event: Mapping[str, Any]) -> list[ToolDelta]:
+        choices = event.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return []
+        parts = as_object(choices[0].get("delta")).get("tool_calls")
+        deltas: list[ToolDelta] = []
+        for part in parts if isinstance(parts, list) else []:
+            if not isinstance(part, dict) or not isinstance(part.get("index"), int):
+                continue
+            function = as_object(part.get("function"))
+            call_id, name, arguments = (
+                part.get("id"),
+                function.get("name"),
+                function.get("arguments"),
+            )
+            deltas.append(
+                ToolDelta(
+                    index=part["index"],
+                    id=call_id if isinstance(call_id, str) else None,
+                    name=name if isinstance(name, str) else None,
+                    arguments=arguments if isinstance(arguments, str) else "",
+                )
+            )
+        return deltas
+
+    def streamed_response(
+        self, text: str, tool_calls: Sequence[StreamedCall] = ()
+    ) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if tool_calls:
+            message["content"] = text or None
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in tool_calls
+            ]
+        return {"choices": [{"message": message}]}
 
     # ------------------------------------------------------------------ the kernel's client
 

@@ -11,7 +11,7 @@ from contextplatform.protocols.base import ProtocolName
 from contextplatform.protocols.detection import shape_signal
 from contextplatform.protocols.registry import protocol_for
 from sources.base import ChatTurn
-from sources.messages import content_text
+from sources.messages import TOOL_RESULT_MARK, message_text
 
 ChatFormat = ProtocolName
 DEFAULT_FORMAT: ChatFormat = "openai"
@@ -31,7 +31,8 @@ class ChatRequest:
         """The latest user message's text: what the sources are asked about."""
         for turn in reversed(self.turns):
             if turn.role == "user" and turn.text.strip():
-                return turn.text
+                # An Anthropic tool result comes in a user message: asked about as its text.
+                return turn.text.removeprefix(f"{TOOL_RESULT_MARK} ")
         return ""
 
 
@@ -79,7 +80,7 @@ def parse_chat_request(
         parse(provider.request_shape(for_call=for_call), body, prefix=prefix)
     )
     turns = tuple(
-        ChatTurn(role=str(message.get("role")), text=content_text(message.get("content")))
+        ChatTurn(role=str(message.get("role")), text=message_text(message))
         for message in body["messages"]
     )
     return ChatRequest(

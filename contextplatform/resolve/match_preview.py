@@ -41,6 +41,8 @@ def preview_route(
                 "error": outcome.error,
                 "ms": round(outcome.ms, 2),
                 "notes": outcome.notes,
+                # A deployment judge's calls, tokens and cost (None: no deployment judged).
+                "judge_usage": outcome.notes.get("judge_usage"),
                 "items": outcome.candidates,  # scores and decisions; never the text
             }
             for outcome in run.outcomes

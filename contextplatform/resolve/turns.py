@@ -13,7 +13,7 @@ from contextplatform.core.errors import ApiError
 from contextplatform.replay.arrival import await_replay
 from contextplatform.replay.models import ReplayRecord
 from sources.base import ContextSource, registered_kinds
-from sources.messages import content_text
+from sources.messages import MESSAGE_EXTRAS, content_text, message_text
 from sources.selectors import last_session_turn
 from sources.services import append_session_messages
 
@@ -21,20 +21,35 @@ from sources.services import append_session_messages
 def begin_turn(
     *, resolve_id: str, user: str | None, session: str, messages: list[dict[str, Any]]
 ) -> None:
-    """Store the request's latest user message, unless the session already ends with it."""
-    if not messages or messages[-1].get("role") != "user":
+    """Store what the request adds to the session: its latest user message, or the tool results
+    it ends with (OpenAI's ``tool`` messages after the assistant's calls), unless the session
+    already ends with it. An Anthropic tool result is a user message, stored as one."""
+    added = new_turn_messages(messages)
+    if not added:
         return
-    latest = messages[-1]
     # Role and text only: the row's content (a message's whole JSON) is not what is compared.
     last = last_session_turn(session_key=session, user_id=user, for_resolve=resolve_id)
-    if last is not None and last == ("user", content_text(latest.get("content"))):
+    if last is not None and last == (added[-1]["role"], message_text(added[-1])):
         return
     append_session_messages(
-        session_key=session,
-        user_id=user,
-        messages=[{"role": "user", "content": latest.get("content")}],
-        resolve_id=resolve_id,
+        session_key=session, user_id=user, messages=added, resolve_id=resolve_id
     )
+
+
+def new_turn_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages a request's turn adds: its latest user message, or its trailing run of tool
+    results (each kept whole: content, tool_call_id, name)."""
+    if not messages:
+        return []
+    if messages[-1].get("role") == "user":
+        return [{"role": "user", "content": messages[-1].get("content")}]
+    start = len(messages)
+    while start > 0 and messages[start - 1].get("role") == "tool":
+        start -= 1
+    return [
+        {"role": "tool", **{k: m[k] for k in ("content", *MESSAGE_EXTRAS) if k in m}}
+        for m in messages[start:]
+    ]
 
 
 def assistant_message(response: Any) -> dict[str, Any]:

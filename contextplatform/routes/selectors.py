@@ -82,6 +82,21 @@ def tenant_defaults() -> dict[str, Any]:
     return TenantDefaults.current_context()
 
 
+def default_memory_extractor() -> str:
+    """The extractor a memory write with no route uses (a conversation posted to a user's
+    memories): the store extractor of the first memory source in the tenant's defaults, else the
+    local rule-based one. A defaults layer that is not valid yet is read as far as it goes."""
+    sources = tenant_defaults().get("sources")
+    for source in sources if isinstance(sources, list) else []:
+        if isinstance(source, dict) and source.get("type") == "memory":
+            store = source.get("store")
+            extractor = store.get("extractor") if isinstance(store, dict) else None
+            if isinstance(extractor, str) and extractor.strip():
+                return extractor
+            break
+    return "local"
+
+
 def routes_layered_on(*, defaults_changed: bool, recipes: set[str]) -> QuerySet[Route]:
     """The routes whose effective configuration a change of the defaults or of recipes touches."""
     routes = all_routes()

@@ -19,6 +19,7 @@ from sources.base import (
     SourceSettings,
     register_source_kind,
 )
+from sources.messages import is_tool_result
 from sources.selectors import session_turns
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s")
@@ -61,6 +62,16 @@ def compact_digest(turns: list[ChatTurn], *, max_tokens: int, words_per_turn: in
     if omitted and used + note_cost <= max_tokens:
         lines.append(f"- ({omitted} earlier messages omitted)")
     return "\n".join([header, *reversed(lines)])
+
+
+def split_recent(turns: list[ChatTurn], last_n: int) -> tuple[list[ChatTurn], list[ChatTurn]]:
+    """The last ``last_n`` turns and those before. A tool exchange is never cut in two: results
+    whose call falls before the cut go with it to the older turns, so the verbatim turns never
+    start with an answer to a call they do not show."""
+    cut = max(len(turns) - last_n, 0)
+    while cut < len(turns) and is_tool_result(turns[cut].text):
+        cut += 1
+    return turns[cut:], turns[:cut]
 
 
 def render_turns(turns: list[ChatTurn]) -> str:
@@ -113,8 +124,12 @@ class RecentMessagesSource(ContextSource):
         if not turns:
             return SourceResult()
         settings: RecentMessagesSettings = self.settings  # type: ignore[assignment]
-        recent, older = turns[-settings.last_n_turns :], turns[: -settings.last_n_turns]
-        items = [self.item(render_turns(recent), metadata={"kind": "recent", "turns": len(recent)})]
+        recent, older = split_recent(turns, settings.last_n_turns)
+        items = (
+            [self.item(render_turns(recent), metadata={"kind": "recent", "turns": len(recent)})]
+            if recent
+            else []
+        )
         if older and settings.digest:
             digest = compact_digest(
                 older,

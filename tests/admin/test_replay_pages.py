@@ -288,3 +288,24 @@ def test_a_record_is_linked_and_opened_by_its_id_as_the_api_shows_it(auditor: Cl
     assert page.status_code == 200
     assert page.context["original"].id == replay_id
     assert auditor.get(admin_object_url(ReplayRecord, replay_id)).status_code == 200  # quoted too
+
+
+def test_the_detail_page_shows_what_a_deployment_judge_cost(auditor: Client) -> None:
+    usage = {"calls": 2, "input_tokens": 412, "output_tokens": 9, "cost_usd": None}
+    notes = {"judge": "deployment:fast", "judge_fallback": False, "judge_usage": usage}
+    local = {"judge": "local", "judge_fallback": False}
+    record(
+        "rsv_judge_cost",
+        sources=[
+            {"name": "mem", "type": "memory", "status": "ok", "notes": notes},
+            {"name": "kb", "type": "rag", "status": "ok", "notes": local},
+        ],
+    )
+    response = auditor.get(admin_object_url(ReplayRecord, "rsv_judge_cost"))
+    assert response.status_code == 200
+    tables = {table.title: table for table in response.context["replay"]["tables"]}
+    rows = {row[0]: row for row in tables["Sources"].rows}
+    assert rows["mem"][9] == "deployment:fast; 2 calls, 412 in / 9 out tokens, cost unknown"
+    assert "judge_usage" not in rows["mem"][8] and "calls" not in rows["mem"][8]
+    assert rows["kb"][9] == "local"
+    assert "412 in / 9 out tokens" in response.content.decode()

@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from tests.gateway.conftest import OPENAI_KEY, Gateway, unique
-from tests.upstream import LoopbackUpstream, echo
+from tests.upstream import LoopbackUpstream, echo, prompt_tokens
 
 QUESTION = "Which headphones do I own?"
 MEMORIES = [
@@ -127,6 +127,36 @@ def test_the_routes_deployment_judges_then_answers(
     assert "window seats" not in sent  # dropped by it
     notes = memory_notes(gateway, resolve_id)
     assert (notes["judge"], notes["judge_fallback"]) == (f"deployment:{route}", False)
+    # The judge's call and the tokens its answer reported; no deployment has a price.
+    assert notes["judge_usage"] == {
+        "calls": 1,
+        "input_tokens": prompt_tokens(judged.body),
+        "output_tokens": notes["judge_usage"]["output_tokens"],
+        "cost_usd": None,
+    }
+    assert notes["judge_usage"]["output_tokens"] > 0
+
+
+def test_the_preview_reports_the_judges_calls_per_source(
+    gateway: Gateway, judging: LoopbackUpstream
+) -> None:
+    user = unique("u")
+    route = setup_route(gateway, may_judge=True, user=user)
+    before = judging.hits
+    try:
+        with gateway.api() as api:
+            response = api.post(
+                "/api/v1/plugins/context/preview",
+                json={"route": route, "query": QUESTION, "user": user},
+            )
+    finally:
+        teardown_route(gateway, route, user)
+    assert response.status_code == 200, response.text
+    [judged] = [s for s in judging.requests[before:] if judge_prompt(s.body) is not None]
+    [source] = [s for s in response.json()["sources"] if s["name"] == "memories"]
+    usage = source["judge_usage"]
+    assert usage["calls"] == 1 and usage["cost_usd"] is None
+    assert usage["input_tokens"] == prompt_tokens(judged.body) and usage["output_tokens"] > 0
 
 
 def test_a_deployment_that_may_not_judge_is_only_forwarded_to(
@@ -140,4 +170,5 @@ def test_a_deployment_that_may_not_judge_is_only_forwarded_to(
     finally:
         teardown_route(gateway, route, user)
     assert [judge_prompt(s.body) for s in judging.requests[before:]] == [None]  # the forward
-    assert memory_notes(gateway, resolve_id)["judge"] == "local"
+    notes = memory_notes(gateway, resolve_id)
+    assert notes["judge"] == "local" and "judge_usage" not in notes

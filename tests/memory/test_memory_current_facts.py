@@ -197,7 +197,7 @@ def test_a_decision_that_supersedes_keeps_the_old_memory_as_history(acme: Any) -
     from memory.extraction.types import MemoryDecision
     from memory.models import MemoryTurn
     from memory.selectors import live_memories
-    from memory.writing import apply_decision
+    from memory.writing import TurnOrigin, apply_decision
     from tests.memory.test_memory_isolation import FakeEmbedder, remember
 
     old = remember(acme.schema, "u1", "User lives in Porto")
@@ -211,7 +211,8 @@ def test_a_decision_that_supersedes_keeps_the_old_memory_as_history(acme: Any) -
             None,
             (old, someone_else),
         )
-        assert apply_decision(turn, decision, FakeEmbedder())
+        origin = TurnOrigin(turn.user_id, turn.created_at, turn.resolve_id)
+        assert apply_decision(origin, decision, FakeEmbedder())
         new = Memory.objects.get(user_id="u1", superseded_at__isnull=True)
         assert Memory.objects.get(pk=old).superseded_by == new.pk
         assert Memory.objects.get(pk=someone_else).superseded_at is None

@@ -321,6 +321,12 @@ PROBES: dict[str, dict[str, Probe]] = {
         )
     },
     "api/v1/users/<str:user>/memories/export": {"GET": Probe(OWN, user_param)},
+    # A line naming the other's memory id: the id is only kept where free in the caller's own.
+    "api/v1/users/<str:user>/memories/import": {
+        "POST": Probe(
+            OWN, user_param, lambda o: [{"id": o.memory, "user": o.user, "content": "hijacked"}]
+        )
+    },
     "api/v1/users/<str:user>/memories/<int:memory_id>": {
         "GET": Probe(ABSENT, memory_params),
         "PATCH": Probe(ABSENT, memory_params, lambda o: {"content": "hijacked"}),
@@ -483,6 +489,7 @@ USER_SCOPED: list[tuple[str, str, str]] = [
     ("api/v1/users/<str:user>/memories", "DELETE", OWN),
     ("api/v1/users/<str:user>/memories/search", "POST", OWN),
     ("api/v1/users/<str:user>/memories/export", "GET", OWN),
+    ("api/v1/users/<str:user>/memories/import", "POST", OWN),
     ("api/v1/users/<str:user>/memories/<int:memory_id>", "GET", ABSENT),
     ("api/v1/users/<str:user>/memories/<int:memory_id>", "PATCH", ABSENT),
     ("api/v1/users/<str:user>/memories/<int:memory_id>", "DELETE", ABSENT),

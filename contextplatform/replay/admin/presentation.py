@@ -204,17 +204,34 @@ def decision_class(row: dict[str, Any]) -> str:
 
 
 # The judge's notes have a column of their own (``judge_cell``), so the notes cell leaves them out.
-JUDGE_NOTES = ("judge", "judge_fallback")
+JUDGE_NOTES = ("judge", "judge_fallback", "judge_usage")
+
+
+def judge_usage_text(usage: Any) -> str:
+    """A deployment judge's calls, tokens and cost: ``1 call, 412 in / 9 out tokens, cost
+    unknown`` (no price known) or ``..., $0.000071``."""
+    if not isinstance(usage, dict):
+        return ""
+    calls = usage.get("calls") or 0
+    cost = usage.get("cost_usd")
+    return (
+        f"{calls} call{'' if calls == 1 else 's'}, {usage.get('input_tokens') or 0} in / "
+        f"{usage.get('output_tokens') or 0} out tokens, "
+        + ("cost unknown" if cost is None else f"${cost:.6f}")
+    )
 
 
 def judge_cell(source: dict[str, Any]) -> str:
-    """Which relevance judge ran for a source (``local``, ``deployment:<name>``), and whether it
-    fell back to the recall order for want of a usable answer; a dash for unjudged sources."""
+    """Which relevance judge ran for a source (``local``, ``deployment:<name>``), whether it
+    fell back to the recall order for want of a usable answer, and what a deployment judge's
+    calls cost; a dash for unjudged sources."""
     notes = source.get("notes") or {}
     judge = notes.get("judge")
     if not judge:
         return EMPTY
-    return f"{judge} (fell back to recall order)" if notes.get("judge_fallback") else str(judge)
+    text = f"{judge} (fell back to recall order)" if notes.get("judge_fallback") else str(judge)
+    usage = judge_usage_text(notes.get("judge_usage"))
+    return f"{text}; {usage}" if usage else text
 
 
 def notes_cell(source: dict[str, Any]) -> str:
