@@ -80,6 +80,7 @@ OPERATIONS: dict[tuple[str, str], tuple[str, str]] = {
     ("PATCH", "/api/v1/users/{user}/memories/{memory_id}"): ("Memory", "updateMemory"),
     ("DELETE", "/api/v1/users/{user}/memories/{memory_id}"): ("Memory", "deleteMemory"),
     ("GET", "/api/v1/users/{user}/memories/export"): ("Memory", "exportMemories"),
+    ("POST", "/api/v1/users/{user}/memories/import"): ("Memory", "importMemories"),
     ("POST", "/api/v1/users/{user}/memories/search"): ("Memory", "searchMemories"),
     ("GET", "/api/v1/users/{user}/profile"): ("Users & sessions", "getUserProfile"),
     ("PUT", "/api/v1/users/{user}/profile"): ("Users & sessions", "replaceUserProfile"),

@@ -19,7 +19,7 @@ from django.utils import timezone
 from django_tenants.utils import schema_context
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
 from rest_framework import status
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
@@ -259,6 +259,10 @@ def local_extractor() -> str:
     return "local"
 
 
+class MemoryCreateBody(RootModel[MemoryBody | ConversationBody]):
+    """What ``POST .../memories`` takes, as the schema shows it: one memory, or a conversation."""
+
+
 class MemoryListView(ApiView):
     required_scopes = {"GET": "memory.read", "POST": "memory.write", "DELETE": "memory.write"}
     # The extractor of a conversation that names none: given by the URL configuration (the
@@ -294,9 +298,9 @@ class MemoryListView(ApiView):
         )
 
     @extend_schema(
-        request=MemoryBody,
+        request=MemoryCreateBody,
         responses={201: dict},
-        summary="Add a memory",
+        summary="Add a memory, or the memories a conversation holds",
         operation_id="memories_create",
     )
     def post(self, request: Request, user: str) -> Response:
