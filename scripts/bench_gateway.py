@@ -39,7 +39,7 @@ from typing import Any
 
 import httpx
 
-from contextplatform.demo.defaults import DEMO_QUESTION, DEMO_USER, SUPPORT_ROUTE
+from contextplatform.demo.defaults import DEMO_QUESTION, DEMO_USER, SUPPORT_ROUTE_CORE
 from scripts.bench_env import load_average, utc_now
 from scripts.bench_gateway_upstream import ANSWER_PIECES
 from scripts.bench_http import (
@@ -298,8 +298,8 @@ def bare_route() -> dict[str, Any]:
 
 
 def demo_route() -> dict[str, Any]:
-    """The demo's support route as ``bootstrap_demo`` writes it, forwarding to the bench upstream."""
-    route = copy.deepcopy(SUPPORT_ROUTE)
+    """The demo's support route as the benchmarks measure it, forwarding to the bench upstream."""
+    route = copy.deepcopy(SUPPORT_ROUTE_CORE)
     route["name"] = ROUTE_DEMO
     route["description"] = "Gateway benchmark: the demo route (make bench, removed afterwards)."
     route["model"]["upstream"] = DEPLOYMENT

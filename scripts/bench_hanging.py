@@ -297,9 +297,9 @@ def stuck_source(kind: str, silent_port: int) -> dict[str, Any] | None:
 
 
 def route_of(kind: str, silent_port: int) -> dict[str, Any]:
-    from contextplatform.demo.defaults import SUPPORT_ROUTE
+    from contextplatform.demo.defaults import SUPPORT_ROUTE_CORE
 
-    route = copy.deepcopy(SUPPORT_ROUTE)
+    route = copy.deepcopy(SUPPORT_ROUTE_CORE)
     route["name"] = f"{ROUTE_PREFIX}{kind}"
     route["description"] = "Hanging-source benchmark route (make bench)."
     stuck = stuck_source(kind, silent_port)

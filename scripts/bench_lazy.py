@@ -1,6 +1,6 @@
 """Section 11: the context a lazy RAG source saves, in process.
 
-The demo tenant's ``support`` route as ``bootstrap_demo`` writes it, and a copy whose ``docs``
+The demo tenant's ``support`` route as the benchmarks measure it (``SUPPORT_ROUTE_CORE``), and a copy whose ``docs``
 source is ``lazy: true``, each resolved as the gateway resolves (``serves_tools``: the lazy source
 becomes a ``search_docs`` tool instead of being fetched), for the same questions, unrecorded. What
 is compared is the size of the request the model receives first (``tokens.after``, the platform's
@@ -80,9 +80,9 @@ class LazyResults:
 
 
 def route_named(name: str, match: dict[str, Any] | None, lazy: bool) -> dict[str, Any]:
-    from contextplatform.demo.defaults import SUPPORT_ROUTE
+    from contextplatform.demo.defaults import SUPPORT_ROUTE_CORE
 
-    route = copy.deepcopy(SUPPORT_ROUTE)
+    route = copy.deepcopy(SUPPORT_ROUTE_CORE)
     route["name"] = name
     for source in route["context"]["sources"]:
         if source["type"] == "rag":

@@ -42,7 +42,7 @@ from scripts.bench_server import free_port, python_m
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 DATABASE_NAME = "contextplatform"
-KEY_LINE = "API key (all scopes, replaced at every start): "
+KEY_LINE = "API key (all scopes, "  # then where it is kept, and the key last
 START_TIMEOUT_S = 120.0  # an upper bound for a part to come up on a loaded machine
 STOP_TIMEOUT_S = (
     60.0  # a worker's warm shutdown finishes its task; gunicorn's graceful timeout is 30 s
@@ -414,7 +414,7 @@ class Cluster:
         )
         for line in self.demo_output.splitlines():
             if line.startswith(KEY_LINE):
-                self.api_key = line[len(KEY_LINE) :].strip()
+                self.api_key = line.split()[-1]
         if not self.api_key:
             raise RuntimeError(f"bootstrap_demo printed no key: {self.demo_output[-2000:]}")
 

@@ -36,10 +36,16 @@ def hash_key(plain_key: str) -> str:
 
 
 def issue_api_key(
-    *, tenant: Tenant, scopes: list[str] | str | None = None, name: str = "default"
+    *,
+    tenant: Tenant,
+    scopes: list[str] | str | None = None,
+    name: str = "default",
+    plain_key: str | None = None,
 ) -> IssuedKey:
+    """A new key for the tenant: random, or ``plain_key`` when the operator chose it (the demo's
+    ``DEMO_API_KEY``); only its hash is stored."""
     scope_list = list(ALL_SCOPES) if scopes is None else parse_scopes(scopes)
-    plain = KEY_PREFIX + secrets.token_urlsafe(32)
+    plain = plain_key or KEY_PREFIX + secrets.token_urlsafe(32)
     api_key = ApiKey.objects.create(
         tenant=tenant,
         name=name,

@@ -24,7 +24,9 @@ STANDIN_HOST = "127.0.0.1"
 STANDIN_MODEL = "stand-in"
 DEFAULT_STANDIN_PORT = 8001
 
-SUPPORT_ROUTE: dict[str, Any] = {
+# The route the benchmarks measure (docs/benchmarks.md): guardrails, profile, history and
+# documents. The demo's route adds memories, a lazy source and compression to it.
+SUPPORT_ROUTE_CORE: dict[str, Any] = {
     "name": "support",
     "description": "Customer support assistant (demo).",
     "model": {
@@ -61,6 +63,44 @@ SUPPORT_ROUTE: dict[str, Any] = {
         "injection": {"mode": "system_prompt"},
     },
 }
+DEMO_ADDED_SOURCES: list[dict[str, Any]] = [
+    {
+        # What the user told earlier turns: recalled for the question, and each turn handed back
+        # (by the gateway itself, or POST /api/v1/resolve/{id}/response) is written by the local
+        # extractor, no model call.
+        "type": "memory",
+        "name": "memories",
+        "priority": 70,
+        "store": {"auto": True},
+    },
+    {
+        # Not fetched before the call: through the gateway the model is offered a
+        # search_manuals tool over the product manuals and the gateway serves its calls.
+        "type": "rag",
+        "name": "manuals",
+        "priority": 20,
+        "backend": "vectorstore",
+        "backend_config": {"collection": "product-manuals"},
+        "lazy": True,
+    },
+]
+# Long tool outputs shrink to what answers the question; their originals stay retrievable
+# (vsr_context_retrieve, served by the gateway) for 15 minutes.
+DEMO_COMPRESS: dict[str, Any] = {
+    "mode": "auto",
+    "targets": {
+        "tool_outputs": {"mode": "recoverable", "min_tokens": 300, "target_tokens": 120},
+        "history": {"mode": "extractive", "min_tokens": 2000, "target_tokens": 1000},
+    },
+}
+SUPPORT_ROUTE: dict[str, Any] = {
+    **SUPPORT_ROUTE_CORE,
+    "context": {
+        **SUPPORT_ROUTE_CORE["context"],
+        "sources": [*SUPPORT_ROUTE_CORE["context"]["sources"], *DEMO_ADDED_SOURCES],
+        "compress": DEMO_COMPRESS,
+    },
+}
 
 DEMO_RESOLVE_BODY: dict[str, Any] = {
     "route": DEMO_ROUTE,
@@ -74,6 +114,54 @@ DEMO_RESOLVE_BODY: dict[str, Any] = {
 }
 
 DEMO_COLLECTION = "support-kb"
+DEMO_MANUALS_COLLECTION = "product-manuals"
+# What u_123 told earlier turns, as the extractor writes it, with the day it was said: seeded once
+# (a start finds them by their text), recalled by the demo route's memory source.
+DEMO_MEMORIES: list[dict[str, str]] = [
+    {
+        "content": "User lives in Lisbon (moved there in March 2026)",
+        "observed_at": "2026-03-14T10:00:00+00:00",
+    },
+    {
+        "content": "User owns the Aurora headphones bought 2026-10-02",
+        "observed_at": "2026-10-02T16:30:00+00:00",
+    },
+    {
+        "content": "User prefers replies by email rather than phone",
+        "kind": "preference",
+        "observed_at": "2026-10-05T09:15:00+00:00",
+    },
+    {
+        "content": "User prefers store credit over a refund to the card",
+        "kind": "preference",
+        "observed_at": "2026-11-20T18:40:00+00:00",
+    },
+]
+DEMO_MANUALS: list[dict[str, Any]] = [
+    {
+        "id": "aurora-pairing",
+        "title": "Aurora headphones: pairing",
+        "text": "To pair the Aurora headphones, hold the power button for five seconds until the "
+        "light blinks blue, then choose Aurora in your phone's Bluetooth list. The headphones "
+        "remember eight devices and switch to the last one used.",
+        "metadata": {"product": "aurora"},
+    },
+    {
+        "id": "aurora-reset",
+        "title": "Aurora headphones: factory reset",
+        "text": "A factory reset clears paired devices and fixes most sound problems, crackling "
+        "included: with the headphones on the charger, hold the power and volume-down buttons "
+        "together for ten seconds until the light flashes red three times.",
+        "metadata": {"product": "aurora"},
+    },
+    {
+        "id": "aurora-battery",
+        "title": "Aurora headphones: battery",
+        "text": "A full charge lasts 30 hours with noise cancelling on and 40 hours with it off. "
+        "Ten minutes on the USB-C charger give three hours of listening.",
+        "metadata": {"product": "aurora"},
+    },
+]
 # Questions a customer might ask, each with the article that answers it: the demo route keeps that
 # article for each on its default match block (tests/demo/test_demo.py).
 DEMO_SAMPLE_QUESTIONS: dict[str, str] = {

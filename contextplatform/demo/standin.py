@@ -6,6 +6,12 @@ It is not a language model. Its answer says so, then quotes the first lines of t
 gateway injected into the system prompt and the user's question, so that the whole flow (resolve,
 injection, forwarding, the session turn) can be tried on a machine with no network and no key.
 
+Offered the retrieval tools the gateway serves itself (a lazy source's ``search_<source>``, and
+``vsr_context_retrieve`` for what compression omitted), a non-streaming request first gets a call of
+each not yet called in the conversation (the user's question as the query, every offered recovery
+key), as a model that wants the documents would; its answer then quotes the results too. So the
+demo shows lazy retrieval and recovery served by the gateway. A stream is answered at once.
+
 ``make run`` starts it as ``python -m contextplatform.demo.standin --parent PID`` next to
 uvicorn; it exits as soon as that parent is gone (Ctrl-C included), so it never outlives the demo.
 Standard library only, and nothing from Django: it must start in a fraction of a second.
@@ -46,6 +52,8 @@ PIECE_DELAY_S = 0.01
 PARENT_POLL_S = 0.5
 
 _CONTEXT_TAG = re.compile(r'^<context source="([^"]*)">$')
+SEARCH_PREFIX = "search_"
+RETRIEVE_TOOL = "vsr_context_retrieve"
 
 
 # --- what it answers -----------------------------------------------------------------------------
@@ -76,9 +84,16 @@ def system_text(body: dict[str, Any], protocol: str) -> str:
     )
 
 
+def served_tool(name: str) -> bool:
+    """A tool whose calls the gateway serves: context exchanges and recovery (``vsr_*``) and a
+    lazy source's search."""
+    return name.startswith(("vsr_", SEARCH_PREFIX))
+
+
 def tool_role_context(body: dict[str, Any]) -> list[tuple[str, str]]:
-    """(source, text) of each context exchange the gateway added in ``tool_role`` mode: an
-    assistant call of a ``vsr_*`` tool naming the source, then its result (both providers)."""
+    """(source, text) of each context exchange the gateway added in ``tool_role`` mode (an
+    assistant call of a ``vsr_*`` tool naming the source, then its result) and of each served
+    tool call the stand-in made (a lazy source's search, a recovery), both providers."""
     sources: dict[str, str] = {}  # call id -> source name
     found: list[tuple[str, str]] = []
     for message in body.get("messages") or []:
@@ -86,25 +101,81 @@ def tool_role_context(body: dict[str, Any]) -> list[tuple[str, str]]:
             continue
         for call in message.get("tool_calls") or []:  # OpenAI
             function = call.get("function") if isinstance(call, dict) else None
-            if isinstance(function, dict) and str(function.get("name", "")).startswith("vsr_"):
+            if isinstance(function, dict) and served_tool(str(function.get("name", ""))):
                 try:
                     arguments = json.loads(function.get("arguments") or "{}")
                 except ValueError:
                     arguments = {}
                 source = arguments.get("source") if isinstance(arguments, dict) else None
-                sources[str(call.get("id"))] = str(source or function["name"])
+                sources[str(call.get("id"))] = str(source or source_label(function["name"]))
         if message.get("role") == "tool" and str(message.get("tool_call_id")) in sources:
             found.append((sources[str(message["tool_call_id"])], text_of(message.get("content"))))
         content = message.get("content")
         for block in content if isinstance(content, list) else []:  # Anthropic
             if not isinstance(block, dict):
                 continue
-            if block.get("type") == "tool_use" and str(block.get("name", "")).startswith("vsr_"):
-                source = (block.get("input") or {}).get("source") or block.get("name")
+            if block.get("type") == "tool_use" and served_tool(str(block.get("name", ""))):
+                source = (block.get("input") or {}).get("source") or source_label(block["name"])
                 sources[str(block.get("id"))] = str(source)
             elif block.get("type") == "tool_result" and str(block.get("tool_use_id")) in sources:
                 found.append((sources[str(block["tool_use_id"])], text_of(block.get("content"))))
     return found
+
+
+def source_label(tool: str) -> str:
+    """``search_manuals`` quotes as ``manuals``; other tools by their name."""
+    return tool[len(SEARCH_PREFIX) :] if tool.startswith(SEARCH_PREFIX) else tool
+
+
+def offered_tools(body: dict[str, Any], protocol: str) -> list[tuple[str, dict[str, Any]]]:
+    """(name, parameters schema) of each tool the request offers, in either provider's shape."""
+    offered: list[tuple[str, dict[str, Any]]] = []
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, dict):
+            continue
+        spec = tool if protocol == "anthropic" else tool.get("function")
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            continue
+        schema = spec.get("input_schema" if protocol == "anthropic" else "parameters")
+        offered.append((spec["name"], schema if isinstance(schema, dict) else {}))
+    return offered
+
+
+def called_tools(body: dict[str, Any]) -> set[str]:
+    """The names of the tools the conversation has called already (both providers)."""
+    names: set[str] = set()
+    for message in body.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict):
+                names.add(str(function.get("name", "")))
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                names.add(str(block.get("name", "")))
+    return names
+
+
+def retrieval_calls(body: dict[str, Any], protocol: str) -> list[tuple[str, dict[str, Any]]]:
+    """(tool, arguments) of the calls the stand-in makes before answering: each offered lazy
+    search with the question, each offered recovery key; none in a stream, none called twice."""
+    if body.get("stream"):
+        return []
+    done = called_tools(body)
+    question = latest_question(body)
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for name, schema in offered_tools(body, protocol):
+        if name in done:
+            continue
+        if name.startswith(SEARCH_PREFIX) and question:
+            calls.append((name, {"query": question}))
+        elif name == RETRIEVE_TOOL:
+            key = (schema.get("properties") or {}).get("key") or {}
+            keys = key.get("enum") if isinstance(key, dict) else None
+            calls.extend((name, {"key": str(value)}) for value in keys or [])
+    return calls
 
 
 def latest_question(body: dict[str, Any]) -> str:
@@ -149,7 +220,10 @@ def shorten(text: str, limit: int) -> str:
 def answer_text(body: dict[str, Any], protocol: str) -> str:
     context = quoted_context(system_text(body, protocol))
     for source, text in tool_role_context(body):
-        first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        lines = (line.strip() for line in text.splitlines())
+        first = next(
+            (x for x in lines if x and not _CONTEXT_TAG.match(x) and x != "</context>"), ""
+        )
         if first and len(context) < MAX_QUOTED_LINES:
             context.append(shorten(f"({source}) {first}", MAX_LINE_CHARS))
     question = shorten(latest_question(body), MAX_QUESTION_CHARS)
@@ -243,6 +317,38 @@ def anthropic_message(body: dict[str, Any], text: str) -> dict[str, Any]:
     }
 
 
+def openai_tool_calls(
+    body: dict[str, Any], calls: list[tuple[str, dict[str, Any]]]
+) -> dict[str, Any]:
+    completion = openai_completion(body, "")
+    completion["choices"][0]["message"] = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": f"call_standin_{index}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+            for index, (name, arguments) in enumerate(calls)
+        ],
+    }
+    completion["choices"][0]["finish_reason"] = "tool_calls"
+    return completion
+
+
+def anthropic_tool_calls(
+    body: dict[str, Any], calls: list[tuple[str, dict[str, Any]]]
+) -> dict[str, Any]:
+    message = anthropic_message(body, "")
+    message["content"] = [
+        {"type": "tool_use", "id": f"toolu_standin_{index}", "name": name, "input": arguments}
+        for index, (name, arguments) in enumerate(calls)
+    ]
+    message["stop_reason"] = "tool_use"
+    return message
+
+
 def anthropic_events(body: dict[str, Any], text: str) -> Iterator[bytes]:
     def event(name: str, data: dict[str, Any]) -> bytes:
         return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
@@ -305,6 +411,10 @@ class _Handler(BaseHTTPRequestHandler):
             return self.send_json(400, error_body(protocol, 400, "the body is not JSON"))
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return self.send_json(400, error_body(protocol, 400, "messages must be a list"))
+        calls = retrieval_calls(body, protocol)
+        if calls:
+            shape_calls = anthropic_tool_calls if protocol == "anthropic" else openai_tool_calls
+            return self.send_json(200, shape_calls(body, calls))
         text = answer_text(body, protocol)
         if body.get("stream"):
             events = anthropic_events if protocol == "anthropic" else openai_events

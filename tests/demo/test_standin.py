@@ -4,12 +4,14 @@ starts, which exits when its parent is gone."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import openai
@@ -22,6 +24,7 @@ from contextplatform.demo.standin import (
     RunningStandin,
     answer_text,
     main,
+    retrieval_calls,
     running_standin,
 )
 from contextplatform.resolve.injection import SourceBlock, inject, render_context_section
@@ -122,6 +125,82 @@ def test_the_anthropic_client_gets_an_answer_streamed_or_not(standin: RunningSta
         final = stream.get_final_message()
     assert_quotes_context(streamed)
     assert final.stop_reason == "end_turn"
+
+
+SEARCH_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "search_manuals",
+        "description": "Search the manuals.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+    },
+}
+RETRIEVE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "vsr_context_retrieve",
+        "description": "Retrieve original context omitted by route compression.",
+        "parameters": {
+            "type": "object",
+            "properties": {"key": {"type": "string", "enum": ["k1", "k2"]}},
+            "required": ["key"],
+        },
+    },
+}
+
+
+def test_offered_retrieval_tools_are_called_once_before_the_answer(
+    standin: RunningStandin,
+) -> None:
+    """A lazy source's search and the recovery tool: called (the question as the query, each
+    offered key) before answering, never twice, never in a stream; the results are quoted."""
+    client = openai.OpenAI(base_url=standin.openai_base_url, api_key="unused", max_retries=0)
+    tools: Any = [SEARCH_TOOL, RETRIEVE_TOOL, {"type": "function", "function": {"name": "other"}}]
+    messages: list[Any] = [{"role": "user", "content": QUESTION}]
+    first = client.chat.completions.create(model="stand-in", messages=messages, tools=tools)
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    calls = choice.message.tool_calls or []
+    asked = [(c.function.name, json.loads(c.function.arguments)) for c in calls]  # type: ignore[union-attr]
+    assert asked == [
+        ("search_manuals", {"query": QUESTION}),
+        ("vsr_context_retrieve", {"key": "k1"}),
+        ("vsr_context_retrieve", {"key": "k2"}),
+    ]
+    results = ["[Document: Pairing] Hold the power button.", "order 4041: refund pending", "x"]
+    messages.append(choice.message.model_dump(exclude_none=True))
+    messages += [
+        {"role": "tool", "tool_call_id": call.id, "content": f'<context source="manuals">\n{text}'}
+        for call, text in zip(calls, results, strict=True)
+    ]
+    second = client.chat.completions.create(model="stand-in", messages=messages, tools=tools)
+    answer = second.choices[0].message.content or ""
+    assert second.choices[0].finish_reason == "stop" and answer.startswith(LABEL)
+    assert "(manuals) [Document: Pairing] Hold the power button." in answer
+    assert "(vsr_context_retrieve) order 4041: refund pending" in answer
+
+    streamed = client.chat.completions.create(
+        model="stand-in", messages=[{"role": "user", "content": QUESTION}], tools=tools, stream=True
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices).startswith(
+        LABEL
+    )
+
+    anthropic_body = {
+        "messages": [{"role": "user", "content": QUESTION}],
+        "tools": [
+            {"name": "search_manuals", "input_schema": {"type": "object"}},
+            {"name": "lookup", "input_schema": {"type": "object"}},
+        ],
+    }
+    assert retrieval_calls(anthropic_body, "anthropic") == [("search_manuals", {"query": QUESTION})]
+    message = anthropic.Anthropic(
+        base_url=standin.anthropic_base_url, api_key="unused", max_retries=0
+    ).messages.create(model="stand-in", max_tokens=100, **anthropic_body)
+    assert message.stop_reason == "tool_use"
+    assert [(b.name, b.input) for b in message.content if b.type == "tool_use"] == [
+        ("search_manuals", {"query": QUESTION})
+    ]
 
 
 def test_a_malformed_request_is_refused_in_the_providers_shape(standin: RunningStandin) -> None:

@@ -3,18 +3,35 @@ from __future__ import annotations
 import json
 import os
 import secrets
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django_tenants.utils import schema_context
 
 from contextplatform.core.errors import ApiError
+from contextplatform.demo.credentials import (
+    Stored,
+    credentials_file,
+    database_identity,
+    read_stored,
+    rotation_asked,
+    write_stored,
+)
 from contextplatform.demo.defaults import (
     DEMO_COLLECTION,
     DEMO_DOCUMENTS,
+    DEMO_MANUALS,
+    DEMO_MANUALS_COLLECTION,
+    DEMO_MEMORIES,
     DEMO_RESOLVE_BODY,
+    DEMO_USER,
     SUPPORT_ROUTE,
     anthropic_snippet,
     demo_allowlist_entries,
@@ -27,6 +44,9 @@ from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.services import parse_deployment, upsert_deployment
 from contextplatform.routes.configuration.schema import validate_route_spec
 from contextplatform.routes.services import upsert_route
+from memory.models import Memory
+from memory.services import create_memory
+from sources.embedding import get_embedder
 from sources.ingestion import DocumentInput, create_collection, submit_documents
 from sources.models import ChatSession, Collection, IngestionJob
 from sources.services import append_session_messages, put_user_profile
@@ -34,9 +54,11 @@ from sources.tasks import enqueue_ingestion
 from tenants.admin_users import create_admin_user
 from tenants.models import ApiKey, Tenant
 from tenants.roles import ROLES
+from tenants.scopes import ALL_SCOPES
 from tenants.services import (
     TenantError,
     create_tenant,
+    hash_key,
     issue_api_key,
     revoke_api_key,
     set_outbound_allowlist,
@@ -44,21 +66,106 @@ from tenants.services import (
 
 DEMO_TENANT = "demo"
 DEMO_KEY_NAME = "make-run"
+MIN_CHOSEN_KEY_CHARS = 20
+REAL_KEY_HINT = (
+    "A key of your own, with only the scopes it needs: .venv/bin/python manage.py "
+    "create_api_key demo --scopes resolve,memory.read"
+)
 
 
-def refresh_demo_admins(tenant: Tenant) -> str:
-    """One admin user per role, named after it, all with a new password (printed, like the key)."""
-    password = secrets.token_urlsafe(12)
+def refresh_demo_admins(tenant: Tenant, password: str) -> None:
+    """One admin user per role, named after it, all with ``password`` (printed, like the key);
+    a user whose password is already that one is left as it is."""
     users = get_user_model().objects
     for role in ROLES:
         with schema_context(tenant.schema_name):
             existing = users.filter(username=role).first()
             if existing is not None:
-                existing.set_password(password)
-                existing.save(update_fields=["password"])
+                if not existing.check_password(password):
+                    existing.set_password(password)
+                    existing.save(update_fields=["password"])
                 continue
-        create_admin_user(tenant=tenant, username=role, password=password, role=role)
+        try:
+            create_admin_user(tenant=tenant, username=role, password=password, role=role)
+        except TenantError as error:  # a DEMO_ADMIN_PASSWORD the validators refuse
+            raise CommandError(f"cannot create the demo admin {role!r}: {error}") from None
+
+
+def chosen(variable: str) -> str | None:
+    value = os.environ.get(variable, "").strip()
+    return value or None
+
+
+def checked_chosen_key(plain: str) -> str:
+    if len(plain) < MIN_CHOSEN_KEY_CHARS or any(c.isspace() for c in plain):
+        raise CommandError(
+            f"DEMO_API_KEY must be at least {MIN_CHOSEN_KEY_CHARS} characters with no spaces"
+        )
+    return plain
+
+
+def checked_chosen_password(password: str) -> str:
+    try:
+        validate_password(password)
+    except ValidationError as error:
+        raise CommandError(f"DEMO_ADMIN_PASSWORD: {' '.join(error.messages)}") from None
     return password
+
+
+def live_demo_key(tenant: Tenant, plain: str | None) -> ApiKey | None:
+    """The tenant's active key whose plain text is ``plain``, if the database still has it."""
+    if not plain:
+        return None
+    return ApiKey.objects.filter(
+        tenant=tenant, key_hash=hash_key(plain), revoked_at__isnull=True
+    ).first()
+
+
+def demo_key(tenant: Tenant, wanted: str | None, *, chosen: bool) -> str:
+    """The demo key: ``wanted`` (the key kept in the file, or ``DEMO_API_KEY`` when ``chosen``)
+    when the database has it as an active key of the tenant (its scopes brought up to every
+    scope); a chosen key it does not have is registered, a kept one replaced by a new key.
+    Other keys of earlier starts are revoked, so one demo key works at a time."""
+    current = live_demo_key(tenant, wanted)
+    plain = wanted
+    if current is None:
+        if chosen and wanted and ApiKey.objects.filter(key_hash=hash_key(wanted)).exists():
+            # Revoked, or another tenant's: never brought back or shared.
+            raise CommandError("DEMO_API_KEY is a revoked key or another tenant's key")
+        # A kept key the database does not have (wiped, or rotated elsewhere) is not trusted:
+        # a new one replaces it. A chosen one is registered as it is.
+        issued = issue_api_key(
+            tenant=tenant, name=DEMO_KEY_NAME, plain_key=wanted if chosen else None
+        )
+        current, plain = issued.api_key, issued.plain_key
+    elif sorted(current.scopes) != sorted(ALL_SCOPES):
+        current.scopes = list(ALL_SCOPES)
+        current.save(update_fields=["scopes"])
+    for old in ApiKey.objects.filter(tenant=tenant, name=DEMO_KEY_NAME, revoked_at__isnull=True):
+        if old.pk != current.pk:
+            revoke_api_key(api_key=old)
+    assert plain is not None
+    return plain
+
+
+def seed_demo_memories() -> int:
+    """The demo user's memories, each written once: a start that finds its text leaves it."""
+    embedder = None
+    created = 0
+    for memory in DEMO_MEMORIES:
+        if Memory.objects.filter(user_id=DEMO_USER, content=memory["content"]).exists():
+            continue
+        embedder = embedder or get_embedder()
+        create_memory(
+            user_id=DEMO_USER,
+            content=memory["content"],
+            kind=memory.get("kind", "fact"),
+            metadata={"demo": True},
+            embedder=embedder,
+            observed_at=datetime.fromisoformat(memory["observed_at"]),
+        )
+        created += 1
+    return created
 
 
 def allow_outbound(tenant: Tenant, entries: list[str]) -> None:
@@ -99,36 +206,64 @@ def describe_deployment(deployment: Deployment, provider: str) -> str:
 
 class Command(BaseCommand):
     @staticmethod
-    def ingest_demo_documents() -> IngestionJob:
-        collection = Collection.objects.filter(name=DEMO_COLLECTION).first() or create_collection(
-            name=DEMO_COLLECTION, description="Demo support knowledge base"
+    def ingest(name: str, description: str, documents: list[dict[str, Any]]) -> IngestionJob:
+        collection = Collection.objects.filter(name=name).first() or create_collection(
+            name=name, description=description
         )
         job = submit_documents(
             collection=collection,
             documents=[
                 DocumentInput(id=d["id"], title=d["title"], text=d["text"], metadata=d["metadata"])
-                for d in DEMO_DOCUMENTS
+                for d in documents
             ],
         )
         enqueue_ingestion(job)
         job.refresh_from_db()
         return job
 
+    def ingest_demo_documents(self) -> IngestionJob:
+        self.ingest(DEMO_MANUALS_COLLECTION, "Demo product manuals", DEMO_MANUALS)
+        return self.ingest(DEMO_COLLECTION, "Demo support knowledge base", DEMO_DOCUMENTS)
+
     help = (
-        "Create (or refresh) the demo tenant, its support route and sample data; print a fresh key."
+        "Create (or refresh) the demo tenant, its support route and sample data; print its key "
+        "and admin password, kept across starts (--rotate or DEMO_ROTATE=1 replaces both)."
     )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--rotate",
+            action="store_true",
+            help="replace the kept demo key and admin password (as DEMO_ROTATE=1 does)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         connection.set_schema_to_public()  # tenants are created from the public schema only
         tenant = Tenant.objects.filter(schema_name=DEMO_TENANT).first()
         if tenant is None:
-            tenant, _ = create_tenant(name=DEMO_TENANT)
-        for old in ApiKey.objects.filter(
-            tenant=tenant, name=DEMO_KEY_NAME, revoked_at__isnull=True
-        ):
-            revoke_api_key(api_key=old)
-        issued = issue_api_key(tenant=tenant, name=DEMO_KEY_NAME)
-        password = refresh_demo_admins(tenant)
+            tenant, _ = create_tenant(name=DEMO_TENANT, capture_content=True)
+        elif not tenant.capture_content:
+            # The replay records keep the requests, so the demo's records can be read and rerun.
+            tenant.capture_content = True
+            tenant.save(update_fields=["capture_content"])
+        path = credentials_file(Path(settings.BASE_DIR), os.environ)
+        database = database_identity(connection.settings_dict)
+        rotate = bool(options.get("rotate")) or rotation_asked(os.environ)
+        stored = Stored(None, None) if rotate else read_stored(path, database)
+        chosen_key = chosen("DEMO_API_KEY")
+        chosen_password = chosen("DEMO_ADMIN_PASSWORD")
+        key = demo_key(
+            tenant,
+            checked_chosen_key(chosen_key) if chosen_key else stored.api_key,
+            chosen=chosen_key is not None,
+        )
+        password = (
+            checked_chosen_password(chosen_password)
+            if chosen_password
+            else stored.admin_password or secrets.token_urlsafe(12)
+        )
+        refresh_demo_admins(tenant, password)
+        write_stored(path, database, tenant.schema_name, Stored(key, password))
         provider = demo_provider(os.environ)
         deployment_data = demo_deployment(os.environ)
         allow_outbound(tenant, demo_allowlist_entries(deployment_data))
@@ -136,6 +271,7 @@ class Command(BaseCommand):
             job = self.ingest_demo_documents()
             deployment = save_demo_deployment(deployment_data)
             upsert_route(spec=validate_route_spec(SUPPORT_ROUTE))
+            seed_demo_memories()
             put_user_profile(
                 user_id="u_123",
                 attributes={"name": "Ada", "tier": "premium", "joined_at": "2025-04-01"},
@@ -169,22 +305,28 @@ class Command(BaseCommand):
         body = DEMO_RESOLVE_BODY
         self.stdout.write("")
         self.stdout.write(
-            f"Demo tenant {tenant.name!r}: route 'support' with guardrails, profile, history and documents."
+            f"Demo tenant {tenant.name!r}: route 'support' with guardrails, profile, history, "
+            f"documents ({DEMO_COLLECTION}), {DEMO_USER}'s memories (recalled, and written after "
+            f"each turn), compression of tool outputs (recoverable) and a lazy search over "
+            f"{DEMO_MANUALS_COLLECTION}; replay records keep the requests."
         )
-        self.stdout.write(f"API key (all scopes, replaced at every start): {issued.plain_key}")
+        kept = f"kept in {path}; DEMO_ROTATE=1 make run replaces it"
+        self.stdout.write(f"API key (all scopes, {kept}): {key}")
+        self.stdout.write(f"  export KEY={key}")
+        self.stdout.write("  " + REAL_KEY_HINT)
         self.stdout.write("Resolve context for a request:")
         self.stdout.write(
-            f"  curl -s http://127.0.0.1:{port}/api/v1/resolve -H 'Authorization: Bearer {issued.plain_key}' "
+            f"  curl -s http://127.0.0.1:{port}/api/v1/resolve -H 'Authorization: Bearer {key}' "
             f"-H 'Content-Type: application/json' -d '{json.dumps(body)}'"
         )
-        self.print_gateway_call(f"http://127.0.0.1:{port}", issued.plain_key, deployment, provider)
+        self.print_gateway_call(f"http://127.0.0.1:{port}", key, deployment, provider)
         self.stdout.write(
             f"API docs: http://127.0.0.1:{port}/api/docs/   metrics: http://127.0.0.1:{port}/metrics"
         )
         admin = f"http://{tenant.get_primary_domain().domain}:{port}/admin/"
         self.stdout.write(
             f"Tenant admin: {admin}  live dashboard: {admin}live/  users: {', '.join(ROLES)}, "
-            f"password (replaced at every start): {password}"
+            f"password (kept like the key): {password}"
         )
         self.stdout.write("")
 
