@@ -666,39 +666,46 @@ class QualityRunner:
 
 def default_spec() -> ConfigSpec:
     """The default match block (``default_match()``: recall 20 at a similarity of at least the
-    embedder's ``rag_min_similarity``, the judge keeps 6 scoring at least 0.5), as ``RagSource``
-    runs it with the local judge."""
+    embedder's ``rag_min_similarity``, by the method the platform's own collections default to,
+    the judge keeps 6 documents scoring at least 0.5), as ``RagSource`` runs it with the local
+    judge."""
     from sources.matching import default_match
 
     match = default_match()
     assert match.recall is not None
     applied = default_recall()
     return ConfigSpec(
-        name=f"DEFAULT (embedding {applied.top_k} @ {applied.min_similarity:g}, "
+        name=f"DEFAULT ({recall_label(applied)} {applied.top_k} @ {applied.min_similarity:g}, "
         "judge keeps 6 @ 0.5)",
-        description=f"`default_match()`: embedding recall top_k {applied.top_k}, min_similarity "
-        f"{applied.min_similarity:g} (the embedder's default), "
-        "BM25 features for the judge; the local judge keeps at most 6 with score ≥ 0.5; "
-        "max_context_length 10000 characters",
+        description=f"`default_match()`: {recall_label(applied)} recall top_k {applied.top_k}, "
+        f"min_similarity {applied.min_similarity:g} (the embedder's default), "
+        "BM25 features for the judge; the local judge keeps at most 6 documents with score "
+        "≥ 0.5; max_context_length 10000 characters",
         recall=RecallSpec(
-            method=match.recall.method,
+            method=applied.method,
             top_k=applied.top_k,
             min_similarity=applied.min_similarity,
+            hybrid_mode=applied.hybrid_mode,
             lexical_features=True,
         ),
         judge=match.judge,
     )
 
 
+def recall_label(applied: Any) -> str:
+    return f"hybrid {applied.hybrid_mode}" if applied.method == "hybrid" else str(applied.method)
+
+
 def default_recall() -> Any:
-    """The default match block's recall as it applies (``AppliedRecall``): the values it leaves
-    unwritten are the embedder's defaults."""
+    """The default match block's recall as the vectorstore applies it (``AppliedRecall``): the
+    values it leaves unwritten are the embedder's defaults and the backend's method."""
     from sources.embedding import get_embedder
     from sources.matching import default_match, rag_recall
+    from sources.rag.backends import VectorstoreBackend
 
     recall = default_match().recall
     assert recall is not None
-    return rag_recall(recall, get_embedder())
+    return rag_recall(recall, get_embedder(), ranks_both_ways=VectorstoreBackend.ranks_both_ways)
 
 
 def default_min_similarity() -> float:
@@ -723,10 +730,13 @@ def hybrid_default_spec() -> ConfigSpec:
 
 def recall_order_spec() -> ConfigSpec:
     """The default recall's own order, cut at KEEP: what the judge starts from."""
+    applied = default_recall()
     return ConfigSpec(
-        name=f"embedding top {KEEP} (recall order, no judge)",
+        name=f"{recall_label(applied)} top {KEEP} (recall order, no judge)",
         description=f"the default recall's first {KEEP} documents, nothing judged",
-        recall=RecallSpec("embedding", min_similarity=default_min_similarity()),
+        recall=RecallSpec(
+            applied.method, min_similarity=applied.min_similarity, hybrid_mode=applied.hybrid_mode
+        ),
     )
 
 
@@ -737,7 +747,7 @@ def recall_specs() -> list[tuple[str, str, RecallSpec]]:
     return [
         ("BM25", "`bm25` recall (bm25s), top 20 chunks", RecallSpec("bm25", lexical_features=True)),
         (
-            "dense (the default)",
+            "dense",
             f"`embedding` recall, top 20 chunks at cosine ≥ {cut:g}",
             RecallSpec("embedding", min_similarity=cut, lexical_features=True),
         ),
@@ -747,7 +757,7 @@ def recall_specs() -> list[tuple[str, str, RecallSpec]]:
             RecallSpec("hybrid", min_similarity=cut, hybrid_mode="weighted", lexical_features=True),
         ),
         (
-            "hybrid rrf",
+            "hybrid rrf (the default)",
             f"`hybrid` reciprocal rank fusion (k = 60) over 2 x 20, cut {cut:g}",
             RecallSpec("hybrid", min_similarity=cut, hybrid_mode="rrf", lexical_features=True),
         ),

@@ -32,13 +32,19 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+RecallMethod = Literal["embedding", "bm25", "hybrid"]
+HybridMode = Literal["weighted", "rrf"]
+
+
 class RecallConfig(Strict):
-    method: Literal["embedding", "bm25", "hybrid"] = "embedding"
+    # Unwritten, the backend's default (``rag_recall``): hybrid by reciprocal rank fusion where
+    # the backend ranks both ways (the platform's own collections), embedding elsewhere.
+    method: RecallMethod = "embedding"
     # Unwritten, the reader's default at fetch time (``rag_recall``, ``memory_recall``): thresholds
     # are specific to the embedding model, so a route that writes none follows its embedder.
     top_k: int | None = Field(default=None, ge=1, le=500)
     min_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
-    hybrid_mode: Literal["weighted", "rrf"] = "weighted"
+    hybrid_mode: HybridMode = "weighted"
 
 
 class JudgeConfig(Strict):
@@ -119,15 +125,29 @@ class AppliedRecall:
     embedder: Embedder | None = None  # the embedder whose cosines the threshold is on
     # The EmbedderDefaults fields (min_similarity's, top_k's) an "embedder" value is read from.
     defaults_fields: tuple[str, str | None] = ("rag_min_similarity", None)
+    # The recall method and, for hybrid, its fusion: written, or the backend's default.
+    method: RecallMethod = "embedding"
+    hybrid_mode: HybridMode = "weighted"
+    # None: a recall whose method is not the backend's choice (a memory source's says its own).
+    method_from: RecallOrigin | None = None
 
     def on(self, recall: RecallConfig) -> RecallConfig:
         """``recall`` with the applied values written in (what the backends read)."""
-        return recall.model_copy(
-            update={"top_k": self.top_k, "min_similarity": self.min_similarity}
-        )
+        update: dict[str, Any] = {"top_k": self.top_k, "min_similarity": self.min_similarity}
+        if self.method_from is not None:
+            update |= {"method": self.method, "hybrid_mode": self.hybrid_mode}
+        return recall.model_copy(update=update)
 
     def notes(self) -> dict[str, Any]:
-        notes: dict[str, Any] = {
+        notes: dict[str, Any] = (
+            {}
+            if self.method_from is None
+            else {
+                "method": self.method if self.method != "hybrid" else f"hybrid {self.hybrid_mode}",
+                "method_from": self.method_from,
+            }
+        )
+        notes |= {
             "min_similarity": self.min_similarity,
             "min_similarity_from": self.min_similarity_from,
             "top_k": self.top_k,
@@ -149,11 +169,15 @@ class AppliedRecall:
         return notes
 
 
-def rag_recall(recall: RecallConfig, embedder: Embedder | None) -> AppliedRecall:
+def rag_recall(
+    recall: RecallConfig, embedder: Embedder | None, *, ranks_both_ways: bool = False
+) -> AppliedRecall:
     """A rag recall's values: written ones win; else ``top_k`` 20 and the embedder's
     ``rag_min_similarity``. ``embedder`` is the one whose vectors the backend's scores are cosines
     of; None for a backend that scores with its own service's model (external_api, mcp, openai),
-    which gets the platform's generic threshold."""
+    which gets the platform's generic threshold. An unwritten method is hybrid by reciprocal rank
+    fusion on a backend that ``ranks_both_ways`` (dense and BM25 over the same chunks): fused, the
+    two rankings beat either alone (the retrieval bench measures each); else embedding."""
     threshold_from: RecallOrigin
     if recall.min_similarity is not None:
         threshold, threshold_from = recall.min_similarity, "route"
@@ -161,12 +185,21 @@ def rag_recall(recall: RecallConfig, embedder: Embedder | None) -> AppliedRecall
         threshold, threshold_from = embedder.defaults.rag_min_similarity, "embedder"
     else:
         threshold, threshold_from = FALLBACK_RAG_MIN_SIMILARITY, "platform"
+    method, hybrid_mode = recall.method, recall.hybrid_mode
+    method_from: RecallOrigin = "route"
+    if "method" not in recall.model_fields_set and ranks_both_ways:
+        method, method_from = "hybrid", "platform"
+        if "hybrid_mode" not in recall.model_fields_set:
+            hybrid_mode = "rrf"
     return AppliedRecall(
         top_k=recall.top_k if recall.top_k is not None else RAG_TOP_K,
         top_k_from="route" if recall.top_k is not None else "platform",
         min_similarity=threshold,
         min_similarity_from=threshold_from,
         embedder=embedder,
+        method=method,
+        hybrid_mode=hybrid_mode,
+        method_from=method_from,
     )
 
 
@@ -348,18 +381,21 @@ async def judge_and_keep(
         decision.judge_score = score
     fused = judge.order == "fused" and ranked_recall
     ranked = held_first(fused_order(candidates), judge) if fused else judge_order(candidates)
-    kept = 0
+    # ``top_k`` counts documents: a further chunk of a document already kept is kept with it
+    # (more of the same answer) without taking the place of another document.
+    documents: set[tuple[str, str]] = set()
     for decision in ranked:
         score = decision.judge_score or 0.0
         held = fused and recall_holds(decision.recall_rank, score, judge)
+        document = (decision.hit.collection, decision.hit.document_id)
         if score < judge.min_score and not held:
             decision.reason = "below_min_score"
-        elif kept >= judge.top_k:
+        elif document not in documents and len(documents) >= judge.top_k:
             decision.reason = "beyond_top_k"
         else:
             decision.kept = True
             decision.reason = "kept" if score >= judge.min_score else "kept_recall_rank"
-            kept += 1
+            documents.add(document)
     order = {id(d): i for i, d in enumerate(ranked)}
     decisions.sort(key=lambda d: (not d.kept, order.get(id(d), len(order) + d.recall_rank)))
     calibration = None

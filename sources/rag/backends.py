@@ -89,6 +89,9 @@ class RagBackend(ABC):
     # an unwritten min_similarity is the embedder's default; the others score with their own
     # service's model and get the platform's generic one.
     platform_embedder: bool = False
+    # It ranks the same chunks by embedding and by BM25 (the platform's own collections), so an
+    # unwritten recall method fuses both.
+    ranks_both_ways: bool = False
     applied: AppliedRecall | None = None  # what the recall ran with, once ``resolved``
 
     def resolved(self, request: RetrievalRequest) -> RetrievalRequest:
@@ -96,9 +99,10 @@ class RagBackend(ABC):
         if request.recall is None:
             return request
         # bm25 embeds no query and cuts at no similarity: no embedder to ask
-        ours = self.platform_embedder and request.recall.method != "bm25"
+        written = request.recall.method if "method" in request.recall.model_fields_set else None
+        ours = self.platform_embedder and written != "bm25"
         embedder = get_embedder() if ours else None
-        self.applied = rag_recall(request.recall, embedder)
+        self.applied = rag_recall(request.recall, embedder, ranks_both_ways=self.ranks_both_ways)
         return replace(request, recall=self.applied.on(request.recall))
 
     @abstractmethod
@@ -125,6 +129,7 @@ class VectorstoreBackend(RagBackend):
 
     name = "vectorstore"
     platform_embedder = True
+    ranks_both_ways = True
 
     def __init__(self, config: VectorstoreConfig):
         self.config = config
