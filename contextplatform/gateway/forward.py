@@ -183,6 +183,8 @@ def connection_failure(error: BaseException) -> str:
     'name' ..."): the kind of failure, never the URL or the client library's message."""
     if isinstance(error, OutboundBlocked):
         return f"is refused by the tenant's outbound allow-list ({error})"
+    if isinstance(error, OutboundError):  # the guard's own words: the host, never the URL
+        return f"could not be reached: {error}"
     if isinstance(error, aiohttp.ClientConnectorDNSError):
         return "could not be reached: its host name does not resolve"
     if isinstance(error, aiohttp.ClientConnectorCertificateError):

@@ -190,7 +190,11 @@ def plain_path_values(parameters: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def cases() -> Iterator[Case]:
+    """Every REST API operation of the schema; the gateway's (``/v1/``) answer in the providers'
+    shapes and are driven below, against routes that reach a loopback model."""
     for template, operations in SCHEMA["paths"].items():
+        if not template.startswith("/api/"):
+            continue
         for method, operation in operations.items():
             method = method.upper()
             parameters = operation.get("parameters", [])

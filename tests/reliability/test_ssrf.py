@@ -39,7 +39,13 @@ from tests.ssrf_targets import INTERNAL, Target
 QUESTION = "where is my refund?"
 # What the guard says when it refuses a destination, or the URL parser under the client when it
 # cannot even read one (an IPv4 address in octal parts: nothing is sent).
-REFUSALS = ("refused", "cannot resolve", "not a valid url", "invalid ipv4 address")
+REFUSALS = (
+    "refused",
+    "cannot resolve",
+    "does not resolve",
+    "not a valid url",
+    "invalid ipv4 address",
+)
 
 
 @dataclass(frozen=True)

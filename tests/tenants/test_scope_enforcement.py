@@ -86,6 +86,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     # Searching only reads, although the query travels in a POST body.
     "api/v1/users/<str:user>/memories/search": {"POST": MEMORY_READ},
     "api/v1/users/<str:user>/memories/export": {"GET": MEMORY_READ},
+    "api/v1/users/<str:user>/memories/import": {"POST": MEMORY_WRITE},
     "api/v1/users/<str:user>/memories/<int:memory_id>": {
         "GET": MEMORY_READ,
         "PATCH": MEMORY_WRITE,

@@ -275,7 +275,11 @@ def test_a_block_naming_no_deployment_asks_the_routes_deployment(
     record = replay_of(acme_api, report["id"])
     assert source_named(record)["notes"]["judge"] == "deployment:gpt-up"
     rows = sources_rows(auditor, report["id"])
-    assert rows["docs"]["judge"] == "deployment:gpt-up"
+    # the judge's cost beside its name: its calls and tokens (no price on the deployment)
+    assert re.fullmatch(
+        r"deployment:gpt-up; 1 call, [1-9]\d* in / [1-9]\d* out tokens, cost unknown",
+        rows["docs"]["judge"],
+    ), rows["docs"]["judge"]
     assert "deployment:gpt-up" not in rows["docs"]["notes"]  # shown once, in its own column
 
     preview = acme_api.post("/api/v1/plugins/context/preview", {"route": "r", "query": QUESTION})
@@ -410,7 +414,9 @@ def test_a_failing_default_judge_follows_on_error(
     assert "HTTP 500" in notes["judge_error"] and "overloaded" in notes["judge_error"]
     assert kept_ids(source) == recall_order(source)[:2]
     row = sources_rows(auditor, report["id"])["docs"]
-    assert row["judge"] == "deployment:gpt-up (fell back to recall order)"
+    assert row["judge"].startswith("deployment:gpt-up (fell back to recall order); 1 call"), row[
+        "judge"
+    ]
 
     blocked = source_named(resolve(acme_api, "blocking", QUESTION))
     assert blocked["status"] == "failed"
