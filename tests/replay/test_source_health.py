@@ -3,18 +3,23 @@ PostgreSQL: the window against the baseline, and the alerts as traffic raises th
 
 from __future__ import annotations
 
+import threading
+import uuid
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
+from django_tenants.utils import schema_context
 from prometheus_client import REGISTRY
 
 from contextplatform.replay.models import ReplayRecord
 from contextplatform.replay.source_health.compute import window_start
+from contextplatform.replay.source_health.models import SourceHealthMinute, SourceHealthStreak
 from contextplatform.replay.source_health.retention import prune_source_health
-from contextplatform.replay.writer import write_now
+from contextplatform.replay.writer import REPLAY_WRITER, write_now
 from tests.conftest import ApiClient, TenantFixture
 from tests.resolve import source_kinds_for_tests  # noqa: F401  (registers test_sleep)
 from tests.resolve.api.test_resolve import RULES, make_route, resolved
@@ -119,7 +124,7 @@ def record(
     status, ms, kept = outcomes[0]
     created = timezone.now() - timedelta(minutes=at_minutes_ago)
     return ReplayRecord(
-        id=f"rsv_t{created.timestamp():.6f}{status}{ms}",
+        id=f"rsv_t{uuid.uuid4().hex[:24]}",
         route=route,
         status="ok",
         format="openai",
@@ -193,9 +198,59 @@ def test_tenants_see_only_their_own_sources(acme_api: ApiClient, globex_api: Api
     )
     resolved(acme_api, "private")
     assert [r["source"] for r in health(acme_api, "private")] == ["rules", "secret"]
-    assert health(globex_api) == []
+    # (globex may hold rows other tests' live servers committed: none of them is acme's route)
+    assert "private" not in {r["route"] for r in health(globex_api)}
     assert health(globex_api, "private") == []
 
 
 def test_needs_replay_read(anonymous_api: ApiClient) -> None:
     assert anonymous_api.get("/api/v1/sources/health").status_code == 401
+
+
+def delete_committed(schema: str, route: str) -> None:
+    """On a connection of its own: the background writer committed past the test's transaction."""
+
+    def delete() -> None:
+        try:
+            with schema_context(schema):
+                ReplayRecord.objects.filter(route=route).delete()
+                SourceHealthMinute.objects.filter(route=route).delete()
+                SourceHealthStreak.objects.filter(route=route).delete()
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=delete)
+    worker.start()
+    worker.join()
+
+
+def test_the_background_writer_counts_its_batches_in_order(
+    acme_api: ApiClient, acme: TenantFixture, settings: Any
+) -> None:
+    settings.REPLAY_WRITES = "background"
+    route = f"batched-{uuid.uuid4().hex[:8]}"
+    try:
+        # Hits, then empties after them (in one batch or several, as the writer takes them).
+        first = [record(0.5 - i * 0.01, [("ok", 5.0, 1)], route=route) for i in range(3)]
+        first += [record(0.2 - i * 0.01, [("empty", 5.0, 0)], route=route) for i in range(2)]
+        for one_record in first:
+            REPLAY_WRITER.submit(acme.schema, one_record)
+        assert REPLAY_WRITER.flush(acme.schema)
+        REPLAY_WRITER.submit(acme.schema, record(0.0, [("empty", 5.0, 0)], route=route))
+        assert REPLAY_WRITER.flush(acme.schema)
+        row = one(acme_api, route, "docs")
+        assert row["requests"] == 6 and row["ok_rate"] == 0.5
+        assert row["empty_streak"] == 3
+    finally:
+        delete_committed(acme.schema, route)
+
+
+def test_a_batch_is_counted_in_time_order_whatever_order_it_arrived_in() -> None:
+    from contextplatform.replay.source_health.aggregate import tally
+
+    records = [record(0.5 - i * 0.01, [("ok", 5.0, 1)], route="r") for i in range(3)]
+    records += [record(0.2 - i * 0.01, [("empty", 5.0, 0)], route="r") for i in range(2)]
+    records.append(record(0.1, [("failed", 5.0, 0)], route="r"))  # neither extends nor ends it
+    _, streaks = tally(reversed(records))
+    assert streaks[("r", "docs")].empties == 2
+    assert streaks[("r", "docs")].last_hit_at == records[2].created_at

@@ -1,6 +1,8 @@
 """Written with each batch of replay records, in the same transaction: each source's outcomes
 added to its minute's counts, and its run of empty answers moved on.
 
+A batch's records are taken in time order; batches of several processes interleave as they
+commit, which can misplace a record or two in a run at its edges (the alert needs dozens).
 One upsert per table and batch, rows in a fixed order (so that two processes writing the same
 minutes wait for each other instead of deadlocking). Records replayed from a dead process's
 spool are not counted (their insert cannot tell which were already there).
