@@ -18,7 +18,10 @@ from prometheus_client import REGISTRY
 from contextplatform.replay.models import ReplayRecord
 from contextplatform.replay.source_health.compute import window_start
 from contextplatform.replay.source_health.models import SourceHealthMinute, SourceHealthStreak
-from contextplatform.replay.source_health.retention import prune_source_health
+from contextplatform.replay.source_health.retention import (
+    prune_source_health,
+    prune_source_health_task,
+)
 from contextplatform.replay.writer import REPLAY_WRITER, write_now
 from tests.conftest import ApiClient, TenantFixture
 from tests.resolve import source_kinds_for_tests  # noqa: F401  (registers test_sleep)
@@ -174,6 +177,8 @@ def test_window_and_baseline_on_a_known_sequence(acme_api: ApiClient, acme: Tena
     # Pruning keeps the baseline's week and drops what is older.
     assert prune_source_health()["minutes"] == 1
     assert one(acme_api, "known", "docs")["baseline"]["requests"] == 10
+    # The hourly task does it in every tenant's schema (nothing left to prune now).
+    assert prune_source_health_task()["acme"]["minutes"] == 0
 
 
 def test_a_slow_source_against_its_baseline(acme_api: ApiClient, acme: TenantFixture) -> None:
