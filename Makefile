@@ -19,7 +19,7 @@ CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends
 
-.PHONY: install browser run cluster test reliability lint format bench clean
+.PHONY: install browser promtool run cluster test reliability lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,13 @@ browser:
 	@test -x $(CHROMIUM) || $(APT_INSTALL) chromium || \
 		{ $(SUDO) apt-get update -q && $(APT_INSTALL) chromium; }
 	@test -x $(CHROMIUM) || { echo "$(CHROMIUM) is missing after apt-get install chromium" >&2; exit 1; }
+
+# promtool checks and unit-tests deploy/prometheus/'s alerting rules (tests/test_prometheus_rules.py).
+PROMTOOL := /usr/bin/promtool
+promtool:
+	@test -x $(PROMTOOL) || $(APT_INSTALL) prometheus || \
+		{ $(SUDO) apt-get update -q && $(APT_INSTALL) prometheus; }
+	@test -x $(PROMTOOL) || { echo "$(PROMTOOL) is missing after apt-get install prometheus" >&2; exit 1; }
 
 # Without OPENAI_API_KEY or ANTHROPIC_API_KEY the demo deployment is the local stand-in model
 # (STANDIN_PORT, default 8001): started here in the background, it exits when its parent, this
@@ -60,7 +67,7 @@ run: install
 cluster: install
 	exec $(PY) -m scripts.cluster --port $(PORT)
 
-test: install browser
+test: install browser promtool
 	$(PY) -m pytest
 
 # Faults played against the cluster shape (tests/reliability/test_faults.py: a Celery worker, Redis,

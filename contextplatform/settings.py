@@ -398,6 +398,12 @@ GATEWAY_KEEPALIVE_SECONDS = float(os.environ.get("GATEWAY_KEEPALIVE_SECONDS", "1
 # Knowledge base limits.
 KNOWLEDGE_MAX_DOCUMENT_CHARS = env_int("KNOWLEDGE_MAX_DOCUMENT_CHARS", 1_000_000)
 
+# Each source's health (GET /api/v1/sources/health, /metrics, docs/configuration.md "Source
+# health"): its minutes' counts kept this many days; the alerts' thresholds, any of them overridden
+# here (contextplatform/replay/source_health/rules.py: Thresholds).
+SOURCE_HEALTH_KEEP_DAYS = 8
+SOURCE_HEALTH_RULES: dict[str, float] = {}
+
 # Periodic tasks (celery beat): expired recovery originals are purged every 10 minutes; memory
 # retention (expiry, each tenant's maximum age and maximum per user) runs daily.
 # A handed-back turn still pending this long after its hand-back lost its send (the broker was
@@ -406,6 +412,8 @@ MEMORY_RESEND_AFTER_S = env_int("MEMORY_RESEND_AFTER_S", 180)
 CELERY_BEAT_SCHEDULE = {
     "purge-expired-recovery": {"task": "compression.purge_expired_recovery", "schedule": 600.0},
     "memory-retention": {"task": "memory.apply_retention", "schedule": 86400.0},
+    # Source health's minutes past the baseline's week (and a day) deleted, hourly.
+    "source-health-prune": {"task": "replay.prune_source_health", "schedule": 3600.0},
     # Handed-back turns whose write could not be sent (the broker down) are sent again.
     "memory-resend-stranded": {
         "task": "memory.resend_stranded_turns",

@@ -5,6 +5,7 @@ from django.urls import path
 from compression import views as compression
 from contextplatform.deployments import views as deployments
 from contextplatform.replay import api as replay
+from contextplatform.replay import source_health_api
 from contextplatform.resolve.api import compression as compression_views
 from contextplatform.resolve.api import prewarm, resolve
 from contextplatform.routes import api as routes
@@ -70,6 +71,7 @@ urlpatterns = [
     path("mcp-servers", mcp.McpServerListView.as_view(), name="mcp-servers"),
     path("mcp-servers/<str:name>", mcp.McpServerDetailView.as_view(), name="mcp-server"),
     path("replay", replay.ReplayListView.as_view(), name="replay-list"),
+    path("sources/health", source_health_api.SourceHealthView.as_view(), name="source-health"),
     path("replay/<str:record_id>", replay.ReplayDetailView.as_view(), name="replay-detail"),
     path("users/<str:user>/profile", sources.UserProfileView.as_view(), name="user-profile"),
     path(

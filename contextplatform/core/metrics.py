@@ -1,5 +1,6 @@
 """The platform's Prometheus metrics. Labels are configuration names only (route, source, type,
-stage, feature) and closed sets of outcomes: never user ids, session ids or request ids.
+stage, feature, and the tenant's schema on the source health gauges) and closed sets of outcomes:
+never user ids, session ids or request ids.
 
 Several worker processes: set ``PROMETHEUS_MULTIPROC_DIR`` (an empty directory, emptied at every
 start) before the workers start; prometheus_client then writes each process's values to files
@@ -103,6 +104,48 @@ LIVE_CONNECTIONS = Gauge(
     "Open /ws/metrics/ connections.",
     multiprocess_mode="livesum",
 )
+
+# Each source's health per route (contextplatform/replay/source_health/): set when the source's
+# replay records are written and when its health is read, so every process holds the value it saw
+# last and the exposition keeps the newest (``mostrecent``). The tenant's schema is a label here:
+# route names repeat across tenants and the alert is a tenant's.
+SOURCE_HEALTH_ALERTS = ("stopped_returning_hits", "failing", "slow")
+SOURCE_HEALTH_ALERT = Gauge(
+    "context_source_health_alert",
+    "1 while a route's source raises the alert (stopped_returning_hits, failing, slow), else 0.",
+    ["tenant", "route", "source", "alert"],
+    multiprocess_mode="mostrecent",
+)
+SOURCE_HEALTH_RATE = Gauge(
+    "context_source_health_rate",
+    "A route's source's share of outcomes over the last hour (outcome: ok, empty, failed, "
+    "timeout).",
+    ["tenant", "route", "source", "outcome"],
+    multiprocess_mode="mostrecent",
+)
+SOURCE_HEALTH_REQUESTS = Gauge(
+    "context_source_health_requests",
+    "A route's source's requests over the last hour.",
+    ["tenant", "route", "source"],
+    multiprocess_mode="mostrecent",
+)
+
+
+def set_source_health(
+    tenant: str,
+    route: str,
+    source: str,
+    *,
+    alert: str | None,
+    requests: int,
+    rates: dict[str, float | None],
+) -> None:
+    for name in SOURCE_HEALTH_ALERTS:
+        SOURCE_HEALTH_ALERT.labels(tenant, route, source, name).set(1 if alert == name else 0)
+    SOURCE_HEALTH_REQUESTS.labels(tenant, route, source).set(requests)
+    for outcome, rate in rates.items():
+        SOURCE_HEALTH_RATE.labels(tenant, route, source, outcome).set(rate or 0.0)
+
 
 JUDGE_FEATURES = frozenset({"rag", "memory", "compress"})
 

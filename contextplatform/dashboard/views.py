@@ -5,14 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.http import HttpRequest
+from django.http import HttpRequest, JsonResponse
 from django.template.response import TemplateResponse
 
 from contextplatform.replay.selectors import latest_replay_records
+from contextplatform.replay.source_health_selectors import sources_health
 from contextplatform.replay.writer import flush_current_tenant
 from contextplatform.resolve.live_events import recorded_source_events
 
 SOCKET_PATH = "/ws/metrics/"  # contextplatform.live.websocket_urlpatterns
+HEALTH_PATH = "/admin/live/health.json"  # contextplatform.urls
 # How many of the latest resolves the page starts with, so that it is not empty until traffic
 # arrives; the stream adds to them from there.
 HISTORY_RESOLVES = 30
@@ -33,9 +35,23 @@ def live_dashboard(request: HttpRequest) -> TemplateResponse:
         "socket_path": SOCKET_PATH,
         "history": recent_source_events(),
         "history_resolves": HISTORY_RESOLVES,
+        "health": health_rows(),
+        "health_path": HEALTH_PATH,
     }
     return TemplateResponse(request, "dashboard/live.html", context)
 
 
+def health_rows() -> list[dict[str, Any]]:
+    """Each source's health per route (``GET /api/v1/sources/health``'s rows): the page marks
+    the sources that raise an alert."""
+    return [health.as_dict() for health in sources_health()]
+
+
+def live_health(request: HttpRequest) -> JsonResponse:
+    """The same rows again, for the page to refresh its alerts while it stays open."""
+    return JsonResponse({"data": health_rows()})
+
+
 # Any active staff user of the tenant (the admin's login page otherwise); never cached.
 live_dashboard_view = admin.site.admin_view(live_dashboard)
+live_health_view = admin.site.admin_view(live_health)

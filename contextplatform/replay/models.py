@@ -43,3 +43,12 @@ class ReplayRecord(models.Model):
 
     def __str__(self) -> str:
         return self.id
+
+
+# The counts behind each source's health (``contextplatform/replay/source_health/``).
+from contextplatform.replay.source_health.models import (  # noqa: E402
+    SourceHealthMinute,
+    SourceHealthStreak,
+)
+
+__all__ = ["ReplayRecord", "SourceHealthMinute", "SourceHealthStreak"]

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from functools import partial
 
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connection, transaction
 from django_tenants.utils import schema_context
 
 from contextplatform.core import metrics
@@ -36,6 +36,8 @@ from contextplatform.core.batches import take_batch
 from contextplatform.core.bulk_copy import copy_instances
 from contextplatform.deployments.services import CalibrationStep, calibrate_deployments
 from contextplatform.replay.models import ReplayRecord
+from contextplatform.replay.source_health import gauges as health_gauges
+from contextplatform.replay.source_health.aggregate import record_outcomes
 from contextplatform.replay.spool import ReplaySpool, Segment, recover_dead_spools
 
 logger = logging.getLogger("contextplatform.replay")
@@ -227,7 +229,10 @@ class ReplayWriter:
 
 def write_now(schema: str, record: ReplayRecord, after: AfterWrite | None = None) -> None:
     with schema_context(schema):
-        record.save(force_insert=True)
+        with transaction.atomic():
+            record.save(force_insert=True)
+            touched = record_outcomes([record])
+        health_gauges.refresh(touched)
     if after is not None:
         run_after(schema, [after])
 
@@ -262,7 +267,11 @@ def write_records(schema: str, records: list[ReplayRecord]) -> set[str]:
     close_old_connections()
     try:
         with schema_context(schema):
-            copy_instances(ReplayRecord, records)
+            # The sources' health counts move with the records, or not at all.
+            with transaction.atomic():
+                copy_instances(ReplayRecord, records)
+                touched = record_outcomes(records)
+            health_gauges.refresh(touched)
     except Exception:
         logger.warning("replay batch failed; writing its records one by one", exc_info=True)
         connection.close()  # a broken connection is replaced on next use

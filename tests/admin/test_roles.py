@@ -92,7 +92,8 @@ CUSTOM_VIEWS: dict[str, str] = {
 }
 
 # Views of the tenant host's admin outside the ModelAdmins (by URL name): "staff" = any staff user.
-SITE_VIEWS: dict[str, str] = {"live-dashboard": "staff"}
+# The live page's health rows show what the page itself shows: its sources' outcomes.
+SITE_VIEWS: dict[str, str] = {"live-dashboard": "staff", "live-health": "staff"}
 
 # Fields an add form needs that the change form of the sample does not show.
 ADD_FORM_EXTRAS: dict[str, dict[str, str]] = {

@@ -40,7 +40,21 @@ OUR_METRICS = (
     "llm_memory_retrieval",
     "context_live",
 )
-ALLOWED_LABELS = {"route", "source", "type", "status", "stage", "feature", "backend", "le"}
+# The source health gauges add the tenant's schema (route names repeat across tenants), the alert
+# and the outcome (closed sets).
+ALLOWED_LABELS = {
+    "route",
+    "source",
+    "type",
+    "status",
+    "stage",
+    "feature",
+    "backend",
+    "le",
+    "tenant",
+    "alert",
+    "outcome",
+}
 
 
 def value(name: str, **labels: str) -> float:

@@ -305,6 +305,10 @@ PROBES: dict[str, dict[str, Probe]] = {
         "GET?": Probe(OWN, query=lambda o: {"route": o.route, "user": o.user}),
     },
     "api/v1/replay/<str:record_id>": {"GET": Probe(ABSENT, lambda o: {"record_id": o.record})},
+    "api/v1/sources/health": {
+        "GET": Probe(OWN),
+        "GET?": Probe(OWN, query=lambda o: {"route": o.route}),
+    },
     "api/v1/users/<str:user>/profile": {
         "GET": Probe(ABSENT, user_param),
         "PUT": Probe(OWN, user_param, lambda o: {"attributes": {"plan": "hijacked"}}),

@@ -76,6 +76,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     "api/v1/mcp-servers/<str:name>": {"GET": ROUTE_READ, "PUT": ROUTE_WRITE, "DELETE": ROUTE_WRITE},
     "api/v1/replay": {"GET": "replay.read"},
     "api/v1/replay/<str:record_id>": {"GET": "replay.read"},
+    "api/v1/sources/health": {"GET": "replay.read"},
     # A user's profile and sessions are read and written with the memory scopes.
     "api/v1/users/<str:user>/profile": {"GET": MEMORY_READ, "PUT": MEMORY_WRITE},
     "api/v1/users/<str:user>/memories": {

@@ -4,6 +4,9 @@
 // The page starts with the latest resolves from the replay records (#live-history, the same shape
 // with "history": true), so that it is not empty until traffic arrives.
 // The socket authenticates with this page's admin session (same host, same origin).
+// Each source's health per route (#live-health at load, then data-health-path every
+// HEALTH_REFRESH_MS and shortly after new events: GET /api/v1/sources/health's rows) marks the
+// sources that raise an alert (stopped_returning_hits, failing, slow) in the sources table.
 "use strict";
 
 (() => {
@@ -20,6 +23,9 @@
   const SVG_NS = "http://www.w3.org/2000/svg";
   const CHART = { width: 800, height: 260, left: 64, right: 16, top: 12, bottom: 44 };
   const SLIDE_MS = 5000;  // the window follows the clock even while no traffic arrives
+  const HEALTH_REFRESH_MS = 15000;
+  const HEALTH_AFTER_EVENTS_MS = 2000;  // events arrive in bursts: one read after each burst
+  const ALERT_WORDS = { stopped_returning_hits: "stopped returning hits", failing: "failing", slow: "slow" };
 
   function colorOf(index) {
     if (index < PALETTE.length) return PALETTE[index];
@@ -44,7 +50,10 @@
   // "route/source" -> {route, name, type, color, events, failures, items, kept, lastMs, lastError,
   //                   points: [{at, ms, failed}]}: one source of one route (names repeat across routes)
   const sources = new Map();
+  // "route/source" -> a row of GET /api/v1/sources/health
+  const health = new Map();
   let renderQueued = false;
+  let healthQueued = false;
 
   function cell(tag, text, className) {
     const node = document.createElement(tag);
@@ -95,11 +104,31 @@
     while (tbody.rows.length > MAX_EVENT_ROWS) tbody.deleteRow(-1);
   }
 
+  function healthCell(source) {
+    const state = health.get(`${source.route}/${source.name}`);
+    const td = cell("td", "", "live-health");
+    if (!state) return td;
+    if (state.alert) {
+      const badge = cell("span", ALERT_WORDS[state.alert] || state.alert, "live-alert");
+      badge.dataset.alert = state.alert;
+      badge.title = `last hour: ${state.requests} requests, ok ${state.ok_rate}, empty ${state.empty_rate}, failed ${state.failed_rate}, timeout ${state.timeout_rate}`;
+      td.append(badge);
+    } else {
+      td.append(cell("span", "healthy", "live-healthy"));
+    }
+    return td;
+  }
+
   function renderSources(tbody) {
     const rows = [...sources.values()].map((source) => {
       const row = document.createElement("tr");
       row.dataset.source = source.name;
       row.dataset.route = source.route;
+      const alert = health.get(`${source.route}/${source.name}`)?.alert;
+      if (alert) {
+        row.dataset.alert = alert;
+        row.className = "live-alerting";
+      }
       row.append(
         cell("td", source.route, "live-route"),
         cell("th", source.name),
@@ -110,6 +139,7 @@
         cell("td", source.kept, "live-kept"),
         cell("td", source.lastMs),
         cell("td", source.lastError, "live-error"),
+        healthCell(source),
       );
       return row;
     });
@@ -198,6 +228,31 @@
     });
   }
 
+  function takeHealth(rows) {
+    health.clear();
+    for (const row of rows) health.set(`${row.route}/${row.source}`, row);
+  }
+
+  async function refreshHealth(root) {
+    try {
+      const response = await fetch(root.dataset.healthPath, { credentials: "same-origin" });
+      if (!response.ok) return;
+      takeHealth((await response.json()).data || []);
+      scheduleRender(root);
+    } catch (error) {
+      // the next refresh tries again
+    }
+  }
+
+  function healthSoon(root) {
+    if (healthQueued) return;
+    healthQueued = true;
+    setTimeout(() => {
+      healthQueued = false;
+      refreshHealth(root);
+    }, HEALTH_AFTER_EVENTS_MS);
+  }
+
   function setStatus(state) {
     const status = document.getElementById("live-status");
     status.dataset.state = state;
@@ -216,6 +271,7 @@
       record(event);
       addEventRow(root.querySelector("#live-events tbody"), event);
       scheduleRender(root);
+      healthSoon(root);
     };
     socket.onclose = (closed) => {
       // Refused (4401: not signed in any more, 4403: no permission): retrying cannot help, so
@@ -234,6 +290,7 @@
     if (!root) return;
     const history = JSON.parse(document.getElementById("live-history")?.textContent || "[]");
     const events = root.querySelector("#live-events tbody");
+    takeHealth(JSON.parse(document.getElementById("live-health")?.textContent || "[]"));
     for (const event of history) {
       record(event);
       addEventRow(events, event);
@@ -242,6 +299,7 @@
     if (history.length) scheduleRender(root);
     document.getElementById("live-window")?.addEventListener("change", () => scheduleRender(root));
     setInterval(() => renderChart(root.querySelector("#live-latency")), SLIDE_MS);
+    setInterval(() => refreshHealth(root), HEALTH_REFRESH_MS);
     connect(root, 1000);
   });
 })();
