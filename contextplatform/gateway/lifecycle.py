@@ -409,11 +409,15 @@ class ChatCall:
                 await asyncio.shield(in_background(after_stream(current, whole)))
 
         async def after_stream(current: UpstreamResponse, whole: bool) -> None:
-            await current.aclose()  # closing the response ends the upstream's call
-            usage = loop.provider_usage() if loop is not None else None
-            if held is not None:  # settle: what was generated until the stream ended is spent
-                await held.settle_stream(transcript, usage)
-            answer = transcript.response() if whole or transcript.finished else None
+            try:
+                await current.aclose()  # closing the response ends the upstream's call
+                usage = loop.provider_usage() if loop is not None else None
+                if held is not None:  # settle: what was generated until the stream ended is spent
+                    await held.settle_stream(transcript, usage)
+                answer = transcript.response() if whole or transcript.finished else None
+            except BaseException as error:  # the model call's span ends however this does
+                tracing.end(span, error)
+                raise
             spent = usage or transcript.provider_usage
             tracing.model_answered(
                 span,
