@@ -23,6 +23,7 @@ from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.http import HttpResponseBase
 from django.urls import set_script_prefix
 
+from contextplatform.core import tracing
 from contextplatform.core.request_thread import on_request_thread, serving_on
 
 IDLE_REQUEST_THREADS = 64  # kept for the next requests; beyond that a finished one is shut down
@@ -139,7 +140,8 @@ async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """The ASGI lifespan protocol: at startup, the replay spools of processes that ended without
     writing them are replayed (in a thread of their own; Django connects on the first request);
     at shutdown, once the requests in flight are answered, the replay records this
-    process accepted are written before the shutdown completes.
+    process accepted are written before the shutdown completes, and the spans still queued for
+    export are sent.
 
     A worker stopped by SIGTERM does not get to run ``atexit`` hooks: once the application has
     shut down, uvicorn raises the signal it caught again, under the default handler that
@@ -152,6 +154,7 @@ async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await asyncio.to_thread(REPLAY_WRITER.close)
+            await asyncio.to_thread(tracing.shutdown)  # the spans still queued, exported
             await send({"type": "lifespan.shutdown.complete"})
             return
 

@@ -20,7 +20,8 @@ hanging source's work after its deadline (``BENCH_ONLY=hanging``); (13) the soak
 shape of ``make cluster`` under a fixed rate of mixed work for ten minutes
 (``scripts/bench_soak.py``; ``BENCH_ONLY=soak``); the replay spool's cost in resolves/s and the
 replay records a worker SIGKILLed under load loses, before the spool and now
-(``scripts/bench_faults.py``; ``BENCH_ONLY=faults``).
+(``scripts/bench_faults.py``; ``BENCH_ONLY=faults``); a resolve with OpenTelemetry export on and off
+(``scripts/bench_tracing.py``; ``BENCH_ONLY=tracing``).
 The vector backends (``milvus`` on Milvus Lite, ``qdrant`` in local mode) beside ``vectorstore``
 over the retrieval section's 100,000 chunks run right after it (``scripts/bench_backends.py``;
 ``BENCH_ONLY=backends`` runs it alone).
@@ -96,6 +97,7 @@ from scripts.bench_setup import (
 )
 from scripts.bench_soak import run_soak
 from scripts.bench_stats import Summary, summarize
+from scripts.bench_tracing import run_tracing
 from scripts.bench_wrk import run_http_path
 from scripts.report import (
     BenchResults,
@@ -118,6 +120,7 @@ from scripts.report_prewarm import print_prewarm, write_prewarm
 from scripts.report_profile import print_profile, write_profile
 from scripts.report_retrieval import print_retrieval, write_retrieval
 from scripts.report_soak import print_soak, write_soak
+from scripts.report_tracing import print_tracing, write_tracing
 from scripts.report_wrk import print_http_path, write_http_path
 
 DEMO_TENANT = "demo"
@@ -300,6 +303,7 @@ SECTIONS = {
     "request_profile": Section(run_profile, write_profile, print_profile),
     "hanging": Section(run_hanging, write_hanging, print_hanging),
     "faults": Section(run_faults, write_faults, print_faults),
+    "tracing": Section(run_tracing, write_tracing, print_tracing),
     # The cluster shape brings its own PostgreSQL and Redis: not the bench's database.
     "soak": Section(run_soak, write_soak, print_soak, database=False),
 }

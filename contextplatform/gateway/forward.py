@@ -15,6 +15,7 @@ from typing import Any, TypedDict, Unpack
 
 import aiohttp
 from django.conf import settings
+from opentelemetry.trace import SpanKind
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -23,7 +24,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from contextplatform.core import safe_json
+from contextplatform.core import safe_json, tracing
 from contextplatform.core.loop_clients import LoopClients
 from contextplatform.core.outbound import bounded
 from contextplatform.core.outbound.aiohttp_client import (
@@ -36,6 +37,7 @@ from contextplatform.core.outbound.urls import display_url
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.gateway.protocol import GatewayError, upstream_error, upstream_timeout
 from contextplatform.protocols.registry import protocol_for
+from contextplatform.protocols.usage import usage_from_response
 
 DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_STREAM_BYTES = 64 * 1024 * 1024
@@ -292,10 +294,32 @@ async def open_stream(
     return response
 
 
+def model_call_span(upstream: Upstream) -> tracing.Attributes:
+    """The call's span attributes (the GenAI conventions'): the provider and the model asked."""
+    return tracing.model_call_attributes(upstream.protocol, upstream.model)
+
+
 async def call_upstream(
     upstream: Upstream, body: dict[str, Any], **forwarding: Unpack[Forwarding]
 ) -> UpstreamAnswer:
-    """One non-streaming call, bounded in time as a whole and in size."""
+    """One non-streaming call, bounded in time as a whole and in size; in its span when tracing
+    is on, with the model that answered and the usage it reports."""
+    attributes = model_call_span(upstream)
+    with tracing.span(f"chat {upstream.model}", attributes, kind=SpanKind.CLIENT) as span:
+        answer = await answer_of(upstream, body, **forwarding)
+        usage = usage_from_response(answer.payload)
+        tracing.model_answered(
+            span,
+            response_model=answer.payload.get("model"),
+            input_tokens=usage.input if usage is not None else None,
+            output_tokens=usage.output if usage is not None else None,
+        )
+        return answer
+
+
+async def answer_of(
+    upstream: Upstream, body: dict[str, Any], **forwarding: Unpack[Forwarding]
+) -> UpstreamAnswer:
     try:
         async with asyncio.timeout(upstream.timeout_ms / 1000):
             response = await open_stream(upstream, body, **forwarding)
@@ -331,6 +355,7 @@ __all__ = [
     "UpstreamRejected",
     "UpstreamResponse",
     "call_upstream",
+    "model_call_span",
     "open_stream",
     "upstream_body",
     "upstream_headers",

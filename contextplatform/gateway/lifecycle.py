@@ -28,7 +28,9 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
+from opentelemetry.trace import Span, SpanKind
 
+from contextplatform.core import tracing
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.gateway.budgets import HeldBudget, hold_budget
 from contextplatform.gateway.calls import GatewayCall, gateway_call, resolve_headers
@@ -40,6 +42,7 @@ from contextplatform.gateway.forward import (
     UpstreamResponse,
     call_upstream,
     max_stream_bytes,
+    model_call_span,
     open_stream,
 )
 from contextplatform.gateway.keepalive import keepalive_seconds, with_keepalive
@@ -169,9 +172,24 @@ class ChatCall:
         self.streaming = False  # the stream finishes the call when it ends
 
     async def run(self) -> HttpResponseBase:
+        # The call's span: the resolve's and the deployment's calls are its children.
+        with tracing.span(
+            "gateway.call", {"context.protocol": self.protocol}, kind=SpanKind.SERVER
+        ):
+            return await self.phases()
+
+    async def phases(self) -> HttpResponseBase:
         try:
             tenant, call = await self.admit()
+            tracing.set_attributes(
+                {
+                    "context.tenant": tenant.schema_name,
+                    "context.route": call.route,
+                    "context.stream": call.stream,
+                }
+            )
             upstream, resolution = await self.resolve(tenant, call)
+            tracing.set_attributes({"context.resolve_id": resolution.id})
             reserved = await self.reserve(tenant, call, upstream, resolution)
             if call.stream:
                 return await self.forward_stream(tenant, upstream, resolution, reserved)
@@ -277,9 +295,14 @@ class ChatCall:
     ) -> StreamingHttpResponse:
         # The provider's usage is asked for even when the client did not ask for it.
         body, hide_usage = with_stream_usage(self.protocol, reserved.body)
+        # The stream's span ends with the stream (``streamed``), its follow-up rounds included.
+        span = tracing.start(
+            f"chat {upstream.model}", model_call_span(upstream), kind=SpanKind.CLIENT
+        )
         try:
             upstream_response = await open_stream(upstream, body, **reserved.forward)
-        except BaseException:  # refused, failed or cancelled: nothing was spent
+        except BaseException as error:  # refused, failed or cancelled: nothing was spent
+            tracing.end(span, error)
             await reserved.held.release()
             raise
         loop = None
@@ -293,6 +316,7 @@ class ChatCall:
             hide_usage=hide_usage and loop is None,
             held=reserved.held,
             loop=loop,
+            span=span,
         )
         self.streaming = True
         return response
@@ -332,6 +356,7 @@ class ChatCall:
         hide_usage: bool = False,
         held: HeldBudget | None = None,
         loop: ToolStream | None = None,
+        span: Span | None = None,
     ) -> StreamingHttpResponse:
         """The client's stream: the upstream's events passed on (through the tool loop's rounds
         when the gateway serves tools), then, when it ends however it ends, settle and finish."""
@@ -384,15 +409,28 @@ class ChatCall:
                 await asyncio.shield(in_background(after_stream(current, whole)))
 
         async def after_stream(current: UpstreamResponse, whole: bool) -> None:
-            await current.aclose()  # closing the response ends the upstream's call
-            usage = loop.provider_usage() if loop is not None else None
-            if held is not None:  # settle: what was generated until the stream ended is spent
-                await held.settle_stream(transcript, usage)
+            try:
+                await current.aclose()  # closing the response ends the upstream's call
+                usage = loop.provider_usage() if loop is not None else None
+                if held is not None:  # settle: what was generated until the stream ended is spent
+                    await held.settle_stream(transcript, usage)
+                answer = transcript.response() if whole or transcript.finished else None
+            except BaseException as error:  # the model call's span ends however this does
+                tracing.end(span, error)
+                raise
+            spent = usage or transcript.provider_usage
+            tracing.model_answered(
+                span,
+                response_model=answer.get("model") if answer is not None else None,
+                input_tokens=spent.input if spent is not None else None,
+                output_tokens=spent.output if spent is not None else None,
+            )
+            tracing.end(span)
             await finish(
                 tenant,
                 resolution,
-                transcript.response() if whole or transcript.finished else None,
-                usage or transcript.provider_usage,
+                answer,
+                spent,
                 tools=loop.tools if loop is not None else None,
                 first_usage=loop.first_usage() if loop is not None else None,
                 held=held,

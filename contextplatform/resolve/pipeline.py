@@ -15,9 +15,10 @@ from datetime import datetime
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from opentelemetry.trace import Span
 
 from compression.config import CompressConfig
-from contextplatform.core import metrics
+from contextplatform.core import metrics, tracing
 from contextplatform.core.errors import ApiError
 from contextplatform.core.estimation import TokenEstimator, count_json, default_estimator
 from contextplatform.deployments.models import Deployment
@@ -270,7 +271,14 @@ def compression_only(request: ResolveRequest, mode: Mode) -> Run:
 
 
 def full_resolve(request: ResolveRequest, mode: Mode) -> Run:
-    """A whole resolve: live (recorded, the turn started), the admin's preview, or a rerun."""
+    """A whole resolve: live (recorded, the turn started), the admin's preview, or a rerun; in
+    its ``resolve`` span when tracing is on."""
+    attributes = {"context.tenant": request.tenant_schema, "context.mode": mode.name}
+    with tracing.span("resolve", attributes):
+        return resolved(request, mode)
+
+
+def resolved(request: ResolveRequest, mode: Mode) -> Run:
     started = time.perf_counter()
     route_name, spec, deployment = the_route(request)
     protocol = deployment.protocol if deployment is not None else None
@@ -282,6 +290,7 @@ def full_resolve(request: ResolveRequest, mode: Mode) -> Run:
     counting: EstimatorChoice = estimator_for(spec, deployment)
     estimator = counting.estimator
     resolution_id = new_resolve_id()
+    tracing.set_attributes({"context.route": route_name, "context.resolve_id": resolution_id})
     tokens_before = count_json(chat.body, estimator)
 
     # plan
@@ -332,6 +341,8 @@ def full_resolve(request: ResolveRequest, mode: Mode) -> Run:
     decisions, used = pack(items, budget.context)
     budget.used = used
     clock.lap("pack")
+    if tracing.enabled():
+        trace_fetches(outcomes, decisions)
     if mode.may("live_events"):
         live_events.publish_source_events(request.tenant_schema, route_name, outcomes, decisions)
         clock.restart()
@@ -342,24 +353,26 @@ def full_resolve(request: ResolveRequest, mode: Mode) -> Run:
     clock.lap("inject")
 
     # compress
-    stage = run_compression(
-        config=compress,
-        body=rewritten,
-        chat_format=chat.format,
-        budget=budget,
-        tokens=(injected_tokens := count_json(rewritten, estimator)),
-        estimator=estimator,
-        injected=injected,
-        request_id=resolution_id,
-        route=route_name,
-        user=request.user,
-        headers=request.headers,
-        stream=bool(chat.body.get("stream")) and not request.serves_tools,
-        persist=mode.may("recovery_blobs"),
-        numeric_budget=isinstance(budget_config.max_tokens, int),
-        judge_default=spec.model.upstream,
-        allowlist=tuple(request.allowlist),
-    )
+    with tracing.span("compress") as compress_span:
+        stage = run_compression(
+            config=compress,
+            body=rewritten,
+            chat_format=chat.format,
+            budget=budget,
+            tokens=(injected_tokens := count_json(rewritten, estimator)),
+            estimator=estimator,
+            injected=injected,
+            request_id=resolution_id,
+            route=route_name,
+            user=request.user,
+            headers=request.headers,
+            stream=bool(chat.body.get("stream")) and not request.serves_tools,
+            persist=mode.may("recovery_blobs"),
+            numeric_budget=isinstance(budget_config.max_tokens, int),
+            judge_default=spec.model.upstream,
+            allowlist=tuple(request.allowlist),
+        )
+        trace_compression(compress_span, stage)
     # Count the body once more only if compression actually replaced it.
     tokens_after = injected_tokens if stage.body is rewritten else count_json(stage.body, estimator)
     clock.lap("compress")
@@ -384,6 +397,9 @@ def full_resolve(request: ResolveRequest, mode: Mode) -> Run:
         prewarmed=prewarmed,
     )
     resolution.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+    tracing.set_attributes(
+        {"context.tokens_before": tokens_before, "context.tokens_after": tokens_after}
+    )
 
     # record
     if mode.runs("record"):
@@ -399,6 +415,46 @@ def full_resolve(request: ResolveRequest, mode: Mode) -> Run:
         tokens_before=tokens_before,
         compression=stage,
     )
+
+
+def trace_fetches(outcomes: list[SourceOutcome], decisions: list[PackDecision]) -> None:
+    """One span per source fetched (none for a disabled or lazy one), timed as it ran, with what
+    the pack kept of it."""
+    kept: dict[str, int] = {}
+    for decision in decisions:
+        if decision.kept:
+            kept[decision.item.source] = kept.get(decision.item.source, 0) + 1
+    for outcome in outcomes:
+        if not outcome.ended_at:
+            continue
+        tracing.finished_span(
+            "source.fetch",
+            {
+                "context.source.type": outcome.type,
+                "context.source.name": outcome.name,
+                "context.source.status": outcome.status,
+                "context.source.items": len(outcome.items),
+                "context.source.kept": kept.get(outcome.name, 0),
+                "context.source.timeout": outcome.status == "timeout",
+                "context.source.latency_ms": outcome.ms,
+            },
+            started=outcome.started_at,
+            ended=outcome.ended_at,
+            error=outcome.failed,
+        )
+
+
+def trace_compression(span: Span | None, stage: StageOutcome) -> None:
+    """The compress span's figures (counts and the skip reason, nothing of the text)."""
+    if span is None:
+        return
+    report = stage.report
+    span.set_attribute("context.compression.applied", bool(report.get("applied")))
+    for key in ("tokens_before", "tokens_after"):
+        if isinstance(report.get(key), int):
+            span.set_attribute(f"context.compression.{key}", report[key])
+    if isinstance(report.get("skip_reason"), str):
+        span.set_attribute("context.compression.skip_reason", report["skip_reason"])
 
 
 def injected_body(
