@@ -31,7 +31,7 @@ def item_id(item: ContextItem) -> str:
 
 def has_ids(items: list[dict[str, Any]]) -> bool:
     """Whether a record's items carry ids (records written before they did carry none)."""
-    return all("id" in item for item in items)
+    return all(item.get("id") is not None for item in items)
 
 
 def id_key(item: dict[str, Any]) -> tuple[str, str]:

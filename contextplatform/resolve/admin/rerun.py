@@ -58,6 +58,9 @@ class RerunningReplayRecordAdmin(ReplayRecordAdmin):
             "error": error,
             "sides": side_by_side(result) if result else [],
             "judge_cost": judge_usage_text(result["rerun"]["judge_usage"]) if result else "",
+            "judge_cost_then": judge_usage_text(result["recorded"]["judge_usage"])
+            if result
+            else "",
         }
         return TemplateResponse(request, "admin/routing/replayrecord/rerun.html", context)
 

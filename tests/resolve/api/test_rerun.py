@@ -273,3 +273,11 @@ def test_the_routes_judge_is_called_and_its_cost_reported(
     assert docs["judge_usage"] == usage
     assert kept(answer["rerun"], "docs") == ["warranty"] == kept(answer["recorded"], "docs")
     assert answer["diff"]["dropped"] == answer["diff"]["added"] == []
+
+
+def test_a_record_whose_route_is_gone_is_409(acme_api: ApiClient, route: str) -> None:
+    assert acme_api.delete("/api/v1/routes/rr").status_code == 204
+    response = rerun(acme_api, route)
+    assert response.status_code == 409, response.content
+    assert "no longer exists" in response.json()["error"]["message"]
+    assert rerun(acme_api, route, {"context": context(RULES)}).status_code == 404
