@@ -61,3 +61,33 @@ def test_an_auditor_reruns_a_record_against_the_route_as_it_is_now(
     expect(dropped).to_contain_text("sha256:")
     assert page.evaluate("document.documentElement.scrollWidth") <= VIEWPORT["width"]
     shot(page, "replay-rerun")
+
+
+def test_an_operator_tries_an_unsaved_draft_on_the_last_requests(
+    server: str, page: Page, admin_users: AdminUsers, acme_http: TenantApi, capturing: None
+) -> None:
+    route = unique("draft")
+    acme_http.create_route(route, [RULES, TONE])
+    for _ in range(2):
+        acme_http.resolve(route, "Where is my parcel?")
+    operator = admin_users.create("acme", role="operator")
+    tenant = tenant_url(server, "acme")
+    page.set_viewport_size(VIEWPORT)
+    log_in(page, tenant, operator)
+
+    page.goto(f"{tenant}/admin/routing/route/")
+    page.get_by_role("link", name=route, exact=True).click()
+    page.locator("input[name='sources-1-DELETE']").check()  # the tone source, not saved
+    page.fill("#id_try_draft_last", "2")
+    with page.context.expect_page() as opened:
+        page.locator("#try-draft-button").click()
+    trial = opened.value
+    expect(trial.locator("#trial-summary")).to_contain_text("Requests re-run")
+    expect(trial.locator("#trial-items-changed")).to_contain_text("2 (added, dropped or moved)")
+    expect(trial.locator("#trial-failing")).to_have_text("none")
+    expect(trial.locator("#trial-lines tbody tr")).to_have_count(2)
+    assert int(trial.locator("#trial-tokens-saved").inner_text()) > 0
+    shot(trial, "route-try-draft")
+    # The route page still holds the draft, and the route is as it was saved.
+    expect(page.locator("input[name='sources-1-DELETE']")).to_be_checked()
+    assert [s["name"] for s in acme_http.route(route)["context"]["sources"]] == ["rules", "tone"]
