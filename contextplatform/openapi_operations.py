@@ -45,6 +45,7 @@ OPERATIONS: dict[tuple[str, str], tuple[str, str]] = {
     ("POST", "/api/v1/sessions/{session}/prewarm"): ("Resolve", "prewarmSession"),
     ("GET", "/api/v1/replay"): ("Replay", "listReplayRecords"),
     ("GET", "/api/v1/replay/{record_id}"): ("Replay", "getReplayRecord"),
+    ("POST", "/api/v1/replay/{record_id}/rerun"): ("Replay", "rerunReplayRecord"),
     ("GET", "/api/v1/sources/health"): ("Health", "getSourceHealth"),
     ("GET", "/api/v1/routes"): ("Routes", "listRoutes"),
     ("POST", "/api/v1/routes"): ("Routes", "createRoute"),

@@ -7,7 +7,7 @@ from contextplatform.deployments import views as deployments
 from contextplatform.replay import api as replay
 from contextplatform.replay import source_health_api
 from contextplatform.resolve.api import compression as compression_views
-from contextplatform.resolve.api import prewarm, resolve
+from contextplatform.resolve.api import prewarm, rerun, resolve
 from contextplatform.routes import api as routes
 from contextplatform.routes.selectors import default_memory_extractor
 from memory import views as memory
@@ -73,6 +73,7 @@ urlpatterns = [
     path("replay", replay.ReplayListView.as_view(), name="replay-list"),
     path("sources/health", source_health_api.SourceHealthView.as_view(), name="source-health"),
     path("replay/<str:record_id>", replay.ReplayDetailView.as_view(), name="replay-detail"),
+    path("replay/<str:record_id>/rerun", rerun.ReplayRerunView.as_view(), name="replay-rerun"),
     path("users/<str:user>/profile", sources.UserProfileView.as_view(), name="user-profile"),
     path(
         "users/<str:user>/memories",

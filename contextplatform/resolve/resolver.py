@@ -15,6 +15,7 @@ from contextplatform.core.errors import ApiError
 from contextplatform.core.estimation import TokenEstimator
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.selectors import deployment_to_call
+from contextplatform.replay.item_keys import item_id
 from contextplatform.replay.models import ReplayRecord
 from contextplatform.replay.writer import REPLAY_WRITER, PendingReplay
 from contextplatform.resolve.budget import Budget
@@ -141,6 +142,7 @@ class Resolution:
         return [
             {
                 "source": d.item.source,
+                "id": item_id(d.item),
                 "priority": d.item.priority,
                 "tokens": d.item.tokens,
                 "estimator": d.item.estimator,

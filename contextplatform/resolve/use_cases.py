@@ -116,7 +116,10 @@ def rerun(*, tenant: Tenant, record: ReplayRecord, spec: RouteSpec | None = None
     it was recorded. Writes nothing: no record, no session message, no memory or its strength."""
     if record.request_body is None:
         raise ApiError(
-            "invalid_request", f"resolve {record.id!r} kept no request body to run again"
+            "conflict",
+            f"resolve {record.id!r} kept no request to run again: its tenant's capture_content "
+            "was off when it was recorded",
+            status=409,
         )
     run = resolve(
         tenant_request(

@@ -86,6 +86,10 @@ EXPECTED: dict[str, dict[str, str]] = {
 CUSTOM_VIEWS: dict[str, str] = {
     # Preview runs the route's real sources (outbound calls, judges): operators only.
     "routing_route_preview": "c",
+    # Trying a draft reruns recorded requests against it (sources, judges): likewise.
+    "routing_route_try_draft": "c",
+    # Re-run resolves a record's request again (sources, judges); the API asks replay.read.
+    "routing_replayrecord_rerun": "v",
     # Test connection calls the server with the tenant's stored headers: those who may change it.
     "sources_mcpserver_test_connection": "c",
     "auth_user_password_change": "c",

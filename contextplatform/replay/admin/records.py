@@ -1,4 +1,5 @@
-"""The auditors' pages: replay records, read-only for everyone.
+"""The auditors' pages: replay records, read-only for everyone. The page is registered with its
+Re-run by ``resolve.admin.rerun`` (a rerun runs the pipeline, which sits above replay).
 
 Nobody adds, changes or deletes a replay record in the admin, superusers included: the records are
 the audit trail of what the platform decided, and a trail its readers can prune proves nothing.
@@ -50,7 +51,6 @@ class PlainIdChangeList(ChangeList):
         )
 
 
-@admin.register(ReplayRecord)
 class ReplayRecordAdmin(TenantOnlyAdmin):
     change_form_template = "admin/routing/replayrecord/change_form.html"
     list_display = (

@@ -21,6 +21,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 
 from contextplatform.core.errors import ApiError
+from contextplatform.resolve.admin.draft_trial import DraftTrialMixin
 from contextplatform.resolve.resolver import Resolution
 from contextplatform.resolve.use_cases import preview_resolve
 from contextplatform.routes.admin.route_form import JsonTextField
@@ -117,8 +118,9 @@ def preview_report(resolution: Resolution) -> dict[str, Any]:
 
 
 @admin.register(Route)
-class PreviewingRouteAdmin(RouteAdmin):
-    """The route page with its Preview: a real resolve of a sample request, never recorded."""
+class PreviewingRouteAdmin(DraftTrialMixin, RouteAdmin):
+    """The route page with its Preview: a real resolve of a sample request, never recorded; and
+    its "Try this draft" (``draft_trial``)."""
 
     def get_urls(self) -> list[URLPattern]:
         info = self.opts.app_label, self.opts.model_name
