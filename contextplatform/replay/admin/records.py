@@ -57,7 +57,6 @@ class ReplayRecordAdmin(TenantOnlyAdmin):
         "id",
         "created",
         "route",
-        "variant",
         "user_id",
         "session",
         "status",
