@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ApiClient
+from tests.conftest import ApiClient, TenantFixture
 
 RULES = {"type": "skill_guardrails", "name": "rules", "texts": ["Be kind."]}
 TONE = {"type": "skill_guardrails", "name": "tone", "texts": ["Be brief."]}
@@ -233,3 +233,48 @@ def test_export_and_import_carry_variants(acme_api: ApiClient, globex_api: ApiCl
     bad = globex_api.post("/api/v1/routes/import", document)
     assert bad.status_code == 400
     assert bad.json()["error"]["param"].startswith("routes[0].variants[0].context.sources[0]")
+
+
+# --- modes other than live: the arm named, else main --------------------------------------------
+
+
+def test_a_rerun_runs_the_records_arm_and_a_preview_runs_main(
+    acme_api: ApiClient, acme: TenantFixture
+) -> None:
+    from django.db import connection
+    from django_tenants.utils import schema_context
+
+    from contextplatform.replay.arrival import await_replay
+    from contextplatform.replay.models import ReplayRecord
+    from contextplatform.resolve.use_cases import preview_resolve, rerun
+
+    created(
+        acme_api,
+        split_route("again", [{"name": "b", "weight": 1, "context": {"sources": [RULES]}}]),
+    )
+    tenant = acme.tenant
+    tenant.capture_content = True
+    tenant.save()
+    try:
+        report, arm = resolve(acme_api, "again", user="u1")
+    finally:
+        connection.set_schema_to_public()
+        tenant.capture_content = False
+        tenant.save()
+    assert arm == "b"
+    with schema_context(acme.schema):
+        assert await_replay(report["id"])
+        record = ReplayRecord.objects.get(pk=report["id"])
+        again = rerun(tenant=tenant, record=record)
+        assert again.variant == "b"
+        assert [o.name for o in again.outcomes] == ["rules"]
+        previewed = preview_resolve(
+            tenant=tenant,
+            route="again",
+            request_body=chat(),
+            user="u1",
+            session=None,
+            chat_format=None,
+        )
+        assert previewed.variant == "main"
+        assert [o.name for o in previewed.outcomes] == ["rules", "tone"]
