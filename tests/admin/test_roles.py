@@ -86,6 +86,8 @@ EXPECTED: dict[str, dict[str, str]] = {
 CUSTOM_VIEWS: dict[str, str] = {
     # Preview runs the route's real sources (outbound calls, judges): operators only.
     "routing_route_preview": "c",
+    # The arms compared: what the route's records already show whoever may view the route.
+    "routing_route_variants": "v",
     # Test connection calls the server with the tenant's stored headers: those who may change it.
     "sources_mcpserver_test_connection": "c",
     "auth_user_password_change": "c",
