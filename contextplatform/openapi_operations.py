@@ -41,6 +41,7 @@ OPERATIONS: dict[tuple[str, str], tuple[str, str]] = {
     ("GET", "/v1/models"): ("Gateway", "listModels"),
     ("POST", "/api/v1/resolve"): ("Resolve", "resolveContext"),
     ("POST", "/api/v1/resolve/{resolve_id}/response"): ("Resolve", "recordResolveResponse"),
+    ("POST", "/api/v1/resolve/{resolve_id}/feedback"): ("Resolve", "sendFeedback"),
     ("POST", "/api/v1/plugins/context/preview"): ("Resolve", "previewContext"),
     ("POST", "/api/v1/sessions/{session}/prewarm"): ("Resolve", "prewarmSession"),
     ("GET", "/api/v1/replay"): ("Replay", "listReplayRecords"),

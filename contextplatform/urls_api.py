@@ -7,7 +7,7 @@ from contextplatform.deployments import views as deployments
 from contextplatform.replay import api as replay
 from contextplatform.replay import source_health_api
 from contextplatform.resolve.api import compression as compression_views
-from contextplatform.resolve.api import prewarm, rerun, resolve
+from contextplatform.resolve.api import feedback, prewarm, rerun, resolve
 from contextplatform.routes import api as routes
 from contextplatform.routes.selectors import default_memory_extractor
 from memory import views as memory
@@ -21,6 +21,11 @@ urlpatterns = [
         "resolve/<str:resolve_id>/response",
         resolve.ResolveResponseView.as_view(),
         name="resolve-response",
+    ),
+    path(
+        "resolve/<str:resolve_id>/feedback",
+        feedback.FeedbackView.as_view(),
+        name="resolve-feedback",
     ),
     path("plugins/context/preview", resolve.ContextPreviewView.as_view(), name="context-preview"),
     path(

@@ -37,7 +37,12 @@ RESOLVE_ID_HEADER = {
         "description": "the resolve's id: its replay record, and "
         "`POST /api/v1/resolve/{id}/response`'s",
         "schema": {"type": "string"},
-    }
+    },
+    "x-context-variant": {
+        "description": "the arm of the route's traffic split the call ran (`main`: the route's "
+        "own context)",
+        "schema": {"type": "string"},
+    },
 }
 ERROR_CODE_HEADER = {
     ERROR_CODE: {"description": "the platform's error code", "schema": {"type": "string"}}

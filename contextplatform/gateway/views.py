@@ -23,6 +23,8 @@ from contextplatform.routes.selectors import all_routes
 from tenants.models import Tenant
 
 RESOLVE_ID_HEADER = "x-context-resolve-id"
+# The arm of the route's traffic split the call ran (as REST resolve sends it).
+VARIANT_HEADER = "x-context-variant"
 MODELS_OWNER = "context-platform"
 
 
@@ -89,6 +91,7 @@ class ChatView(GatewayView):
             response = self.refusal(error)
         if call.resolution is not None:
             response[RESOLVE_ID_HEADER] = call.resolution.id
+            response[VARIANT_HEADER] = call.resolution.variant
         return response
 
 

@@ -12,13 +12,15 @@ from rest_framework.response import Response
 from contextplatform.core.errors import invalid_request, not_found
 from contextplatform.core.views import ApiView
 from contextplatform.replay import selectors
-from contextplatform.replay.models import ReplayRecord
+from contextplatform.replay.feedback import feedback_representation
+from contextplatform.replay.models import Feedback, ReplayRecord
 
 
 def replay_summary(record: ReplayRecord) -> dict[str, Any]:
     return {
         "id": record.id,
         "route": record.route,
+        "variant": record.variant or "main",
         "user": record.user_id or None,
         "session": record.session_key or None,
         "status": record.status,
@@ -44,7 +46,14 @@ def replay_detail(record: ReplayRecord) -> dict[str, Any]:
         if record.response_received_at
         else None,
         "response": record.response_body,
+        "feedback": feedback_of(record),
     }
+
+
+def feedback_of(record: ReplayRecord) -> dict[str, Any] | None:
+    """The application's feedback on the record (``POST /resolve/{id}/feedback``), if any."""
+    feedback = Feedback.objects.filter(record_id=record.id).first()
+    return feedback_representation(feedback) if feedback is not None else None
 
 
 def parse_time(value: str | None, name: str) -> datetime | None:

@@ -31,6 +31,8 @@ class ReplayRecord(models.Model):
     # The calls of the platform's own tools the gateway served (vsr_context_retrieve, lazy
     # sources' search tools): tool, round, status and what it returned, never the content.
     tool_calls = models.JSONField(default=list, blank=True)
+    # The arm of the route's traffic split this resolve ran ("main": the route's own context).
+    variant = models.CharField(max_length=64, default="main", blank=True)
 
     class Meta:
         app_label = "routing"  # its table and admin pages kept their names when it moved apps
@@ -45,10 +47,39 @@ class ReplayRecord(models.Model):
         return self.id
 
 
+class Feedback(models.Model):
+    """An application's verdict on one resolve (thumbs up, neutral, down), one per record: a
+    second verdict replaces the first."""
+
+    SCORES = [(1, "up"), (0, "neutral"), (-1, "down")]
+    MAX_COMMENT = 2000
+
+    record = models.OneToOneField(
+        ReplayRecord, on_delete=models.CASCADE, related_name="feedback", db_index=True
+    )
+    score = models.SmallIntegerField(choices=SCORES)
+    comment = models.TextField(blank=True, default="", max_length=MAX_COMMENT)
+    # The API key that gave it, so a verdict can be traced to an application.
+    key_id = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        app_label = "routing"  # beside the records it judges
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(score__in=(-1, 0, 1)), name="feedback_score_range"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.record_id}: {self.score:+d}"
+
+
 # The counts behind each source's health (``contextplatform/replay/source_health/``).
 from contextplatform.replay.source_health.models import (  # noqa: E402
     SourceHealthMinute,
     SourceHealthStreak,
 )
 
-__all__ = ["ReplayRecord", "SourceHealthMinute", "SourceHealthStreak"]
+__all__ = ["Feedback", "ReplayRecord", "SourceHealthMinute", "SourceHealthStreak"]

@@ -23,6 +23,9 @@ writes the latter), ``metrics`` (per-source and per-stage metrics, compression o
 counters), ``live_events`` (the route's live stream), ``calibration`` (the deployment's token
 calibration, moved by the provider's usage at hand-back).
 
+Only ``live`` chooses the arm of a route's traffic split (``arms.py``); the others run the arm
+their caller names (a rerun: the record's), else the route's own context.
+
 ``rerun`` runs a recorded request against the current or a draft route configuration and reads
 history and memories as they stood at the record's time (``ContextRequest.as_of``).
 """
@@ -63,6 +66,9 @@ class Mode:
     # A request larger than the budget: refused (400) by the plan, or reported by the
     # compression stage (the compression preview answers it as a skip).
     overflow: Literal["refuse", "report"] = "refuse"
+    # The request's arm of the route's traffic split is chosen here (by a stable hash of the
+    # caller); any other mode runs the arm its caller names (a rerun: the record's), else main.
+    splits_traffic: bool = False
 
     def runs(self, stage: Stage) -> bool:
         return stage in self.stages
@@ -81,7 +87,7 @@ def touches(*names: Touch) -> frozenset[Touch]:
 
 RESOLVING = stages("plan", "fetch", "pack", "inject", "compress")
 
-LIVE = Mode("live", ALL_STAGES, ALL_TOUCHES)
+LIVE = Mode("live", ALL_STAGES, ALL_TOUCHES, splits_traffic=True)
 PREVIEW = Mode("preview", RESOLVING, touches("caches", "metrics"))
 MATCH_PREVIEW = Mode("match_preview", stages("fetch"), touches("metrics"), sources="previewable")
 COMPRESSION_PREVIEW = Mode(

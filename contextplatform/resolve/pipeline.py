@@ -25,6 +25,7 @@ from contextplatform.deployments.models import Deployment
 from contextplatform.protocols.registry import PROTOCOLS
 from contextplatform.replay.ids import new_resolve_id
 from contextplatform.resolve import live_events
+from contextplatform.resolve.arms import MAIN, arm_for, caller_key
 from contextplatform.resolve.budget import Budget, plan_budget
 from contextplatform.resolve.chat import ChatFormat, ChatRequest, parse_chat_request
 from contextplatform.resolve.compression_stage import StageOutcome, run_compression
@@ -98,6 +99,9 @@ class ResolveRequest:
     compression: CompressionInputs | None = None
     # The request as the entry point already parsed it (the gateway): not parsed again.
     chat: ChatRequest | None = None
+    # The arm of the route's traffic split to run when the mode does not choose one (a rerun:
+    # the record's); None or an arm the route no longer has: the route's own context.
+    variant: str | None = None
 
 
 @dataclass
@@ -171,6 +175,22 @@ def the_route(request: ResolveRequest) -> tuple[str, RouteSpec, Deployment | Non
         return request.route, request.spec, route_deployment(request.spec, None)
     loaded = request.loaded or loaded_route(request.route)
     return loaded.route.name, loaded.spec, route_deployment(loaded.spec, loaded.deployment)
+
+
+def the_arm(
+    request: ResolveRequest, mode: Mode, route: str, spec: RouteSpec, request_id: str
+) -> tuple[str, RouteSpec]:
+    """The arm of the route's traffic split this request runs, once per request before any source
+    is fetched, and the configuration it runs: a variant's context instead of the route's own."""
+    if mode.splits_traffic:
+        key = caller_key(request.user, request.session, request_id)
+        arm = arm_for(route, key, [(v.name, v.weight) for v in spec.variants])
+    else:
+        arm = request.variant or MAIN
+    variant = spec.variant(arm)
+    if variant is None:
+        return MAIN, spec
+    return arm, spec.model_copy(update={"context": variant.context})
 
 
 def resolve(request: ResolveRequest, mode: Mode) -> Run:
@@ -290,7 +310,10 @@ def resolved(request: ResolveRequest, mode: Mode) -> Run:
     counting: EstimatorChoice = estimator_for(spec, deployment)
     estimator = counting.estimator
     resolution_id = new_resolve_id()
-    tracing.set_attributes({"context.route": route_name, "context.resolve_id": resolution_id})
+    arm, spec = the_arm(request, mode, route_name, spec, resolution_id)
+    tracing.set_attributes(
+        {"context.route": route_name, "context.resolve_id": resolution_id, "context.variant": arm}
+    )
     tokens_before = count_json(chat.body, estimator)
 
     # plan
@@ -395,6 +418,7 @@ def resolved(request: ResolveRequest, mode: Mode) -> Run:
         lazy_tools=offered,
         context_request=context,
         prewarmed=prewarmed,
+        variant=arm,
     )
     resolution.duration_ms = round((time.perf_counter() - started) * 1000, 3)
     tracing.set_attributes(

@@ -103,6 +103,8 @@ class Resolution:
     answer_kinds: list[type[ContextSource]] = field(default_factory=list)
     # The sources served from the session's pre-warm (POST /sessions/{session}/prewarm).
     prewarmed: frozenset[str] = frozenset()
+    # The arm of the route's traffic split this resolve ran (``arms.py``).
+    variant: str = "main"
 
     @property
     def blocked(self) -> list[SourceOutcome]:
@@ -158,6 +160,7 @@ class Resolution:
         return {
             "id": self.id,
             "route": self.route,
+            "variant": self.variant,
             "format": self.chat.format,
             "format_reason": self.chat.format_reason,
             "request": self.rewritten,
@@ -224,5 +227,6 @@ def build_replay(
         error=error,
         request_body=resolution.chat.body if capture_content else None,
         rewritten_body=resolution.rewritten if capture_content and refusal is None else None,
+        variant=resolution.variant,
     )
     return record

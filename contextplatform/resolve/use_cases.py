@@ -131,6 +131,7 @@ def rerun(*, tenant: Tenant, record: ReplayRecord, spec: RouteSpec | None = None
             chat_format=record.format or None,  # type: ignore[arg-type]
             spec=spec,
             as_of=record.created_at,
+            variant=record.variant or None,  # the arm the record ran
         ),
         modes.RERUN,
     )

@@ -39,6 +39,10 @@ def written_fields(route: Route) -> dict[str, Any]:
         "model": route.model,
         "recipe": route.recipe.name if route.recipe_id is not None else None,
         "context": redact(route.context),
+        "variants": [
+            {**variant, "context": redact(variant.get("context") or {})}
+            for variant in route.variants or []
+        ],
     }
 
 
@@ -74,7 +78,10 @@ class RouteListView(ApiView):
     def post(self, request: Request) -> Response:
         prepared = services.prepare_route(without_read_only(request.data, READ_ONLY))
         route = services.create_route(
-            spec=prepared.spec, layer=prepared.layer, recipe=prepared.recipe
+            spec=prepared.spec,
+            layer=prepared.layer,
+            recipe=prepared.recipe,
+            variants=prepared.variants,
         )
         return Response(route_representation(route), status=status.HTTP_201_CREATED)
 
@@ -115,7 +122,11 @@ class RouteDetailView(ApiView):
     def save(route: Route, data: Any) -> Route:
         prepared = services.prepare_route(data)
         return services.update_route(
-            route=route, spec=prepared.spec, layer=prepared.layer, recipe=prepared.recipe
+            route=route,
+            spec=prepared.spec,
+            layer=prepared.layer,
+            recipe=prepared.recipe,
+            variants=prepared.variants,
         )
 
     @extend_schema(responses={204: None}, summary="Delete a route")

@@ -21,6 +21,14 @@ def export_document(route: Route) -> dict[str, Any]:
                 model=route.model,
                 recipe=route.recipe.name if route.recipe_id is not None else None,
                 context=redact(route.context),
+                variants=[
+                    {
+                        "name": variant["name"],
+                        "weight": variant["weight"],
+                        "context": redact(variant.get("context") or {}),
+                    }
+                    for variant in route.variants or []
+                ],
             )
         ]
     }

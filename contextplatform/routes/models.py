@@ -64,6 +64,12 @@ class Route(models.Model):
     recipe = models.ForeignKey(
         Recipe, null=True, blank=True, on_delete=models.PROTECT, related_name="routes"
     )
+    variants = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Arms splitting the route's traffic: name, weight and each one's own context "
+        "layer (validated as RouteSpec.variants, each layered as the route's own context is).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -100,15 +106,21 @@ class Route(models.Model):
 
     def spec(self, defaults: dict[str, Any] | None = None) -> RouteSpec:
         """The route as resolve runs it: its effective context configuration, validated."""
+        from contextplatform.routes.configuration.layering import (
+            effective_context,
+            layered_variants,
+        )
         from contextplatform.routes.configuration.schema import validate_route_spec
 
+        inherited = self.inherited_context(defaults)
         return validate_route_spec(
             {
                 "name": self.name,
                 "description": self.description,
                 "model": self.model,
                 "recipe": self.recipe.name if self.recipe_id is not None else None,
-                "context": self.effective_context(defaults),
+                "context": effective_context(inherited, self.context),
+                "variants": layered_variants(self.variants or [], inherited),
             },
             stored=True,
         )

@@ -16,7 +16,7 @@ from contextplatform.deployments.schema import DEPLOYMENT_NAME_PATTERN, Deployme
 from contextplatform.deployments.selectors import deployment_named
 from contextplatform.deployments.services import key_change, parse_deployment, upsert_deployment
 from contextplatform.routes import selectors
-from contextplatform.routes.configuration.layering import effective_context
+from contextplatform.routes.configuration.layering import effective_context, layered_variants
 from contextplatform.routes.configuration.schema import (
     ConfigDocument,
     LayerEntry,
@@ -39,6 +39,8 @@ class PreparedRoute:
     spec: RouteSpec
     layer: dict[str, Any]
     recipe: Recipe | None
+    # The variants as written: each one's own context layer, not the layered one.
+    variants: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _join(prefix: str, name: str) -> str:
@@ -71,19 +73,42 @@ def prepare_route(
     if not isinstance(layer, dict):
         raise invalid_request(f"{context_param}: expected a JSON object", context_param)
     refuse_route_signals(layer, context_param)
+    written_variants = data.get("variants")
+    for index, variant in enumerate(written_variants if isinstance(written_variants, list) else []):
+        if isinstance(variant, dict) and isinstance(variant.get("context"), dict):
+            refuse_route_signals(variant["context"], _join(prefix, f"variants[{index}].context"))
     recipe = _recipe_named(data.get("recipe"), _join(prefix, "recipe"))
     inherited = selectors.tenant_defaults() if defaults is None else defaults
-    context = effective_context(inherited, recipe.context if recipe else None, layer)
+    recipe_layer = recipe.context if recipe else None
+    context = effective_context(inherited, recipe_layer, layer)
+    variants = layered_variants(written_variants, inherited, recipe_layer)
     spec = validate_route_spec(
-        {**data, "context": context}, prefix=prefix, context_prefix=context_prefix
+        {**data, "context": context, **({"variants": variants} if "variants" in data else {})},
+        prefix=prefix,
+        context_prefix=context_prefix,
     )
     check_collections(context, context_param, inherited_from=sources_layer(layer, recipe))
+    for index, variant in enumerate(variants or []):
+        own = written_variants[index].get("context") or {}
+        check_collections(
+            variant["context"],
+            _join(prefix, f"variants[{index}].context"),
+            inherited_from=sources_layer(own, recipe),
+        )
     if inline_upstream is not None:
         # Written only once the whole route validates; the same route writes the same one.
         upsert_deployment(spec=inline_upstream, api_key=key_change(inline_upstream))
     else:
         check_upstream(spec, _join(prefix, "model.upstream"))
-    return PreparedRoute(spec=spec, layer=layer, recipe=recipe)
+    return PreparedRoute(
+        spec=spec,
+        layer=layer,
+        recipe=recipe,
+        variants=[
+            {"name": v["name"], "weight": v["weight"], "context": v.get("context") or {}}
+            for v in written_variants or []
+        ],
+    )
 
 
 def check_collections(
@@ -216,11 +241,28 @@ def _fields(
     layer: dict[str, Any] | None,
     recipe: Recipe | None,
     stored: dict[str, Any] | None = None,
+    variants: list[dict[str, Any]] | None = None,
+    stored_variants: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The columns of a route; its layer as stored (secrets sealed against ``stored``, the layer
-    it replaces: ``sources.secret_settings``)."""
+    it replaces: ``sources.secret_settings``), each variant's against the stored variant of the
+    same name."""
     written = own_layer(spec) if layer is None else layer
+    if variants is None:
+        variants = [
+            {
+                "name": v.name,
+                "weight": v.weight,
+                "context": v.context.model_dump(mode="json", exclude_unset=True),
+            }
+            for v in spec.variants
+        ]
+    before = {v.get("name"): v.get("context") for v in stored_variants or [] if isinstance(v, dict)}
     return {
+        "variants": [
+            {**v, "context": secret_settings.seal(v["context"], before.get(v["name"]))}
+            for v in variants
+        ],
         "description": spec.description,
         "context_window": spec.model.context_window,
         "max_output_tokens": spec.model.max_output_tokens,
@@ -231,10 +273,15 @@ def _fields(
 
 
 def create_route(
-    *, spec: RouteSpec, layer: dict[str, Any] | None = None, recipe: Recipe | None = None
+    *,
+    spec: RouteSpec,
+    layer: dict[str, Any] | None = None,
+    recipe: Recipe | None = None,
+    variants: list[dict[str, Any]] | None = None,
 ) -> Route:
-    """Save a new route; ``layer`` is what it writes (default: what ``spec`` was given)."""
-    fields = _fields(spec, layer, recipe)
+    """Save a new route; ``layer`` is what it writes (default: what ``spec`` was given), and
+    ``variants`` the variants as written (each with its own context layer)."""
+    fields = _fields(spec, layer, recipe, variants=variants)
     try:
         with transaction.atomic():
             return Route.objects.create(name=spec.name, **fields)
@@ -250,24 +297,30 @@ def update_route(
     spec: RouteSpec,
     layer: dict[str, Any] | None = None,
     recipe: Recipe | None = None,
+    variants: list[dict[str, Any]] | None = None,
 ) -> Route:
     if spec.name != route.name and Route.objects.filter(name=spec.name).exists():
         raise ApiError("conflict", f"route {spec.name!r} already exists", status=409, param="name")
     stored = route.context
     route.name = spec.name
-    for name, value in _fields(spec, layer, recipe, stored).items():
+    fields = _fields(spec, layer, recipe, stored, variants, stored_variants=route.variants)
+    for name, value in fields.items():
         setattr(route, name, value)
     route.save()
     return route
 
 
 def upsert_route(
-    *, spec: RouteSpec, layer: dict[str, Any] | None = None, recipe: Recipe | None = None
+    *,
+    spec: RouteSpec,
+    layer: dict[str, Any] | None = None,
+    recipe: Recipe | None = None,
+    variants: list[dict[str, Any]] | None = None,
 ) -> Route:
     route = Route.objects.filter(name=spec.name).first()
     if route:
-        return update_route(route=route, spec=spec, layer=layer, recipe=recipe)
-    return create_route(spec=spec, layer=layer, recipe=recipe)
+        return update_route(route=route, spec=spec, layer=layer, recipe=recipe, variants=variants)
+    return create_route(spec=spec, layer=layer, recipe=recipe, variants=variants)
 
 
 def delete_route(*, route: Route) -> None:
@@ -376,11 +429,20 @@ def _import_route(entry: RouteEntry, defaults: dict[str, Any], result: ImportRes
     )
     existing = Route.objects.filter(name=prepared.spec.name).first()
     if existing is None:
-        create_route(spec=prepared.spec, layer=prepared.layer, recipe=prepared.recipe)
+        create_route(
+            spec=prepared.spec,
+            layer=prepared.layer,
+            recipe=prepared.recipe,
+            variants=prepared.variants,
+        )
         result.created += 1
     else:
         update_route(
-            route=existing, spec=prepared.spec, layer=prepared.layer, recipe=prepared.recipe
+            route=existing,
+            spec=prepared.spec,
+            layer=prepared.layer,
+            recipe=prepared.recipe,
+            variants=prepared.variants,
         )
         result.updated += 1
     result.imported.append(prepared.spec.name)

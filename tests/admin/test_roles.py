@@ -90,6 +90,8 @@ CUSTOM_VIEWS: dict[str, str] = {
     "routing_route_try_draft": "c",
     # Re-run resolves a record's request again (sources, judges); the API asks replay.read.
     "routing_replayrecord_rerun": "v",
+    # The arms compared: what the route's records already show whoever may view the route.
+    "routing_route_variants": "v",
     # Test connection calls the server with the tenant's stored headers: those who may change it.
     "sources_mcpserver_test_connection": "c",
     "auth_user_password_change": "c",

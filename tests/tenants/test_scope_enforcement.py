@@ -39,6 +39,8 @@ MEMORY_READ, MEMORY_WRITE = "memory.read", "memory.write"
 EXPECTED: dict[str, dict[str, str]] = {
     "api/v1/resolve": {"POST": "resolve"},
     "api/v1/resolve/<str:resolve_id>/response": {"POST": "resolve"},
+    # An application judges the answers to its own resolves with the key it resolves with.
+    "api/v1/resolve/<str:resolve_id>/feedback": {"POST": "resolve"},
     # Previewing a route's retrieval reads the route's configuration; it resolves nothing.
     "api/v1/plugins/context/preview": {"POST": ROUTE_READ},
     "api/v1/plugins/context/compression/capabilities": {"GET": "compression.read"},

@@ -397,6 +397,8 @@ def summary_table(record: ReplayLike) -> Table:
         {
             "id": record.id,
             "route": record.route,
+            # The arm of the route's traffic split (older records and drafts: main).
+            "variant": getattr(record, "variant", "") or "main",
             "status": record.status,
             "format": record.format,
             "user id": record.user_id,

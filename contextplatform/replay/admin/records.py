@@ -65,7 +65,7 @@ class ReplayRecordAdmin(TenantOnlyAdmin):
         "token_counts",
         "duration",
     )
-    list_filter = ("status", "route", UserIdFilter, CreatedFromFilter, CreatedToFilter)
+    list_filter = ("status", "route", "variant", UserIdFilter, CreatedFromFilter, CreatedToFilter)
     date_hierarchy = "created_at"
     search_fields = ("id", "route", "user_id", "session_key")
     list_per_page = 50

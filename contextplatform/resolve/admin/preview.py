@@ -22,6 +22,7 @@ from django.urls import URLPattern, path
 
 from contextplatform.core.errors import ApiError
 from contextplatform.resolve.admin.draft_trial import DraftTrialMixin
+from contextplatform.resolve.admin.variants import variants_view
 from contextplatform.resolve.resolver import Resolution
 from contextplatform.resolve.use_cases import preview_resolve
 from contextplatform.routes.admin.route_form import JsonTextField
@@ -119,8 +120,8 @@ def preview_report(resolution: Resolution) -> dict[str, Any]:
 
 @admin.register(Route)
 class PreviewingRouteAdmin(DraftTrialMixin, RouteAdmin):
-    """The route page with its Preview: a real resolve of a sample request, never recorded; and
-    its "Try this draft" (``draft_trial``)."""
+    """The route page with its Preview (a real resolve of a sample request, never recorded), its
+    "Try this draft" (``draft_trial``) and its Variants (the arms of its traffic split compared)."""
 
     def get_urls(self) -> list[URLPattern]:
         info = self.opts.app_label, self.opts.model_name
@@ -129,7 +130,16 @@ class PreviewingRouteAdmin(DraftTrialMixin, RouteAdmin):
             self.admin_site.admin_view(self.preview_view),
             name=f"{info[0]}_{info[1]}_preview",
         )
-        return [preview, *super().get_urls()]
+        variants = path(
+            "<path:object_id>/variants/",
+            self.admin_site.admin_view(self.variants_view),
+            name=f"{info[0]}_{info[1]}_variants",
+        )
+        return [preview, variants, *super().get_urls()]
+
+    def variants_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The route's arms compared over recent replay records and their feedback."""
+        return variants_view(self, request, object_id)
 
     def preview_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """Resolve a sample request on the saved route and show the report; nothing is recorded.

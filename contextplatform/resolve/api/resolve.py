@@ -18,6 +18,9 @@ from contextplatform.resolve.match_preview import preview_route
 from contextplatform.resolve.use_cases import ResolveCall, finish_turn, resolve_context
 from tenants import rate_limits
 
+# The arm of the route's traffic split a resolve ran (the gateway sends it too).
+VARIANT_HEADER = "x-context-variant"
+
 
 class MemoryOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -79,7 +82,7 @@ class ResolveView(ApiView):
                 headers=request.headers,
             )
         )
-        return Response(resolution.report())
+        return Response(resolution.report(), headers={VARIANT_HEADER: resolution.variant})
 
 
 class ContextPreviewView(ApiView):

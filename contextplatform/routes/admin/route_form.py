@@ -746,6 +746,12 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
             "model": {key: value for key, value in model.items() if value is not None},
             "recipe": recipe.name if recipe is not None else None,
             "context": self.written_layer(cleaned),
+            # The form does not edit the variants (the API does): a save keeps them as they are,
+            # secrets as ``{"set": true}``, which the service keeps.
+            "variants": [
+                {**variant, "context": redact(variant.get("context") or {})}
+                for variant in (self.instance.variants if self.instance.pk else None) or []
+            ],
         }
 
     def written_layer(self, cleaned: dict[str, Any]) -> dict[str, Any]:

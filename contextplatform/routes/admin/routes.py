@@ -109,10 +109,14 @@ class RouteAdmin(TenantOnlyAdmin):
                 spec=prepared.spec,
                 layer=prepared.layer,
                 recipe=prepared.recipe,
+                variants=prepared.variants,
             )
         else:
             saved = services.create_route(
-                spec=prepared.spec, layer=prepared.layer, recipe=prepared.recipe
+                spec=prepared.spec,
+                layer=prepared.layer,
+                recipe=prepared.recipe,
+                variants=prepared.variants,
             )
         obj.pk, obj.context, obj.model = saved.pk, saved.context, saved.model
 

@@ -17,7 +17,7 @@ from contextplatform.core.text_limits import (
     number_problem,
     text_problem,
 )
-from contextplatform.routes.configuration.layering import effective_context
+from contextplatform.routes.configuration.layering import effective_context, layered_variants
 from contextplatform.routes.configuration.schema import (
     ConfigDocument,
     parse_config_document,
@@ -148,8 +148,13 @@ def check_layers(document: ConfigDocument) -> None:
             continue  # layered on a recipe of the tenant's: checked when it is imported
         recipe = recipes[named].context if isinstance(named, str) else None
         layered = effective_context(defaults, recipe, route.context)
+        variants = route.route.get("variants")
         validate_route_spec(
-            {**route.route, "context": layered},
+            {
+                **route.route,
+                "context": layered,
+                **({"variants": layered_variants(variants, defaults, recipe)} if variants else {}),
+            },
             prefix=route.path,
             context_prefix=route.context_path,
             stored=True,

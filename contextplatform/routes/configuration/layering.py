@@ -59,6 +59,20 @@ def effective_context(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
     return merged
 
 
+def layered_variants(variants: Any, *layers: Mapping[str, Any] | None) -> Any:
+    """A route's variants with each one's context layered as the route's own is: over ``layers``
+    (the tenant defaults, then the recipe), never over the route's own context. What is not a
+    list of objects with an object ``context`` is left as written, for validation to name."""
+    if not isinstance(variants, list):
+        return copy.deepcopy(variants)
+    return [
+        {**variant, "context": effective_context(*layers, variant.get("context") or {})}
+        if isinstance(variant, Mapping) and isinstance(variant.get("context", {}), Mapping)
+        else copy.deepcopy(variant)
+        for variant in variants
+    ]
+
+
 def _merge_members(
     inherited: Mapping[str, Any], written: Mapping[str, Any], *, replaced: frozenset[str]
 ) -> dict[str, Any]:

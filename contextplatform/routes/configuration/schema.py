@@ -152,6 +152,23 @@ class ModelSettings(Strict):
         return self
 
 
+MAIN_ARM = "main"
+MAX_VARIANTS = 10
+VARIANT_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,49}$"
+
+
+class VariantSpec(Strict):
+    """One arm of a route's traffic split: its share of the requests and the context
+    configuration it runs instead of the route's own (layered on the recipe and the tenant
+    defaults as the route's own is)."""
+
+    name: str = Field(
+        pattern=VARIANT_NAME_PATTERN, description="a slug; the route's own context is 'main'"
+    )
+    weight: float = Field(gt=0, le=1, description="the share of requests this arm takes")
+    context: ContextConfig = Field(default_factory=ContextConfig)
+
+
 class RouteSpec(Strict):
     name: str = Field(pattern=ROUTE_NAME_PATTERN)
     description: str = Field(default="", max_length=2000)
@@ -162,6 +179,15 @@ class RouteSpec(Strict):
         description="a recipe of the tenant whose context configuration this route layers on",
     )
     context: ContextConfig = Field(default_factory=ContextConfig)
+    variants: list[VariantSpec] = Field(
+        default_factory=list,
+        max_length=MAX_VARIANTS,
+        description="arms splitting the route's traffic by a stable hash of the user; the "
+        "route's own context is the arm 'main' and takes what the variants leave",
+    )
+
+    def variant(self, name: str) -> VariantSpec | None:
+        return next((v for v in self.variants if v.name == name), None)
 
 
 def validate_source(data: Any, *, prefix: str, stored: bool = False) -> SourceSettings:
@@ -270,7 +296,7 @@ def validate_route_spec(
             param = _join(prefix, legacy[0])
             raise _invalid(param + legacy[1].removeprefix(legacy[0]), param)
     problems: list[ApiError] = []
-    route_fields = {key: value for key, value in data.items() if key != "context"}
+    route_fields = {key: value for key, value in data.items() if key not in ("context", "variants")}
     spec = collecting(problems, parse, RouteSpec, route_fields, prefix=prefix)
     context = None
     if "context" in data:
@@ -278,7 +304,64 @@ def validate_route_spec(
         context = collecting(
             problems, validate_context, data["context"], prefix=context_param, stored=stored
         )
-    return assembled(problems, spec, context=context)
+    variants = None
+    if data.get("variants") is not None:
+        variants = collecting(
+            problems, validate_variants, data["variants"], _join(prefix, "variants"), stored
+        )
+    return assembled(problems, spec, context=context, variants=variants)
+
+
+def validate_variants(data: Any, base: str, stored: bool = False) -> list[VariantSpec]:
+    """A route's variants, each context already layered by the caller (as the route's own is):
+    names unique slugs other than ``main``, weights in (0, 1] adding up to at most 1."""
+    if not isinstance(data, list):
+        raise _invalid(f"{base}: expected a list", base)
+    if len(data) > MAX_VARIANTS:
+        raise _invalid(f"{base}: at most {MAX_VARIANTS} variants", base)
+    problems: list[ApiError] = []
+    variants: list[VariantSpec] = []
+    seen: set[str] = set()
+    for index, item in enumerate(data):
+        param = f"{base}[{index}]"
+        if not isinstance(item, dict):
+            problems.append(_invalid(f"{param}: expected a JSON object", param))
+            continue
+        fields = {key: value for key, value in item.items() if key != "context"}
+        variant = collecting(problems, parse, VariantSpec, fields, prefix=param)
+        context = collecting(
+            problems,
+            validate_context,
+            item.get("context", {}),
+            prefix=f"{param}.context",
+            stored=stored,
+        )
+        name = item.get("name")
+        if name == MAIN_ARM:
+            problems.append(
+                _invalid(
+                    f"{param}.name: 'main' is the route's own context; name the variant otherwise",
+                    f"{param}.name",
+                )
+            )
+        elif isinstance(name, str) and name in seen:
+            problems.append(_invalid(f"{param}.name: duplicate variant {name!r}", f"{param}.name"))
+        if isinstance(name, str):
+            seen.add(name)
+        if variant is not None and context is not None:
+            variant.context = context
+            variants.append(variant)
+    if not problems and sum(v.weight for v in variants) > 1 + 1e-9:
+        problems.append(
+            _invalid(
+                f"{base}: the weights add up to {sum(v.weight for v in variants):g}; at most 1 "
+                "(the route's own context, 'main', takes what the variants leave)",
+                base,
+            )
+        )
+    if problems:
+        raise together(problems)
+    return variants
 
 
 # --- configuration as code: the document form -------------------------------------------------
@@ -293,7 +376,8 @@ def validate_route_spec(
 
 CONTEXT_PLUGIN = "context"
 DOCUMENT_KEYS = ("defaults", "recipes", "routes")
-ROUTE_KEYS = ("name", "description", "model", "recipe", "plugins")
+ROUTE_KEYS = ("name", "description", "model", "recipe", "plugins", "variants")
+VARIANT_KEYS = ("name", "weight", "plugins")
 RECIPE_KEYS = ("name", "plugins")
 DEFAULTS_KEYS = ("plugins",)
 PLUGIN_KEYS = ("type", "configuration")
@@ -403,7 +487,22 @@ def _parse_route(data: Any, path: str, seen: set[str]) -> RouteEntry:
     _named(entry, path, seen, "route")
     context, context_path = _context_plugin(entry.get("plugins"), path)
     route = {key: value for key, value in entry.items() if key != "plugins"}
+    if "variants" in entry:
+        route["variants"] = _document_variants(entry["variants"], f"{path}.variants")
     return RouteEntry(path=path, context=context, context_path=context_path, route=route)
+
+
+def _document_variants(data: Any, path: str) -> list[Any]:
+    """A route's variants in the document form (each one's context as its context plugin), in
+    the form a route takes (each with its ``context``); the route's validation checks the rest."""
+    variants = []
+    for index, item in enumerate(_list(data, path)):
+        where = f"{path}[{index}]"
+        entry = _object(item, where)
+        _known_keys(entry, VARIANT_KEYS, where)
+        context, _ = _context_plugin(entry.get("plugins"), where)
+        variants.append({**{k: v for k, v in entry.items() if k != "plugins"}, "context": context})
+    return variants
 
 
 def parse_config_document(data: Any) -> ConfigDocument:
@@ -448,15 +547,24 @@ def route_document(
     model: dict[str, Any],
     recipe: str | None,
     context: dict[str, Any],
+    variants: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """One route in the exported form: its own context configuration as the context plugin."""
-    return {
+    """One route in the exported form: its own context configuration as the context plugin, and
+    its variants (when it has any), each one's context as its own context plugin."""
+    document: dict[str, Any] = {
         "name": name,
         "description": description,
         "model": _without_nulls(model),
         "recipe": recipe,
         "plugins": plugins_document(context),
     }
+    if variants:
+        document["variants"] = [variant_document(**variant) for variant in variants]
+    return document
+
+
+def variant_document(*, name: str, weight: float, context: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "weight": weight, "plugins": plugins_document(context)}
 
 
 def recipe_document(*, name: str, context: dict[str, Any]) -> dict[str, Any]:

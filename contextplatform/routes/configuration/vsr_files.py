@@ -400,6 +400,15 @@ class _Run:
             route["description"] = existing.get("description", "")
             route["model"] = existing.get("model") or {}
             route["recipe"] = existing.get("recipe")
+            if existing.get("variants"):  # a fragment writes the route's context, not its arms
+                route["variants"] = [
+                    {
+                        "name": variant.get("name"),
+                        "weight": variant.get("weight"),
+                        "plugins": [{"type": "context", "configuration": variant.get("context")}],
+                    }
+                    for variant in existing["variants"]
+                ]
         if "description" in written:
             route["description"] = written["description"]
         if recipe is not None:
