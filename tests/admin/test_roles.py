@@ -86,6 +86,9 @@ EXPECTED: dict[str, dict[str, str]] = {
 CUSTOM_VIEWS: dict[str, str] = {
     # Preview runs the route's real sources (outbound calls, judges): operators only.
     "routing_route_preview": "c",
+    # The route's evaluation: seen by whoever sees the route; its cases edited and run by those
+    # who may change it.
+    "routing_route_evaluation": "v",
     # Test connection calls the server with the tenant's stored headers: those who may change it.
     "sources_mcpserver_test_connection": "c",
     "auth_user_password_change": "c",
