@@ -57,6 +57,15 @@ class Case(BaseModel):
             raise ValueError("must not be empty")
         return value
 
+    def as_dict(self) -> dict[str, Any]:
+        """The case as it reads back (``EvalCase.as_dict``)."""
+        case: dict[str, Any] = {"id": self.id, "query": self.query}
+        if self.user:
+            case["user"] = self.user
+        if self.session:
+            case["session"] = self.session
+        return {**case, "expect": self.expect.as_dict()}
+
 
 class CaseSet(BaseModel):
     model_config = ConfigDict(extra="forbid")

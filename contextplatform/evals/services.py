@@ -8,7 +8,7 @@ import json
 import secrets
 from collections.abc import Iterable
 
-from django.db import transaction
+from django.db import connection, transaction
 from django_tenants.utils import schema_context
 
 from contextplatform.core.errors import ApiError, invalid_request
@@ -66,7 +66,14 @@ def start_run(*, route: Route, triggered_by: str = EvalRun.MANUAL) -> EvalRun:
     )
     from contextplatform.evals.tasks import run_evaluation
 
-    transaction.on_commit(lambda: run_evaluation.delay(run.id))
+    schema = connection.schema_name
+
+    def send() -> None:
+        # Sent from the schema the run belongs to: the task runs there (tenant-schemas-celery).
+        with schema_context(schema):
+            run_evaluation.delay(run.id)
+
+    transaction.on_commit(send)
     return run
 
 
