@@ -17,14 +17,14 @@ from contextplatform.routes.selectors import existing_route
 class RouteEvalsView(ApiView):
     required_scopes = {"GET": "routes.read", "PUT": "routes.write"}
 
-    @extend_schema(responses={200: CaseSet}, summary="Read a route's evaluation cases")
+    @extend_schema(responses={200: dict}, summary="Read a route's evaluation cases")
     def get(self, request: Request, name: str) -> Response:
         route = existing_route(name, param=None)
         return Response({"route": route.name, "cases": selectors.cases_of(route)})
 
     @extend_schema(
         request=CaseSet,
-        responses={200: CaseSet},
+        responses={200: dict},
         summary="Replace a route's evaluation cases (at most 500, ids unique)",
     )
     def put(self, request: Request, name: str) -> Response:

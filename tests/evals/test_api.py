@@ -187,7 +187,7 @@ def test_memory_text_needs_memory_read(acme: TenantFixture, acme_api: Any, route
 def test_a_save_runs_the_cases_and_a_dropped_source_is_a_warning(acme_api: Any, route: str) -> None:
     assert runs_of(route) == 0  # cases alone run nothing
     saved = acme_api.patch(f"/api/v1/routes/{route}", {"description": "v2"})
-    assert saved.status_code == 200
+    assert saved.status_code == 200 and saved.json()["version"] == 2
     first = latest(route)
     assert first.triggered_by == "save" and first.status == "done" and first.route_version == 2
     assert first.metrics["hit_rate"] == 1.0
