@@ -22,9 +22,6 @@ from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
 
-# A kept memory's text, as stored on the run (shown only to keys with memory.read).
-MEMORY_TEXT_CHARS = 500
-
 
 def case_body(case: EvalCase) -> dict[str, Any]:
     """The request a case stands for: its query as the user's one message."""
@@ -32,7 +29,8 @@ def case_body(case: EvalCase) -> dict[str, Any]:
 
 
 def kept_items(resolution: Resolution) -> list[dict[str, Any]]:
-    """What the resolve kept, in kept order: each item's source and its document or memory."""
+    """What the resolve kept, in kept order: each item's source and its document or memory (by id
+    only: a memory's text is read when the run is shown, so an erased memory leaves nothing here)."""
     kept: list[dict[str, Any]] = []
     for decision in resolution.decisions:
         if not decision.kept:
@@ -42,7 +40,6 @@ def kept_items(resolution: Resolution) -> list[dict[str, Any]]:
         metadata = item.metadata or {}
         if metadata.get("memory_id") is not None:
             entry["memory"] = str(metadata["memory_id"])
-            entry["text"] = item.content[:MEMORY_TEXT_CHARS]
         elif metadata.get("document_id") is not None:
             entry["document"] = str(metadata["document_id"])
             if item.title:

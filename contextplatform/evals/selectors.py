@@ -8,6 +8,7 @@ from contextplatform.core.errors import not_found
 from contextplatform.evals import scoring
 from contextplatform.evals.models import EvalCase, EvalRun
 from contextplatform.routes.models import Route
+from memory.models import Memory
 
 
 def cases_of(route: Route) -> list[dict[str, Any]]:
@@ -41,14 +42,25 @@ def latest_done(route: Route) -> EvalRun | None:
     return EvalRun.objects.filter(route=route, status=EvalRun.DONE).order_by("-created_at").first()
 
 
-def without_memory_text(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Case results without the kept memories' text (a key without ``memory.read``)."""
+def with_memory_text(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Case results with each kept memory's text as it is now (for a key with ``memory.read``);
+    a memory erased since shows none."""
+    ids = {
+        int(item["memory"])
+        for case in results
+        for item in case.get("kept", [])
+        if str(item.get("memory", "")).isdigit()
+    }
+    texts = {
+        str(pk): content
+        for pk, content in Memory.objects.filter(pk__in=ids).values_list("pk", "content")
+    }
     return [
         {
             **case,
             "kept": [
-                {k: v for k, v in item.items() if k != "text" or "memory" not in item}
-                for item in case.get("kept", [])
+                {**item, "text": texts[item["memory"]]} if item.get("memory") in texts else item
+                for item in case["kept"]
             ],
         }
         if "kept" in case
@@ -67,7 +79,7 @@ def run_representation(run: EvalRun, *, memory_text: bool) -> dict[str, Any]:
         "status": run.status,
         "triggered_by": run.triggered_by,
         "metrics": run.metrics or None,
-        "cases": run.results if memory_text else without_memory_text(run.results),
+        "cases": with_memory_text(run.results) if memory_text else run.results,
         "previous": None
         if previous is None
         else {"run": previous.id, "route_version": previous.route_version, **previous.metrics},

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import secrets
 from collections.abc import Iterable
 
 from django.db import connection, transaction
+from django.utils import timezone
 from django_tenants.utils import schema_context
 
 from contextplatform.core.errors import ApiError, invalid_request
@@ -16,6 +18,8 @@ from contextplatform.evals.cases import Case
 from contextplatform.evals.models import EvalCase, EvalRun
 from contextplatform.evals.selectors import cases_of, latest_run
 from contextplatform.routes.models import Route
+
+logger = logging.getLogger(__name__)
 
 
 def new_run_id() -> str:
@@ -71,7 +75,15 @@ def start_run(*, route: Route, triggered_by: str = EvalRun.MANUAL) -> EvalRun:
     def send() -> None:
         # Sent from the schema the run belongs to: the task runs there (tenant-schemas-celery).
         with schema_context(schema):
-            run_evaluation.delay(run.id)
+            try:
+                run_evaluation.delay(run.id)
+            except Exception as error:  # the broker unreachable: the run says so, not "queued"
+                logger.exception("evaluation run %s could not be queued", run.id)
+                EvalRun.objects.filter(pk=run.id, status=EvalRun.QUEUED).update(
+                    status=EvalRun.FAILED,
+                    error=f"could not be queued: {error}"[:2000],
+                    finished_at=timezone.now(),
+                )
 
     transaction.on_commit(send)
     return run

@@ -182,6 +182,12 @@ def test_memory_text_needs_memory_read(acme: TenantFixture, acme_api: Any, route
     lisbon = next(case for case in seen["cases"] if case["id"] == "lisbon")
     assert lisbon["hit"] and all("text" not in k for k in lisbon["kept"] if "memory" in k)
     assert "Lisbon" not in str(seen)
+    # The text is read when the run is shown: a memory erased since leaves none behind.
+    (memory,) = [k for case in run["cases"] for k in case.get("kept", []) if "memory" in k]
+    erased = acme_api.delete(f"/api/v1/users/u_eval/memories/{memory['memory']}")
+    assert erased.status_code == 200, erased.content
+    again = acme_api.get(f"/api/v1/eval-runs/{run['id']}").json()
+    assert "Lisbon" not in str(again)
 
 
 def test_a_save_runs_the_cases_and_a_dropped_source_is_a_warning(acme_api: Any, route: str) -> None:
