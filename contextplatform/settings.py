@@ -97,6 +97,7 @@ TENANT_APPS = [
     "contextplatform.routes",
     "contextplatform.replay",
     "contextplatform.resolve",
+    "contextplatform.evals",
     "contextplatform.gateway",
     "contextplatform.demo",
 ]

@@ -4,6 +4,7 @@ from django.urls import path
 
 from compression import views as compression
 from contextplatform.deployments import views as deployments
+from contextplatform.evals import api as evals
 from contextplatform.replay import api as replay
 from contextplatform.replay import source_health_api
 from contextplatform.resolve.api import compression as compression_views
@@ -67,6 +68,9 @@ urlpatterns = [
     ),
     path("routes/<str:name>", routes.RouteDetailView.as_view(), name="route"),
     path("routes/<str:name>/export", routes.RouteExportView.as_view(), name="route-export"),
+    path("routes/<str:name>/evals", evals.RouteEvalsView.as_view(), name="route-evals"),
+    path("routes/<str:name>/evals/run", evals.RouteEvalsRunView.as_view(), name="route-evals-run"),
+    path("eval-runs/<str:run>", evals.EvalRunView.as_view(), name="eval-run"),
     path("deployments", deployments.DeploymentListView.as_view(), name="deployments"),
     path(
         "deployments/<str:name>",

@@ -14,7 +14,9 @@ first token, and requests/s at 32 clients, beside LiteLLM's proxy (``scripts/ben
 (``scripts/bench_connectors.py``; ``BENCH_ONLY=connectors`` runs it alone); (10) pre-warm: the
 demo route's resolve with and without a pre-warmed session, in process (``scripts/bench_prewarm.py``;
 ``BENCH_ONLY=prewarm`` runs it alone); (11) lazy retrieval: the context a lazy RAG source saves
-on the demo route (``scripts/bench_lazy.py``; ``BENCH_ONLY=lazy``); the HTTP path under wrk
+on the demo route (``scripts/bench_lazy.py``; ``BENCH_ONLY=lazy``); (14) evaluation runs: a run of
+50 cases and the live resolve p50 during runs beside it alone (``scripts/bench_evals.py``;
+``BENCH_ONLY=evals``); the HTTP path under wrk
 (``BENCH_ONLY=http_path``), the request path's profile (``BENCH_ONLY=request_profile``); (12) a
 hanging source's work after its deadline (``BENCH_ONLY=hanging``); (13) the soak: the cluster
 shape of ``make cluster`` under a fixed rate of mixed work for ten minutes
@@ -57,6 +59,7 @@ from scripts.bench_compare import (
 from scripts.bench_compression import run_compression
 from scripts.bench_connectors import run_connectors
 from scripts.bench_env import environment, git_revision
+from scripts.bench_evals import print_evals, run_evals, write_evals
 from scripts.bench_faults import run_faults
 from scripts.bench_gateway import run_gateway
 from scripts.bench_hanging import run_hanging
@@ -299,6 +302,7 @@ SECTIONS = {
     "connectors": Section(run_connectors, write_connectors, print_connectors),
     "prewarm": Section(run_prewarm, write_prewarm, print_prewarm),
     "lazy": Section(run_lazy, write_lazy, print_lazy),
+    "evals": Section(run_evals, write_evals, print_evals),
     "http_path": Section(run_http_path, write_http_path, print_http_path),
     "request_profile": Section(run_profile, write_profile, print_profile),
     "hanging": Section(run_hanging, write_hanging, print_hanging),

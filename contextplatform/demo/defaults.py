@@ -227,6 +227,43 @@ DEMO_DOCUMENTS: list[dict[str, Any]] = [
     },
 ]
 
+# The demo route's evaluation set: each question with what it must keep (documents by id, u_123's
+# memories and the guardrail by their text). A save of the route runs them.
+DEMO_EVAL_CASES: list[dict[str, Any]] = [
+    {
+        "id": "refund",
+        "query": DEMO_QUESTION,
+        "user": DEMO_USER,
+        "expect": {"documents": ["refund-policy"], "text_containing": ["30 days"]},
+    },
+    {
+        "id": "return-window",
+        "query": "How many days do I have to return an item?",
+        "expect": {"documents": ["refund-policy"]},
+    },
+    {
+        "id": "crackling",
+        "query": "My headphones make a crackling sound, is that covered?",
+        "expect": {"documents": ["warranty"]},
+    },
+    {
+        "id": "norway",
+        "query": "Do you ship to Norway?",
+        "expect": {"documents": ["shipping"]},
+    },
+    {
+        "id": "home-city",
+        "query": "Can you deliver a replacement to the city where I live?",
+        "user": DEMO_USER,
+        "expect": {"memories_containing": ["Lisbon"]},
+    },
+    {
+        "id": "guardrail",
+        "query": "Can I get a refund after two months?",
+        "expect": {"text_containing": ["Never promise a refund outside the policy window"]},
+    },
+]
+
 
 # --- the demo deployment: a real provider when its key is set, else the local stand-in ----------
 

@@ -13,6 +13,7 @@ stages it runs and what it may touch:
 | prewarm             | fetch (prewarmable, read ahead)      | -      | -       | -            | -               | -              | yes    | -       | -           | -           |
 | search              | fetch (the one lazy source)          | -      | -       | -            | -               | -              | yes    | yes     | -           | -           |
 | rerun               | plan fetch pack inject compress      | -      | -       | -            | -               | -              | -      | -       | -           | -           |
+| evaluate            | plan fetch pack inject compress      | -      | -       | -            | -               | -              | -      | -       | -           | -           |
 
 Columns (the ``Touch`` names): ``replay_record`` (the resolve's ReplayRecord), ``session`` (the user's message stored
 at resolve, the answer at hand-back), ``memory_write`` (a kind's after-resolve hook queues the
@@ -28,6 +29,8 @@ their caller names (a rerun: the record's), else the route's own context.
 
 ``rerun`` runs a recorded request against the current or a draft route configuration and reads
 history and memories as they stood at the record's time (``ContextRequest.as_of``).
+``evaluate`` resolves a route's evaluation case (``contextplatform/evals``) as the route stands:
+like a rerun it writes nothing, and it reads no cache, so a run measures the sources themselves.
 """
 
 from __future__ import annotations
@@ -98,8 +101,18 @@ PREWARM = Mode(
 )
 SEARCH = Mode("search", stages("fetch"), touches("caches", "metrics"), sources="given")
 RERUN = Mode("rerun", RESOLVING, touches())
+EVALUATE = Mode("evaluate", RESOLVING, touches())
 
 MODES: dict[str, Mode] = {
     mode.name: mode
-    for mode in (LIVE, PREVIEW, MATCH_PREVIEW, COMPRESSION_PREVIEW, PREWARM, SEARCH, RERUN)
+    for mode in (
+        LIVE,
+        PREVIEW,
+        MATCH_PREVIEW,
+        COMPRESSION_PREVIEW,
+        PREWARM,
+        SEARCH,
+        RERUN,
+        EVALUATE,
+    )
 }

@@ -47,7 +47,7 @@ def written_fields(route: Route) -> dict[str, Any]:
 
 
 # What a route's representation adds to what it writes; a write ignores them (core/read_back.py).
-READ_ONLY = frozenset({"effective_context", "invalid", "created_at", "updated_at"})
+READ_ONLY = frozenset({"effective_context", "invalid", "version", "created_at", "updated_at"})
 
 
 def route_representation(route: Route) -> dict[str, Any]:
@@ -55,6 +55,7 @@ def route_representation(route: Route) -> dict[str, Any]:
     ``effective_context`` the configuration resolve runs (tenant defaults, recipe, route)."""
     representation = {
         **written_fields(route),
+        "version": route.version,  # how many times it was saved (evaluation runs name it)
         "created_at": route.created_at.isoformat(),
         "updated_at": route.updated_at.isoformat(),
     }

@@ -70,6 +70,8 @@ class Route(models.Model):
         help_text="Arms splitting the route's traffic: name, weight and each one's own context "
         "layer (validated as RouteSpec.variants, each layered as the route's own context is).",
     )
+    # How many times the route was saved: an evaluation run names the version it measured.
+    version = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -78,6 +80,14 @@ class Route(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Every save is a new version, whichever path wrote it (API, admin, import)."""
+        self.version = (self.version or 0) + 1
+        fields = kwargs.get("update_fields")
+        if fields is not None:
+            kwargs["update_fields"] = {*fields, "version"}
+        super().save(*args, **kwargs)
 
     # The tenant defaults' context, when the query read them along (``selectors.with_layers``).
     DEFAULTS_ANNOTATION = "defaults_context"

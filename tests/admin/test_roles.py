@@ -92,6 +92,9 @@ CUSTOM_VIEWS: dict[str, str] = {
     "routing_replayrecord_rerun": "v",
     # The arms compared: what the route's records already show whoever may view the route.
     "routing_route_variants": "v",
+    # The route's evaluation: seen by whoever sees the route; its cases edited and run by those
+    # who may change it.
+    "routing_route_evaluation": "v",
     # Test connection calls the server with the tenant's stored headers: those who may change it.
     "sources_mcpserver_test_connection": "c",
     "auth_user_password_change": "c",

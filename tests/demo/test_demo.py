@@ -466,3 +466,31 @@ def test_the_demo_route_recalls_writes_compresses_and_records_content(db: Any) -
         },
     )
     assert original.status_code == 200 and original.json()["content"] == log
+
+
+@pytest.mark.django_db(transaction=False)
+def test_the_demo_routes_evaluation_cases_pass_on_the_demo(
+    db: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    from contextplatform.demo.defaults import DEMO_EVAL_CASES
+    from contextplatform.evals.models import EvalCase, EvalRun
+
+    with django_capture_on_commit_callbacks(execute=True):
+        key, _ = bootstrap()
+    with schema_context("demo"):
+        runs = list(EvalRun.objects.filter(route__name="support"))
+    assert len(runs) == 1 and runs[0].status == "done", [r.error for r in runs]
+    api = ApiClient(key)
+    run = api.get(f"/api/v1/eval-runs/{runs[0].pk}").json()
+    missed = [case for case in run["cases"] if not case["hit"]]
+    assert run["metrics"]["hit_rate"] == 1.0, missed
+    assert run["metrics"]["cases"] == len(DEMO_EVAL_CASES)
+    assert api.get("/api/v1/routes/support/evals").json()["cases"] == DEMO_EVAL_CASES
+    # A restart writes the cases once and runs the route once per save, never a duplicate.
+    with django_capture_on_commit_callbacks(execute=True):
+        bootstrap()
+    with schema_context("demo"):
+        assert EvalCase.objects.filter(route__name="support").count() == len(DEMO_EVAL_CASES)
+        again = EvalRun.objects.filter(route__name="support").order_by("created_at")
+        assert [r.triggered_by for r in again] == ["save", "save"]
+        assert again.last().metrics["hit_rate"] == 1.0

@@ -66,7 +66,8 @@ def demo_server(
 def test_the_readme_walkthrough_runs_as_written(demo_server: tuple[str, str]) -> None:
     url, key = demo_server
     blocks = walkthrough_blocks()
-    assert len(blocks) == 6, blocks  # gateway, resolve, knowledge, memory, compression, replay
+    # gateway, resolve, knowledge, memory, compression, replay, evaluation
+    assert len(blocks) == 7, blocks
     script = "set -euo pipefail\n" + "\n".join(blocks).replace(README_SERVER, url)
     assert README_SERVER not in script
     done = subprocess.run(
@@ -105,3 +106,8 @@ def test_the_readme_walkthrough_runs_as_written(demo_server: tuple[str, str]) ->
     assert "served: [('search_manuals', 'ok'), ('vsr_context_retrieve', 'served')]" in out
     assert "asked: What happened to my Aurora headphones return?" in out
     assert f"answered: {LABEL}" in out and "(vsr_context_retrieve) 2026-12-01 order 4000" in out
+    # Evaluation: the demo's cases listed, a run done on the route's latest version, beside the
+    # run its last save started.
+    assert "case: refund {'documents': ['refund-policy'], 'text_containing': ['30 days']}" in out
+    assert re.search(r"^run: done version \d+ hit rate [0-9.]+$", out, re.M), out
+    assert "('refund', True)" in out and re.search(r"^previous: [0-9.]+ warning: ", out, re.M)

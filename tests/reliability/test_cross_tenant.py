@@ -58,6 +58,7 @@ class Owned:
     record: str
     recovery_request: str
     recovery_key: str
+    eval_run: str
 
     def names(self) -> list[str]:
         """What a listing must not show: every name and id, but the made-up user and session
@@ -144,6 +145,9 @@ def own_everything(
         ),
         200,
     )["id"]
+    cases = [{"id": "c1", "query": secret, "user": user, "expect": {"text_containing": [secret]}}]
+    created(api.put(f"/api/v1/routes/{route}/evals", {"cases": cases}), 200)
+    eval_run = created(api.post(f"/api/v1/routes/{route}/evals/run"), 202)["run"]
     with schema_context(schema):
         RecoveryBlob.objects.create(
             request_id=record,
@@ -167,6 +171,7 @@ def own_everything(
         record=record,
         recovery_request=record,
         recovery_key="k1",
+        eval_run=eval_run,
     )
 
 
@@ -286,6 +291,16 @@ PROBES: dict[str, dict[str, Probe]] = {
         "DELETE": Probe(ABSENT, route_param),
     },
     "api/v1/routes/<str:name>/export": {"GET": Probe(ABSENT, route_param)},
+    "api/v1/routes/<str:name>/evals": {
+        "GET": Probe(ABSENT, route_param),
+        "PUT": Probe(
+            ABSENT,
+            route_param,
+            lambda o: {"cases": [{"id": "x", "query": "hijacked", "expect": {"documents": ["d"]}}]},
+        ),
+    },
+    "api/v1/routes/<str:name>/evals/run": {"POST": Probe(ABSENT, route_param)},
+    "api/v1/eval-runs/<str:run>": {"GET": Probe(ABSENT, lambda o: {"run": o.eval_run})},
     "api/v1/deployments": {"GET": Probe(OWN), "POST": Probe(OWN, body=deployment_spec)},
     "api/v1/deployments/<str:name>": {
         "GET": Probe(ABSENT, lambda o: {"name": o.deployment}),

@@ -264,6 +264,7 @@ def inputs(acme: TenantFixture, ids: Ids, mode: modes.Mode) -> dict[str, Any]:
         "prewarm": dict,
         "search": lambda: search_inputs(acme, ids),
         "rerun": lambda: {"request_body": body()},
+        "evaluate": lambda: {"request_body": body()},
     }
     return made[mode.name]()
 
@@ -284,11 +285,13 @@ def test_the_modes_table_is_data() -> None:
         "prewarm",
         "search",
         "rerun",
+        "evaluate",
     }
     for mode in modes.MODES.values():
         assert mode.stages <= modes.ALL_STAGES and mode.touches <= modes.ALL_TOUCHES
     assert modes.LIVE.stages == modes.ALL_STAGES and modes.LIVE.touches == modes.ALL_TOUCHES
     assert not modes.RERUN.touches and not modes.RERUN.runs("record")
+    assert not modes.EVALUATE.touches and not modes.EVALUATE.runs("record")
 
 
 @pytest.mark.usefixtures("ready")
@@ -322,7 +325,7 @@ def test_live_runs_every_stage_and_touches_what_a_turn_does(
 
 
 @pytest.mark.usefixtures("ready")
-@pytest.mark.parametrize("mode", [modes.PREVIEW, modes.RERUN], ids=lambda m: m.name)
+@pytest.mark.parametrize("mode", [modes.PREVIEW, modes.RERUN, modes.EVALUATE], ids=lambda m: m.name)
 def test_a_full_resolve_that_records_nothing(
     acme: TenantFixture, ids: Ids, dashboard: Dashboard, mode: modes.Mode
 ) -> None:

@@ -66,6 +66,9 @@ EXPECTED: dict[str, dict[str, str]] = {
         "DELETE": ROUTE_WRITE,
     },
     "api/v1/routes/<str:name>/export": {"GET": ROUTE_READ},
+    "api/v1/routes/<str:name>/evals": {"GET": ROUTE_READ, "PUT": ROUTE_WRITE},
+    "api/v1/routes/<str:name>/evals/run": {"POST": "evals.run"},
+    "api/v1/eval-runs/<str:run>": {"GET": ROUTE_READ},
     "api/v1/deployments": {"GET": "deployments.read", "POST": "deployments.write"},
     "api/v1/deployments/<str:name>": {
         "GET": "deployments.read",

@@ -27,6 +27,7 @@ from contextplatform.demo.credentials import (
 from contextplatform.demo.defaults import (
     DEMO_COLLECTION,
     DEMO_DOCUMENTS,
+    DEMO_EVAL_CASES,
     DEMO_MANUALS,
     DEMO_MANUALS_COLLECTION,
     DEMO_MEMORIES,
@@ -42,7 +43,11 @@ from contextplatform.demo.defaults import (
 )
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.services import parse_deployment, upsert_deployment
+from contextplatform.evals.cases import parse_cases
+from contextplatform.evals.selectors import cases_of
+from contextplatform.evals.services import replace_cases, run_changed
 from contextplatform.routes.configuration.schema import validate_route_spec
+from contextplatform.routes.models import Route
 from contextplatform.routes.services import upsert_route
 from memory.models import Memory
 from memory.services import create_memory
@@ -168,6 +173,15 @@ def seed_demo_memories() -> int:
     return created
 
 
+def seed_demo_eval_cases(route: Route) -> None:
+    """The route's evaluation set, written when it differs, then run unless its latest run
+    measured the route as it is now (a restart adds no cases and no second run)."""
+    cases = parse_cases({"cases": DEMO_EVAL_CASES})
+    if cases_of(route) != [case.as_dict() for case in cases]:
+        replace_cases(route=route, cases=cases)
+    run_changed([route.pk])
+
+
 def allow_outbound(tenant: Tenant, entries: list[str]) -> None:
     """The demo tenant's outbound allow-list is what its deployment needs and nothing wider (the
     gateway's guard refuses loopback and private addresses otherwise): ``entries`` replace what
@@ -270,7 +284,7 @@ class Command(BaseCommand):
         with schema_context(tenant.schema_name):
             job = self.ingest_demo_documents()
             deployment = save_demo_deployment(deployment_data)
-            upsert_route(spec=validate_route_spec(SUPPORT_ROUTE))
+            route = upsert_route(spec=validate_route_spec(SUPPORT_ROUTE))
             seed_demo_memories()
             put_user_profile(
                 user_id="u_123",
@@ -296,6 +310,7 @@ class Command(BaseCommand):
                         },
                     ],
                 )
+            seed_demo_eval_cases(route)
         connection.set_schema_to_public()
         self.stdout.write(
             f"Demo collection {DEMO_COLLECTION!r}: {len(DEMO_DOCUMENTS)} documents, ingestion job {job.id} "
