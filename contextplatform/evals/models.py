@@ -51,8 +51,12 @@ class EvalRun(models.Model):
     route_version = models.PositiveIntegerField()
     status = models.CharField(max_length=10, choices=STATUSES, default=QUEUED)
     triggered_by = models.CharField(max_length=10, choices=TRIGGERS, default=MANUAL)
+    # The route's own context's metrics ("main"): what a run is compared with.
     metrics = models.JSONField(default=dict)
-    # Each case's outcome: hit, what it missed, what was kept (see runner.case_result).
+    # When the route has variants: each arm's metrics, main's included ({"main": {...}, "b": {...}});
+    # empty for a route without variants.
+    arms = models.JSONField(default=dict, blank=True)
+    # Each case's outcome on main: hit, what it missed, what was kept (see runner.run_case).
     results = models.JSONField(default=list)
     error = models.TextField(blank=True, default="")
     # The route's version, effective configuration and cases the run measured, hashed: a change

@@ -1,6 +1,8 @@
 """One evaluation run: each of the route's cases resolved through the pipeline in its ``evaluate``
 mode (no model answer asked, nothing written: no replay record, session, memory or its strength,
-no cache), scored (``scoring.py``) and stored on the run."""
+no cache), scored (``scoring.py``) and stored on the run. A route with variants has every case run
+on each arm (main, then each variant in the order written): main's results and metrics are the
+run's, and each arm's metrics are kept beside them."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from contextplatform.core.errors import ApiError
 from contextplatform.evals import scoring
 from contextplatform.evals.models import EvalCase, EvalRun
 from contextplatform.resolve import modes
+from contextplatform.resolve.arms import MAIN
 from contextplatform.resolve.pipeline import resolve
 from contextplatform.resolve.resolver import Resolution
 from contextplatform.resolve.use_cases import tenant_request
@@ -77,8 +80,10 @@ def current_tenant() -> Tenant:
     return Tenant.objects.get(schema_name=connection.schema_name)
 
 
-def run_case(tenant: Tenant, route: str, case: EvalCase) -> tuple[dict[str, Any], Any]:
-    """A case's result and its score (None when the resolve was refused)."""
+def run_case(
+    tenant: Tenant, route: str, case: EvalCase, arm: str = MAIN
+) -> tuple[dict[str, Any], Any]:
+    """A case's result on ``arm`` and its score (None when the resolve was refused)."""
     result: dict[str, Any] = {"id": case.slug, "query": case.query}
     if case.user:
         result["user"] = case.user
@@ -90,6 +95,8 @@ def run_case(tenant: Tenant, route: str, case: EvalCase) -> tuple[dict[str, Any]
                 request_body=case_body(case),
                 user=case.user or None,
                 session=case.session or None,
+                # The evaluate mode splits no traffic: it runs the arm it is given.
+                variant=None if arm == MAIN else arm,
             ),
             modes.EVALUATE,
         )
@@ -113,34 +120,49 @@ def run_case(tenant: Tenant, route: str, case: EvalCase) -> tuple[dict[str, Any]
     return result, (score, resolution.tokens_after, resolution.duration_ms)
 
 
+def run_arm(
+    tenant: Tenant, route: str, cases: list[EvalCase], arm: str
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Every case resolved on ``arm``: their results, and the arm's metrics."""
+    results: list[dict[str, Any]] = []
+    scores: list[scoring.Score] = []
+    tokens: list[int] = []
+    latencies: list[float] = []
+    for case in cases:
+        result, measured = run_case(tenant, route, case, arm)
+        results.append(result)
+        if measured is None:
+            scores.append(scoring.Score(hit=False))
+            continue
+        score, used, took = measured
+        scores.append(score)
+        tokens.append(used)
+        latencies.append(took)
+    return results, scoring.metrics(scores, tokens, latencies)
+
+
 def execute(run: EvalRun) -> EvalRun:
-    """Resolve and score every case of the run's route; the run ends done, or failed with why."""
+    """Resolve and score every case of the run's route on each of its arms; the run ends done, or
+    failed with why."""
     run.status = EvalRun.RUNNING
     run.save(update_fields=["status"])
     try:
         tenant = current_tenant()
-        route = loaded_route(run.route.name).route.name
-        results: list[dict[str, Any]] = []
-        scores: list[scoring.Score] = []
-        tokens: list[int] = []
-        latencies: list[float] = []
-        for case in EvalCase.objects.filter(route=run.route).order_by("position"):
-            result, measured = run_case(tenant, route, case)
-            results.append(result)
-            if measured is None:
-                scores.append(scoring.Score(hit=False))
-                continue
-            score, used, took = measured
-            scores.append(score)
-            tokens.append(used)
-            latencies.append(took)
-        run.results = results
-        run.metrics = scoring.metrics(scores, tokens, latencies)
+        loaded = loaded_route(run.route.name)
+        route = loaded.route.name
+        cases = list(EvalCase.objects.filter(route=run.route).order_by("position"))
+        run.results, run.metrics = run_arm(tenant, route, cases, MAIN)
+        variants = [variant.name for variant in loaded.spec.variants]
+        run.arms = (
+            {MAIN: run.metrics, **{arm: run_arm(tenant, route, cases, arm)[1] for arm in variants}}
+            if variants
+            else {}
+        )
         run.status = EvalRun.DONE
     except Exception as error:  # a run that cannot finish says why instead of staying "running"
         logger.exception("evaluation run %s failed", run.id)
         run.status = EvalRun.FAILED
         run.error = str(error)[:2000] or type(error).__name__
     run.finished_at = timezone.now()
-    run.save(update_fields=["status", "results", "metrics", "error", "finished_at"])
+    run.save(update_fields=["status", "results", "metrics", "arms", "error", "finished_at"])
     return run

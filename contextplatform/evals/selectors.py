@@ -7,6 +7,7 @@ from typing import Any
 from contextplatform.core.errors import not_found
 from contextplatform.evals import scoring
 from contextplatform.evals.models import EvalCase, EvalRun
+from contextplatform.resolve.arms import MAIN
 from contextplatform.routes.models import Route
 from memory.models import Memory
 
@@ -42,6 +43,26 @@ def latest_done(route: Route) -> EvalRun | None:
     return EvalRun.objects.filter(route=route, status=EvalRun.DONE).order_by("-created_at").first()
 
 
+def arm_metrics(route: str, arm: str) -> dict[str, Any] | None:
+    """``arm``'s metrics in the route's latest finished run (the variants comparison's evaluation
+    columns): its own when the run measured each arm, main's alone when the route had no variants
+    then; None before a finished run, or for an arm the run did not measure."""
+    run = (
+        EvalRun.objects.filter(route__name=route, status=EvalRun.DONE)
+        .order_by("-created_at")
+        .only("metrics", "arms")
+        .first()
+    )
+    if run is None:
+        return None
+    if run.arms:
+        measured = run.arms.get(arm)
+        return measured if isinstance(measured, dict) else None
+    if arm != MAIN:
+        return None
+    return run.metrics or None
+
+
 def with_memory_text(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Case results with each kept memory's text as it is now (for a key with ``memory.read``);
     a memory erased since shows none."""
@@ -72,7 +93,7 @@ def with_memory_text(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def run_representation(run: EvalRun, *, memory_text: bool) -> dict[str, Any]:
     previous = previous_done(run) if run.status == EvalRun.DONE else None
     warning = scoring.regression(run.metrics, previous.metrics) if previous is not None else None
-    return {
+    shown: dict[str, Any] = {
         "id": run.id,
         "route": run.route.name,
         "route_version": run.route_version,
@@ -88,3 +109,7 @@ def run_representation(run: EvalRun, *, memory_text: bool) -> dict[str, Any]:
         "created_at": run.created_at.isoformat(),
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
     }
+    if run.arms:
+        # Each arm's metrics (main's are the top-level ones), only for a route with variants.
+        shown["arms"] = run.arms
+    return shown

@@ -36,7 +36,8 @@ class ArmStats:
 
 
 # The evaluation hook: a function (route, arm) → that arm's latest evaluation metrics, or None.
-# Evaluation sets fill it in where they are built; until then every arm shows "—".
+# Evaluation sets, which lie above this app, set it when they are loaded (their AppConfig.ready);
+# unset, every arm shows "—".
 EvaluationMetrics = Callable[[str, str], dict[str, Any] | None]
 evaluation_metrics: EvaluationMetrics | None = None
 

@@ -1,5 +1,6 @@
 """The route's Variants page: its arms compared over a window of replay records and their
-feedback, every missing number a dash (the evaluation columns until a route has evaluation sets)."""
+feedback, and each arm's numbers in the route's latest evaluation run; every missing number a
+dash (the evaluation columns until the route has a finished run)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from contextplatform.replay.models import ReplayRecord
 from contextplatform.routes.models import Route
 from tests.admin.conftest import ACME_HOST, make_user, signed_in
 from tests.conftest import ApiClient, admin_object_url
+from tests.sources.knowledge.conftest import SUPPORT_DOCS, make_collection
 
 RULES = {"type": "skill_guardrails", "name": "rules", "texts": ["Be kind."]}
 
@@ -79,6 +81,61 @@ def test_the_arms_are_compared_over_the_window(operator: Client, acme_api: ApiCl
     wider = page_rows(operator, days=30)
     assert wider["b"]["requests"] == 2
     assert wider["b"]["feedback"] == 1  # the old record has none
+
+
+DOCS = {
+    "type": "rag",
+    "name": "docs",
+    "backend": "vectorstore",
+    "backend_config": {"collection": "kb"},
+}
+
+
+def test_the_evaluation_columns_show_each_arms_latest_run(
+    operator: Client, acme_api: ApiClient, django_capture_on_commit_callbacks: Any
+) -> None:
+    make_collection(acme_api, "kb", [dict(doc) for doc in SUPPORT_DOCS])
+    body = {
+        "name": "compared",
+        "context": {"sources": [RULES, DOCS]},
+        # The variant drops the documents the cases expect.
+        "variants": [{"name": "b", "weight": 0.5, "context": {"sources": [RULES]}}],
+    }
+    assert acme_api.post("/api/v1/routes", body).status_code == 201
+    cases = [
+        {
+            "id": "refund",
+            "query": "Can I return my order within 30 days for a full refund?",
+            "expect": {"documents": ["refund"]},
+        },
+        {
+            "id": "kind",
+            "query": "How should you talk to me?",
+            "expect": {"text_containing": ["kind"]},
+        },
+    ]
+    assert acme_api.put("/api/v1/routes/compared/evals", {"cases": cases}).status_code == 200
+    rows = page_rows(operator)
+    assert rows["main"]["hit_rate"] == rows["b"]["hit_rate"] == "—"  # no run yet
+
+    with django_capture_on_commit_callbacks(execute=True):
+        started = acme_api.post("/api/v1/routes/compared/evals/run")
+    assert started.status_code == 202, started.content
+    run = acme_api.get(f"/api/v1/eval-runs/{started.json()['run']}").json()
+    assert run["status"] == "done", run
+    main, b = run["arms"]["main"], run["arms"]["b"]
+    assert (main["hit_rate"], b["hit_rate"]) == (1.0, 0.5)
+
+    rows = page_rows(operator)
+    assert rows["main"]["hit_rate"] == "1" and rows["b"]["hit_rate"] == "0.5"
+    assert rows["main"]["kept_precision"] == f"{main['kept_precision']:g}" != "—"
+    assert rows["b"]["kept_precision"] == "0"
+    # The numbers are on the page itself, in b's row.
+    with schema_context("acme"):
+        route = Route.objects.get(name="compared")
+    html = operator.get(admin_object_url(Route, route.pk, "variants")).content.decode()
+    b_row = html[html.index('data-arm="b"') :].split("</tr>")[0]
+    assert "<td>0.5</td><td>0</td>" in b_row
 
 
 def test_a_route_without_variants_shows_main_alone(operator: Client, acme_api: ApiClient) -> None:

@@ -150,6 +150,7 @@ def test_a_run_measures_what_each_case_kept(acme_api: Any, route: str) -> None:
     assert 0 < metrics["ndcg"] <= 1 and metrics["tokens_mean"] > 0
     assert metrics["latency_p50_ms"] >= 0
     assert run["route_version"] == 1 and run["previous"] is None and run["warning"] is None
+    assert "arms" not in run  # a route without variants has main alone
     # The memory's text is shown to a key with memory.read (acme's key holds every scope).
     memory = [k for k in cases["lisbon"]["kept"] if "memory" in k]
     assert memory and "Lisbon" in memory[0]["text"]
@@ -207,6 +208,33 @@ def test_a_save_runs_the_cases_and_a_dropped_source_is_a_warning(acme_api: Any, 
     assert run["warning"] and "hit rate fell from 100% to 33%" in run["warning"]
     missing = {case["id"]: case.get("missing") for case in run["cases"]}
     assert missing["warranty"] == {"documents": ["warranty"]}
+
+
+def test_each_arm_is_run_and_a_variant_without_the_documents_hits_less(
+    acme_api: Any, route: str
+) -> None:
+    # The variant keeps the guardrail and the memories but drops the documents two cases need.
+    variant = {"name": "b", "weight": 0.5, "context": {"sources": [GUARDRAIL, MEMORIES]}}
+    saved = acme_api.patch(f"/api/v1/routes/{route}", {"variants": [variant]})
+    assert saved.status_code == 200, saved.content
+    after_save = acme_api.get(f"/api/v1/eval-runs/{latest(route).pk}").json()
+    on_demand = run_now(acme_api, route)
+    for run in (after_save, on_demand):
+        assert run["status"] == "done", run
+        arms = run["arms"]
+        assert set(arms) == {"main", "b"}
+        # The top-level metrics and cases stay main's.
+        assert arms["main"] == run["metrics"] and arms["main"]["hit_rate"] == 1.0
+        assert all(case["hit"] for case in run["cases"])
+        assert arms["b"]["cases"] == 3
+        assert arms["b"]["hit_rate"] == pytest.approx(1 / 3, abs=1e-4)
+        assert arms["b"]["hit_rate"] < arms["main"]["hit_rate"]
+        assert arms["b"]["kept_precision"] == 0.0 < arms["main"]["kept_precision"]
+    # Main did not change: the variant's misses are no regression of the route.
+    assert on_demand["warning"] is None
+    # Without its variants the route's runs measure main alone again.
+    assert acme_api.patch(f"/api/v1/routes/{route}", {"variants": []}).status_code == 200
+    assert "arms" not in run_now(acme_api, route)
 
 
 def budget(max_tokens: int) -> list[dict[str, Any]]:
