@@ -39,7 +39,9 @@ TAGS: dict[str, str] = {
 OPERATIONS: dict[tuple[str, str], tuple[str, str]] = {
     ("POST", "/v1/chat/completions"): ("Gateway", "createChatCompletion"),
     ("POST", "/v1/messages"): ("Gateway", "createMessage"),
+    ("POST", "/v1/messages/count_tokens"): ("Gateway", "countMessageTokens"),
     ("GET", "/v1/models"): ("Gateway", "listModels"),
+    ("GET", "/v1/models/{model}"): ("Gateway", "getModel"),
     ("POST", "/api/v1/resolve"): ("Resolve", "resolveContext"),
     ("POST", "/api/v1/resolve/{resolve_id}/response"): ("Resolve", "recordResolveResponse"),
     ("POST", "/api/v1/resolve/{resolve_id}/feedback"): ("Resolve", "sendFeedback"),

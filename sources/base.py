@@ -74,6 +74,9 @@ class ContextRequest:
     # The route's upstream deployment (``model.upstream``): what a judge block that names no
     # deployment asks, when that deployment may judge (checked when the judge is chosen).
     judge_deployment: str | None = None
+    # False: a judge block scores with the local judge whatever deployment it names, so the fetch
+    # asks no model (a token count's resolve).
+    judge_calls: bool = True
     # Read the tenant's data as it stood then (a rerun of a recorded request): the kinds that read
     # history or memories see only what existed at this time. None: now.
     as_of: datetime | None = None

@@ -338,10 +338,13 @@ async def judge_and_keep(
         decision.reason = "not_judged"
     default = request.judge_deployment if request is not None else None
     allowlist = request.allowlist if request is not None else None
-    label = asked_label(judge.deployment, default)  # what a failure names if none is found
+    deployment = judge.deployment
+    if request is not None and not request.judge_calls:
+        deployment, default = LOCAL, None  # no model call: the local judge scores
+    label = asked_label(deployment, default)  # what a failure names if none is found
     usage: LLMUsage | None = None
     try:
-        chosen = await judge_for_async(judge.deployment, allowlist=allowlist, default=default)
+        chosen = await judge_for_async(deployment, allowlist=allowlist, default=default)
         label = chosen.label
         judged = [
             JudgeCandidate(

@@ -123,6 +123,15 @@ def test_the_gateway_is_described(document: dict[str, Any]) -> None:
     assert schemes["ApiKeyBearer"]["scheme"] == "bearer"
     assert schemes["ApiKeyHeader"]["name"] == "X-Api-Key"
     assert document["paths"]["/v1/models"]["get"]["operationId"] == "listModels"
+    model = document["paths"]["/v1/models/{model}"]["get"]
+    assert model["operationId"] == "getModel" and "404" in model["responses"]
+    count = document["paths"]["/v1/messages/count_tokens"]["post"]
+    assert count["operationId"] == "countMessageTokens"
+    answer = count["responses"]["200"]["content"]["application/json"]["schema"]
+    assert answer["properties"] == {"input_tokens": {"type": "integer"}}
+    assert count["responses"]["404"]["content"]["application/json"]["schema"]["description"] == (
+        "Anthropic's error shape"
+    )
 
 
 def test_swagger_ui_shows_each_operation_id(db: Any) -> None:

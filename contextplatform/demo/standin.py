@@ -12,6 +12,14 @@ each not yet called in the conversation (the user's question as the query, every
 key), as a model that wants the documents would; its answer then quotes the results too. So the
 demo shows lazy retrieval and recovery served by the gateway. A stream is answered at once.
 
+It honours the request fields a client relies on: a forced tool call (OpenAI's ``tool_choice``
+naming a function or ``"required"``, Anthropic's ``{"type": "tool"}`` or ``{"type": "any"}``) is
+answered with that call, its arguments valid for the tool's schema (each required property a
+simple value of its type); ``tool_choice: "none"`` calls nothing; ``n`` gives that many choices;
+``response_format`` ``json_object`` or ``json_schema`` makes the content JSON (the schema's
+required properties filled); ``max_tokens`` (``max_completion_tokens``) cuts the answer to that
+many tokens, finished by ``length`` (Anthropic: ``max_tokens``).
+
 ``make run`` starts it as ``python -m contextplatform.demo.standin --parent PID`` next to
 uvicorn; it exits as soon as that parent is gone (Ctrl-C included), so it never outlives the demo.
 Standard library only, and nothing from Django: it must start in a fraction of a second.
@@ -249,11 +257,164 @@ def word_pieces(text: str) -> list[str]:
     return [word if index == 0 else " " + word for index, word in enumerate(words)]
 
 
+# --- what the request asks of the answer ---------------------------------------------------------
+
+MAX_SCHEMA_DEPTH = 16
+
+
+def example_value(schema: Any, root: dict[str, Any] | None = None, depth: int = 0) -> Any:
+    """A simple value valid for the JSON schema ``schema``: its const or first enum value, else
+    one of its type (an object with each required property filled, an array of its minimum
+    length); ``$ref`` read from ``root``'s ``$defs`` / ``definitions``."""
+    if not isinstance(schema, dict) or depth > MAX_SCHEMA_DEPTH:
+        return None
+    root = root if root is not None else schema
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, dict) else None
+        return example_value(target, root, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    for union in ("anyOf", "oneOf", "allOf"):
+        options = schema.get(union)
+        if isinstance(options, list) and options:
+            return example_value(options[0], root, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or (kind is None and isinstance(schema.get("properties"), dict)):
+        properties = schema.get("properties")
+        properties = properties if isinstance(properties, dict) else {}
+        required = schema.get("required")
+        return {
+            str(name): example_value(properties.get(name, {}), root, depth + 1)
+            for name in (required if isinstance(required, list) else [])
+        }
+    if kind == "array":
+        count = schema.get("minItems")
+        item = example_value(schema.get("items", {}), root, depth + 1)
+        return [item] * (count if isinstance(count, int) and 0 < count <= 8 else 0)
+    if kind == "integer":
+        low = schema.get("minimum")
+        return low if isinstance(low, int) else 1
+    if kind == "number":
+        low = schema.get("minimum")
+        return low if isinstance(low, (int, float)) else 1.0
+    if kind == "boolean":
+        return True
+    if kind == "null":
+        return None
+    length = schema.get("minLength")
+    text = "stand-in"
+    return text.ljust(length, "x") if isinstance(length, int) else text
+
+
+def forced_tool(body: dict[str, Any], protocol: str) -> str | None:
+    """The offered tool ``tool_choice`` forces a call of (a named one, or the first offered for
+    OpenAI's ``"required"`` and Anthropic's ``{"type": "any"}``), else None."""
+    choice = body.get("tool_choice")
+    offered = [name for name, _ in offered_tools(body, protocol)]
+    if not offered:
+        return None
+    named: Any = None
+    if protocol == "anthropic" and isinstance(choice, dict):
+        if choice.get("type") == "any":
+            return offered[0]
+        if choice.get("type") == "tool":
+            named = choice.get("name")
+    elif protocol != "anthropic":
+        if choice == "required":
+            return offered[0]
+        if isinstance(choice, dict) and choice.get("type") == "function":
+            function = choice.get("function")
+            named = function.get("name") if isinstance(function, dict) else None
+    return named if isinstance(named, str) and named in offered else None
+
+
+def forced_calls(body: dict[str, Any], protocol: str) -> list[tuple[str, dict[str, Any]]]:
+    """The forced call with arguments valid for its tool's schema, or none."""
+    name = forced_tool(body, protocol)
+    if name is None:
+        return []
+    schema = dict(offered_tools(body, protocol))[name]
+    arguments = example_value({"type": "object", **schema})
+    return [(name, arguments if isinstance(arguments, dict) else {})]
+
+
+def calls_nothing(body: dict[str, Any]) -> bool:
+    """``tool_choice: "none"`` (either provider's spelling): no tool may be called."""
+    choice = body.get("tool_choice")
+    return choice == "none" or (isinstance(choice, dict) and choice.get("type") == "none")
+
+
+def json_answer(body: dict[str, Any], text: str) -> str:
+    """The answer as JSON when ``response_format`` asks for it (OpenAI): ``json_object`` an
+    object holding the answer, ``json_schema`` a value of the schema (required properties
+    filled); else the text as it is."""
+    wanted = body.get("response_format")
+    if not isinstance(wanted, dict):
+        return text
+    if wanted.get("type") == "json_object":
+        return json.dumps({"answer": text})
+    if wanted.get("type") == "json_schema":
+        spec = wanted.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        return json.dumps(example_value(schema if isinstance(schema, dict) else {"type": "object"}))
+    return text
+
+
+def output_limit(body: dict[str, Any]) -> int | None:
+    """The answer's token limit: ``max_completion_tokens``, else ``max_tokens``."""
+    for field in ("max_completion_tokens", "max_tokens"):
+        value = body.get(field)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def limited(text: str, limit: int | None) -> tuple[str, bool]:
+    """The text cut to at most ``limit`` tokens (as ``token_count`` counts), and whether it was."""
+    if limit is None or token_count(text) <= limit:
+        return text, False
+    return text[: limit * 4], True
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The answer's text and whether the output limit cut it."""
+
+    text: str
+    cut: bool = False
+
+    def openai_finish(self) -> str:
+        return "length" if self.cut else "stop"
+
+    def anthropic_stop(self) -> str:
+        return "max_tokens" if self.cut else "end_turn"
+
+
+def answer_for(body: dict[str, Any], protocol: str) -> Answer:
+    text = answer_text(body, protocol)
+    if protocol != "anthropic":
+        text = json_answer(body, text)
+    return Answer(*limited(text, output_limit(body)))
+
+
+def choice_count(body: dict[str, Any]) -> int:
+    n = body.get("n")
+    return n if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 128 else 1
+
+
 # --- the providers' shapes -----------------------------------------------------------------------
 
 
-def openai_completion(body: dict[str, Any], text: str) -> dict[str, Any]:
-    prompt, completion = token_count(json.dumps(body.get("messages"))), token_count(text)
+def openai_completion(body: dict[str, Any], text: str, finish: str = "stop") -> dict[str, Any]:
+    n = choice_count(body)
+    prompt, completion = token_count(json.dumps(body.get("messages"))), token_count(text) * n
     return {
         "id": f"chatcmpl-standin-{time.time_ns()}",
         "object": "chat.completion",
@@ -261,10 +422,11 @@ def openai_completion(body: dict[str, Any], text: str) -> dict[str, Any]:
         "model": body.get("model") or STANDIN_MODEL,
         "choices": [
             {
-                "index": 0,
+                "index": index,
                 "message": {"role": "assistant", "content": text},
-                "finish_reason": "stop",
+                "finish_reason": finish,
             }
+            for index in range(n)
         ],
         "usage": {
             "prompt_tokens": prompt,
@@ -274,7 +436,7 @@ def openai_completion(body: dict[str, Any], text: str) -> dict[str, Any]:
     }
 
 
-def openai_events(body: dict[str, Any], text: str) -> Iterator[bytes]:
+def openai_events(body: dict[str, Any], text: str, finish: str = "stop") -> Iterator[bytes]:
     completion_id, created = f"chatcmpl-standin-{time.time_ns()}", int(time.time())
     model = body.get("model") or STANDIN_MODEL
 
@@ -289,7 +451,7 @@ def openai_events(body: dict[str, Any], text: str) -> Iterator[bytes]:
 
     frames = [chunk({"role": "assistant", "content": ""})]
     frames += [chunk({"content": piece}) for piece in word_pieces(text)]
-    frames.append(chunk({}, "stop"))
+    frames.append(chunk({}, finish))
     if (body.get("stream_options") or {}).get("include_usage"):
         prompt, completion = token_count(json.dumps(body.get("messages"))), token_count(text)
         usage = {
@@ -303,7 +465,7 @@ def openai_events(body: dict[str, Any], text: str) -> Iterator[bytes]:
     yield b"data: [DONE]\n\n"
 
 
-def anthropic_message(body: dict[str, Any], text: str) -> dict[str, Any]:
+def anthropic_message(body: dict[str, Any], text: str, stop: str = "end_turn") -> dict[str, Any]:
     prompt = token_count(json.dumps([body.get("system"), body.get("messages")]))
     return {
         "id": f"msg_standin_{time.time_ns()}",
@@ -311,7 +473,7 @@ def anthropic_message(body: dict[str, Any], text: str) -> dict[str, Any]:
         "role": "assistant",
         "model": body.get("model") or STANDIN_MODEL,
         "content": [{"type": "text", "text": text}],
-        "stop_reason": "end_turn",
+        "stop_reason": stop,
         "stop_sequence": None,
         "usage": {"input_tokens": prompt, "output_tokens": token_count(text)},
     }
@@ -320,20 +482,20 @@ def anthropic_message(body: dict[str, Any], text: str) -> dict[str, Any]:
 def openai_tool_calls(
     body: dict[str, Any], calls: list[tuple[str, dict[str, Any]]]
 ) -> dict[str, Any]:
-    completion = openai_completion(body, "")
-    completion["choices"][0]["message"] = {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "id": f"call_standin_{index}",
-                "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments)},
-            }
-            for index, (name, arguments) in enumerate(calls)
-        ],
-    }
-    completion["choices"][0]["finish_reason"] = "tool_calls"
+    completion = openai_completion(body, "", "tool_calls")
+    for choice in completion["choices"]:
+        choice["message"] = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"call_standin_{index}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments)},
+                }
+                for index, (name, arguments) in enumerate(calls)
+            ],
+        }
     return completion
 
 
@@ -349,11 +511,13 @@ def anthropic_tool_calls(
     return message
 
 
-def anthropic_events(body: dict[str, Any], text: str) -> Iterator[bytes]:
-    def event(name: str, data: dict[str, Any]) -> bytes:
-        return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
+def anthropic_event(name: str, data: dict[str, Any]) -> bytes:
+    return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
 
-    whole = anthropic_message(body, text)
+
+def anthropic_events(body: dict[str, Any], text: str, stop: str = "end_turn") -> Iterator[bytes]:
+    event = anthropic_event
+    whole = anthropic_message(body, text, stop)
     start = {**whole, "content": [], "stop_reason": None}
     start["usage"] = {"input_tokens": whole["usage"]["input_tokens"], "output_tokens": 1}
     yield event("message_start", {"message": start})
@@ -366,11 +530,81 @@ def anthropic_events(body: dict[str, Any], text: str) -> Iterator[bytes]:
     yield event(
         "message_delta",
         {
-            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "delta": {"stop_reason": stop, "stop_sequence": None},
             "usage": {"output_tokens": whole["usage"]["output_tokens"]},
         },
     )
     yield event("message_stop", {})
+
+
+def openai_tool_events(
+    body: dict[str, Any], calls: list[tuple[str, dict[str, Any]]]
+) -> Iterator[bytes]:
+    """A forced call streamed as OpenAI streams one: the call's name, then its arguments."""
+    whole = openai_tool_calls(body, calls)
+    model, created = whole["model"], whole["created"]
+
+    def frame(delta: dict[str, Any] | None, finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": whole["id"],
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": []
+            if delta is None
+            else [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> bytes:
+        return f"data: {json.dumps(frame(delta, finish))}\n\n".encode()
+
+    yield chunk({"role": "assistant", "content": None})
+    for index, call in enumerate(whole["choices"][0]["message"]["tool_calls"]):
+        function = call["function"]
+        yield chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": index,
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": function["name"], "arguments": ""},
+                    }
+                ]
+            }
+        )
+        yield chunk(
+            {"tool_calls": [{"index": index, "function": {"arguments": function["arguments"]}}]}
+        )
+    yield chunk({}, "tool_calls")
+    if (body.get("stream_options") or {}).get("include_usage"):
+        usage = {**frame(None), "usage": whole["usage"]}
+        yield f"data: {json.dumps(usage)}\n\n".encode()
+    yield b"data: [DONE]\n\n"
+
+
+def anthropic_tool_events(
+    body: dict[str, Any], calls: list[tuple[str, dict[str, Any]]]
+) -> Iterator[bytes]:
+    """A forced call streamed as Anthropic streams one: a ``tool_use`` block, its input as JSON
+    deltas."""
+    whole = anthropic_tool_calls(body, calls)
+    start = {**whole, "content": [], "stop_reason": None}
+    yield anthropic_event("message_start", {"message": start})
+    for index, block in enumerate(whole["content"]):
+        opened = {**block, "input": {}}
+        yield anthropic_event("content_block_start", {"index": index, "content_block": opened})
+        delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        yield anthropic_event("content_block_delta", {"index": index, "delta": delta})
+        yield anthropic_event("content_block_stop", {"index": index})
+    yield anthropic_event(
+        "message_delta",
+        {
+            "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+            "usage": {"output_tokens": whole["usage"]["output_tokens"]},
+        },
+    )
+    yield anthropic_event("message_stop", {})
 
 
 def error_body(protocol: str, status: int, message: str) -> dict[str, Any]:
@@ -411,16 +645,26 @@ class _Handler(BaseHTTPRequestHandler):
             return self.send_json(400, error_body(protocol, 400, "the body is not JSON"))
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return self.send_json(400, error_body(protocol, 400, "messages must be a list"))
-        calls = retrieval_calls(body, protocol)
+        forced = forced_calls(body, protocol)
+        if forced and body.get("stream"):
+            tool_events = anthropic_tool_events if protocol == "anthropic" else openai_tool_events
+            return self.send_stream(tool_events(body, forced))
+        calls = forced or ([] if calls_nothing(body) else retrieval_calls(body, protocol))
         if calls:
             shape_calls = anthropic_tool_calls if protocol == "anthropic" else openai_tool_calls
             return self.send_json(200, shape_calls(body, calls))
-        text = answer_text(body, protocol)
+        answer = answer_for(body, protocol)
+        if protocol == "anthropic":
+            if body.get("stream"):
+                return self.send_stream(
+                    anthropic_events(body, answer.text, answer.anthropic_stop())
+                )
+            return self.send_json(
+                200, anthropic_message(body, answer.text, answer.anthropic_stop())
+            )
         if body.get("stream"):
-            events = anthropic_events if protocol == "anthropic" else openai_events
-            return self.send_stream(events(body, text))
-        shape = anthropic_message if protocol == "anthropic" else openai_completion
-        return self.send_json(200, shape(body, text))
+            return self.send_stream(openai_events(body, answer.text, answer.openai_finish()))
+        return self.send_json(200, openai_completion(body, answer.text, answer.openai_finish()))
 
     def send_json(self, status: int, payload: Any) -> None:
         data = json.dumps(payload).encode()

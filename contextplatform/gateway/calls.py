@@ -64,13 +64,13 @@ def _named(value: Any, where: str) -> str | None:
     return value
 
 
-def check_shape(protocol: Protocol, body: dict[str, Any]) -> ChatRequest:
+def check_shape(protocol: Protocol, body: dict[str, Any], *, for_call: bool = True) -> ChatRequest:
     """The body against its provider's whole request shape (protocols/provider_shapes.py),
     before anything is resolved, held or sent: a 400 naming the field as the body spells it.
     The body is sent on as it is, so it needs what the provider requires of a call. The parsed
     request is the resolve's too: the body is validated once per call."""
     try:
-        return parse_chat_request(body, protocol, prefix="", for_call=True)
+        return parse_chat_request(body, protocol, prefix="", for_call=for_call)
     except ApiError as error:
         raise GatewayError.from_api_error(error) from None
 
@@ -84,8 +84,11 @@ def _store_memory(value: str | None) -> bool | None:
     raise invalid_request(f"x-memory-store: expected true or false, got {value!r}")
 
 
-def gateway_call(protocol: Protocol, headers: Mapping[str, str], raw: bytes) -> GatewayCall:
-    """The call a request makes; a 400 in the provider's shape when it names no route."""
+def gateway_call(
+    protocol: Protocol, headers: Mapping[str, str], raw: bytes, *, for_call: bool = True
+) -> GatewayCall:
+    """The call a request makes; a 400 in the provider's shape when it names no route.
+    ``for_call`` False: a body that is counted, not sent (a token count takes no ``max_tokens``)."""
     body = parse_body(raw)
     route = _named(headers.get("x-route"), "x-route") or _named(body.get("model"), "model")
     if route is None:
@@ -95,7 +98,7 @@ def gateway_call(protocol: Protocol, headers: Mapping[str, str], raw: bytes) -> 
     header_user = _named(headers.get("x-user-id"), "x-user-id")
     provider = protocol_for(protocol)
     user = header_user or _named(provider.body_user(body), provider.user_field)
-    chat = check_shape(protocol, body)
+    chat = check_shape(protocol, body, for_call=for_call)
     return GatewayCall(
         route=route,
         body=body,

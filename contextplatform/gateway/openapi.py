@@ -237,10 +237,99 @@ MODELS = {
     },
 }
 
+MODEL_OBJECT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "description": "the route's name"},
+        "object": {"type": "string", "enum": ["model"]},
+        "created": {"type": "integer"},
+        "owned_by": {"type": "string"},
+    },
+}
+
+MODEL = {
+    "summary": "One of the tenant's routes, as OpenAI's model object",
+    "description": "What `GET /v1/models` lists for the route; an unknown route is 404 "
+    "`not_found` in OpenAI's error shape.",
+    "parameters": [
+        {
+            "name": "model",
+            "in": "path",
+            "required": True,
+            "description": "the route's name",
+            "schema": {"type": "string"},
+        }
+    ],
+    "responses": {
+        "200": {
+            "description": "the route",
+            "content": {"application/json": {"schema": MODEL_OBJECT}},
+        },
+        **{
+            status: response
+            for status, response in _errors(OPENAI_ERROR).items()
+            if status in ("400", "401", "404", "429", "default")
+        },
+    },
+}
+
+COUNT_TOKENS = {
+    "summary": "Anthropic's token count of a body, as the route would send it",
+    "description": "The route's context resolved into the body as `createMessage` would send "
+    "it (its sources fetched as a preview, no judge call, nothing written) and the rewritten "
+    "body counted with the route's estimator. `max_tokens` is not needed.",
+    "parameters": [
+        *CALL_HEADERS,
+        _header("anthropic-version", "sent by Anthropic's clients; not required"),
+    ],
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["messages"],
+                    "properties": {
+                        "model": {
+                            "type": "string",
+                            "description": "the route (unless `x-route` names it)",
+                        },
+                        "messages": MESSAGES,
+                        "system": {},
+                        "tools": {"type": "array", "items": {"type": "object"}},
+                    },
+                    "additionalProperties": True,
+                }
+            }
+        },
+    },
+    "responses": {
+        "200": {
+            "description": "the count",
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["input_tokens"],
+                        "properties": {"input_tokens": {"type": "integer"}},
+                    }
+                }
+            },
+        },
+        **{
+            status: response
+            for status, response in _errors(ANTHROPIC_ERROR).items()
+            if status != "502"
+        },
+    },
+}
+
 # Path (as Django's resolver writes it, under /v1/) → method → operation (without its id and tag:
 # the project's table names every operation).
 GATEWAY_PATHS: dict[str, dict[str, dict[str, Any]]] = {
     "/v1/chat/completions": {"post": CHAT_COMPLETION},
     "/v1/messages": {"post": MESSAGE},
+    "/v1/messages/count_tokens": {"post": COUNT_TOKENS},
     "/v1/models": {"get": MODELS},
+    "/v1/models/{model}": {"get": MODEL},
 }

@@ -3,10 +3,18 @@ where the providers' SDKs look for them."""
 
 from django.urls import path
 
-from contextplatform.gateway.views import ChatCompletionsView, MessagesView, ModelsView
+from contextplatform.gateway.views import (
+    ChatCompletionsView,
+    CountTokensView,
+    MessagesView,
+    ModelsView,
+    ModelView,
+)
 
 urlpatterns = [
     path("chat/completions", ChatCompletionsView.as_view(), name="gateway-chat-completions"),
     path("messages", MessagesView.as_view(), name="gateway-messages"),
+    path("messages/count_tokens", CountTokensView.as_view(), name="gateway-count-tokens"),
     path("models", ModelsView.as_view(), name="gateway-models"),
+    path("models/<str:model>", ModelView.as_view(), name="gateway-model"),
 ]

@@ -1,5 +1,6 @@
 """The gateway's endpoints: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages``
-(Anthropic), both streaming or not, and ``GET /v1/models``. Django async views, so a stream is
+(Anthropic), both streaming or not, ``GET /v1/models`` and ``GET /v1/models/{model}``, and
+``POST /v1/messages/count_tokens``. Django async views, so a stream is
 passed on as it arrives and a client that goes away cancels the upstream call. Thin: read the HTTP
 request, run the call (``lifecycle.ChatCall``: admit, resolve, reserve, forward, tool loop,
 settle, finish), present; every error in the caller's provider shape."""
@@ -13,14 +14,16 @@ from django.http.response import HttpResponseBase
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
+from contextplatform.core import text_limits
 from contextplatform.core.errors import ApiError
 from contextplatform.gateway.connections import in_tenant
 from contextplatform.gateway.forward import UpstreamRejected
 from contextplatform.gateway.lifecycle import ChatCall, authenticated_tenant
 from contextplatform.gateway.protocol import GatewayError, Protocol, error_response
 from contextplatform.gateway.rate_limit import check_rate
-from contextplatform.routes.selectors import all_routes
-from tenants.models import Tenant
+from contextplatform.gateway.token_counts import count_tokens
+from contextplatform.routes.models import Route
+from contextplatform.routes.selectors import all_routes, loaded_route
 
 RESOLVE_ID_HEADER = "x-context-resolve-id"
 # The arm of the route's traffic split the call ran (as REST resolve sends it).
@@ -103,19 +106,18 @@ class MessagesView(ChatView):
     protocol = "anthropic"
 
 
-def _models(tenant: Tenant) -> dict[str, Any]:
+def _model(route: Route) -> dict[str, Any]:
+    """A route as OpenAI's model object: what the list shows and the retrieve answers."""
     return {
-        "object": "list",
-        "data": [
-            {
-                "id": route.name,
-                "object": "model",
-                "created": int(route.created_at.timestamp()),
-                "owned_by": MODELS_OWNER,
-            }
-            for route in all_routes()
-        ],
+        "id": route.name,
+        "object": "model",
+        "created": int(route.created_at.timestamp()),
+        "owned_by": MODELS_OWNER,
     }
+
+
+def _models() -> dict[str, Any]:
+    return {"object": "list", "data": [_model(route) for route in all_routes()]}
 
 
 class ModelsView(GatewayView):
@@ -127,6 +129,38 @@ class ModelsView(GatewayView):
         try:
             tenant = authenticated_tenant(request)
             await check_rate(request)
-            return JsonResponse(await in_tenant(tenant, lambda: _models(tenant)))
+            return JsonResponse(await in_tenant(tenant, _models))
         except GatewayError as error:
+            return self.refusal(error)
+
+
+class ModelView(GatewayView):
+    """One route in OpenAI's model shape (``client.models.retrieve``); an unknown one is 404
+    ``not_found`` in OpenAI's error shape."""
+
+    protocol = "openai"
+
+    async def get(self, request: HttpRequest, model: str) -> HttpResponse:
+        try:
+            tenant = authenticated_tenant(request)
+            await check_rate(request)
+            # A NUL or an over-long name is a 400 before the database sees it.
+            text_limits.refuse_bad_params({"model": model}, ())
+            return JsonResponse(
+                await in_tenant(tenant, lambda: _model(loaded_route(model, "model").route))
+            )
+        except (GatewayError, ApiError) as error:
+            return self.refusal(error)
+
+
+class CountTokensView(GatewayView):
+    """Anthropic's ``count_tokens``: the body counted as the route would send it
+    (``token_counts``)."""
+
+    protocol = "anthropic"
+
+    async def post(self, request: HttpRequest) -> HttpResponse:
+        try:
+            return JsonResponse(await count_tokens(request))
+        except (GatewayError, ApiError) as error:
             return self.refusal(error)

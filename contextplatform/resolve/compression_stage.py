@@ -26,7 +26,7 @@ from contextplatform.core.estimation import TokenEstimator
 from contextplatform.resolve.budget import Budget
 from contextplatform.resolve.chat import ChatFormat
 from contextplatform.resolve.refusals import context_length_exceeded
-from sources.judge import Judge, JudgeCandidate, judge_for
+from sources.judge import LOCAL, Judge, JudgeCandidate, judge_for
 
 JUDGE_READS_CHARACTERS = 2000
 
@@ -134,6 +134,7 @@ def run_compression(
     numeric_budget: bool = False,
     judge_default: str | None = None,
     allowlist: Sequence[str] | None = None,
+    judge_calls: bool = True,
 ) -> StageOutcome:
     """Raises ApiError 400 context_length_exceeded (nothing rewritten) or, under fail_closed,
     500 compression_failed; under fail_open a failed rewrite sends the request as it was."""
@@ -157,7 +158,12 @@ def run_compression(
             if target.mode == "recoverable":
                 target.mode = "extractive"
     # The engine decides whether it ranks; the judge is looked up only then.
-    judge = block_judge(judge_deployment(config), judge_default, allowlist)
+    # ``judge_calls`` False (a token count): the local judge, no model asked.
+    judge = (
+        block_judge(judge_deployment(config), judge_default, allowlist)
+        if judge_calls
+        else block_judge(LOCAL)
+    )
     provenance = Provenance(
         rag_call_ids=frozenset(i for i, kind in injected.items() if kind == "rag"),
         memory_call_ids=frozenset(i for i, kind in injected.items() if kind == "memory"),

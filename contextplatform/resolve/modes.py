@@ -14,6 +14,7 @@ stages it runs and what it may touch:
 | search              | fetch (the one lazy source)          | -      | -       | -            | -               | -              | yes    | yes     | -           | -           |
 | rerun               | plan fetch pack inject compress      | -      | -       | -            | -               | -              | -      | -       | -           | -           |
 | evaluate            | plan fetch pack inject compress      | -      | -       | -            | -               | -              | -      | -       | -           | -           |
+| count               | plan fetch pack inject compress      | -      | -       | -            | -               | -              | -      | -       | -           | -           |
 
 Columns (the ``Touch`` names): ``replay_record`` (the resolve's ReplayRecord), ``session`` (the user's message stored
 at resolve, the answer at hand-back), ``memory_write`` (a kind's after-resolve hook queues the
@@ -31,6 +32,9 @@ their caller names (a rerun: the record's), else the route's own context.
 history and memories as they stood at the record's time (``ContextRequest.as_of``).
 ``evaluate`` resolves a route's evaluation case (``contextplatform/evals``) as the route stands:
 like a rerun it writes nothing, and it reads no cache, so a run measures the sources themselves.
+``count`` resolves a request as the gateway would send it, to count its tokens
+(``POST /v1/messages/count_tokens``): it writes nothing, and asks no deployment to judge (a judge
+block scores with the local judge, as ``calls_judge`` says), so a count costs no model call.
 """
 
 from __future__ import annotations
@@ -72,6 +76,9 @@ class Mode:
     # The request's arm of the route's traffic split is chosen here (by a stable hash of the
     # caller); any other mode runs the arm its caller names (a rerun: the record's), else main.
     splits_traffic: bool = False
+    # A judge block (a source's, compression's) asks its deployment; False: the local judge scores
+    # instead, so the run makes no model call (a token count).
+    calls_judge: bool = True
 
     def runs(self, stage: Stage) -> bool:
         return stage in self.stages
@@ -102,6 +109,7 @@ PREWARM = Mode(
 SEARCH = Mode("search", stages("fetch"), touches("caches", "metrics"), sources="given")
 RERUN = Mode("rerun", RESOLVING, touches())
 EVALUATE = Mode("evaluate", RESOLVING, touches())
+COUNT = Mode("count", RESOLVING, touches(), calls_judge=False)
 
 MODES: dict[str, Mode] = {
     mode.name: mode
@@ -114,5 +122,6 @@ MODES: dict[str, Mode] = {
         SEARCH,
         RERUN,
         EVALUATE,
+        COUNT,
     )
 }

@@ -164,6 +164,7 @@ def context_request(
         use_cache=mode.may("caches"),
         dry_run=not mode.may("memory_strength"),
         judge_deployment=judge_deployment,
+        judge_calls=mode.calls_judge,
         as_of=request.as_of,
         observed=mode.may("metrics"),
     )
@@ -394,6 +395,7 @@ def resolved(request: ResolveRequest, mode: Mode) -> Run:
             numeric_budget=isinstance(budget_config.max_tokens, int),
             judge_default=spec.model.upstream,
             allowlist=tuple(request.allowlist),
+            judge_calls=mode.calls_judge,
         )
         trace_compression(compress_span, stage)
     # Count the body once more only if compression actually replaced it.

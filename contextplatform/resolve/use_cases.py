@@ -85,6 +85,26 @@ def resolve_context(call: ResolveCall) -> Resolution:
     return resolution
 
 
+def count_request(call: ResolveCall) -> Resolution:
+    """A request resolved as the route would send it, to count its tokens (the gateway's
+    ``POST /v1/messages/count_tokens``): its sources fetched, its context injected and compressed,
+    no judge asked (the local judge scores) and nothing written: no record, no session message,
+    no memory, no cache. Refused with 503 when a blocking source failed, as the call would be."""
+    tenant = call.tenant
+    asked = {
+        field.name: getattr(call, field.name)
+        for field in fields(call)
+        if field.name not in ("tenant", "defer_replay")
+    }
+    run = resolve(tenant_request(tenant, **asked), modes.COUNT)
+    resolution = run.resolution
+    assert resolution is not None
+    refusal = resolution.refusal()
+    if refusal is not None:
+        raise refusal
+    return resolution
+
+
 def preview_resolve(
     *,
     tenant: Tenant,

@@ -203,6 +203,233 @@ def test_offered_retrieval_tools_are_called_once_before_the_answer(
     ]
 
 
+# --- tools, choices, JSON and the output limit ---------------------------------------------------
+
+ORDER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "order_id": {"type": "string", "minLength": 12},
+        "quantity": {"type": "integer", "minimum": 2},
+        "express": {"type": "boolean"},
+        "reason": {"type": "string", "enum": ["damaged", "late"]},
+        "items": {"type": "array", "items": {"$ref": "#/$defs/Item"}, "minItems": 1},
+        "note": {"type": "string"},
+    },
+    "required": ["order_id", "quantity", "express", "reason", "items"],
+    "$defs": {
+        "Item": {
+            "type": "object",
+            "properties": {"sku": {"type": "string"}, "price": {"type": ["number", "null"]}},
+            "required": ["sku", "price"],
+        }
+    },
+}
+
+
+def assert_valid_order(arguments: Any) -> None:
+    """Valid for ORDER_SCHEMA: every required property, of its type."""
+    assert set(arguments) == {"order_id", "quantity", "express", "reason", "items"}
+    assert isinstance(arguments["order_id"], str) and len(arguments["order_id"]) >= 12
+    assert isinstance(arguments["quantity"], int) and arguments["quantity"] >= 2
+    assert arguments["express"] is True and arguments["reason"] == "damaged"
+    [item] = arguments["items"]
+    assert isinstance(item["sku"], str) and isinstance(item["price"], float)
+
+
+def openai_tools() -> list[Any]:
+    weather = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    return [
+        {"type": "function", "function": {"name": "get_weather", "parameters": weather}},
+        {"type": "function", "function": {"name": "refund_order", "parameters": ORDER_SCHEMA}},
+    ]
+
+
+def anthropic_tools() -> list[Any]:
+    return [
+        {"name": tool["function"]["name"], "input_schema": tool["function"]["parameters"]}
+        for tool in openai_tools()
+    ]
+
+
+def openai_standin(standin: RunningStandin) -> openai.OpenAI:
+    return openai.OpenAI(base_url=standin.openai_base_url, api_key="unused", max_retries=0)
+
+
+def anthropic_standin(standin: RunningStandin) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=standin.anthropic_base_url, api_key="unused", max_retries=0)
+
+
+def test_openai_forced_tool_calls_carry_arguments_valid_for_the_schema(
+    standin: RunningStandin,
+) -> None:
+    client = openai_standin(standin)
+    named = client.chat.completions.create(
+        model="stand-in",
+        messages=[{"role": "user", "content": QUESTION}],
+        tools=openai_tools(),
+        tool_choice={"type": "function", "function": {"name": "refund_order"}},
+    )
+    choice = named.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls
+    [call] = choice.message.tool_calls
+    assert call.type == "function" and call.function.name == "refund_order"
+    assert_valid_order(json.loads(call.function.arguments))
+
+    required = client.chat.completions.create(
+        model="stand-in",
+        messages=[{"role": "user", "content": QUESTION}],
+        tools=openai_tools(),
+        tool_choice="required",
+    )
+    [first] = required.choices[0].message.tool_calls or []
+    assert first.type == "function" and first.function.name == "get_weather"
+    assert json.loads(first.function.arguments) == {"city": "stand-in"}
+
+    streamed = client.chat.completions.create(
+        model="stand-in",
+        messages=[{"role": "user", "content": QUESTION}],
+        tools=openai_tools(),
+        tool_choice={"type": "function", "function": {"name": "refund_order"}},
+        stream=True,
+    )
+    chunks = [chunk for chunk in streamed if chunk.choices]
+    pieces = [call for c in chunks for call in c.choices[0].delta.tool_calls or []]
+    assert pieces[0].function is not None and pieces[0].function.name == "refund_order"
+    arguments = "".join(p.function.arguments or "" for p in pieces if p.function is not None)
+    assert_valid_order(json.loads(arguments))
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+    unforced = client.chat.completions.create(
+        model="stand-in",
+        messages=[{"role": "user", "content": QUESTION}],
+        tools=openai_tools(),
+        tool_choice="auto",
+    )
+    assert unforced.choices[0].finish_reason == "stop"  # not forced: it answers
+
+
+def test_anthropic_forced_tool_calls_carry_arguments_valid_for_the_schema(
+    standin: RunningStandin,
+) -> None:
+    client = anthropic_standin(standin)
+    messages: list[MessageParam] = [{"role": "user", "content": QUESTION}]
+    named = client.messages.create(
+        model="stand-in",
+        max_tokens=200,
+        messages=messages,
+        tools=anthropic_tools(),
+        tool_choice={"type": "tool", "name": "refund_order"},
+    )
+    assert named.stop_reason == "tool_use"
+    [block] = named.content
+    assert block.type == "tool_use" and block.name == "refund_order"
+    assert_valid_order(block.input)
+
+    any_tool = client.messages.create(
+        model="stand-in",
+        max_tokens=200,
+        messages=messages,
+        tools=anthropic_tools(),
+        tool_choice={"type": "any"},
+    )
+    [first] = any_tool.content
+    assert first.type == "tool_use" and first.name == "get_weather"
+    assert first.input == {"city": "stand-in"}
+
+    with client.messages.stream(
+        model="stand-in",
+        max_tokens=200,
+        messages=messages,
+        tools=anthropic_tools(),
+        tool_choice={"type": "tool", "name": "refund_order"},
+    ) as stream:
+        final = stream.get_final_message()
+    assert final.stop_reason == "tool_use"
+    [streamed] = final.content
+    assert streamed.type == "tool_use"
+    assert_valid_order(streamed.input)
+
+
+def test_tool_choice_none_calls_no_retrieval_tool(standin: RunningStandin) -> None:
+    search = {
+        "type": "function",
+        "function": {
+            "name": "search_docs",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+        },
+    }
+    completion = openai_standin(standin).chat.completions.create(
+        model="stand-in",
+        messages=[{"role": "user", "content": QUESTION}],
+        tools=[search],  # type: ignore[list-item]
+        tool_choice="none",
+    )
+    assert completion.choices[0].finish_reason == "stop"
+    assert completion.choices[0].message.tool_calls is None
+
+
+def test_n_gives_that_many_choices(standin: RunningStandin) -> None:
+    completion = openai_standin(standin).chat.completions.create(
+        model="stand-in", messages=openai_messages(), n=3
+    )
+    assert [choice.index for choice in completion.choices] == [0, 1, 2]
+    for choice in completion.choices:
+        assert_quotes_context(choice.message.content or "")
+
+
+def test_response_format_makes_the_content_json(standin: RunningStandin) -> None:
+    client = openai_standin(standin)
+    as_object = client.chat.completions.create(
+        model="stand-in", messages=openai_messages(), response_format={"type": "json_object"}
+    )
+    assert isinstance(json.loads(as_object.choices[0].message.content or ""), dict)
+
+    as_schema = client.chat.completions.create(
+        model="stand-in",
+        messages=openai_messages(),
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "order", "schema": ORDER_SCHEMA, "strict": True},
+        },
+    )
+    assert_valid_order(json.loads(as_schema.choices[0].message.content or ""))
+
+
+def test_max_tokens_cuts_the_answer(standin: RunningStandin) -> None:
+    client = openai_standin(standin)
+    whole = client.chat.completions.create(model="stand-in", messages=openai_messages())
+    assert whole.usage is not None and whole.usage.completion_tokens > 5
+    cut = client.chat.completions.create(
+        model="stand-in", messages=openai_messages(), max_completion_tokens=5
+    )
+    assert cut.choices[0].finish_reason == "length"
+    assert cut.usage is not None and cut.usage.completion_tokens <= 5
+    assert (whole.choices[0].message.content or "").startswith(
+        cut.choices[0].message.content or "-"
+    )
+    streamed = list(
+        client.chat.completions.create(
+            model="stand-in", messages=openai_messages(), max_tokens=5, stream=True
+        )
+    )
+    assert streamed[-1].choices[0].finish_reason == "length"
+
+    short = anthropic_standin(standin).messages.create(
+        model="stand-in",
+        max_tokens=5,
+        system=CONTEXT,
+        messages=[{"role": "user", "content": QUESTION}],
+    )
+    assert short.stop_reason == "max_tokens" and short.usage.output_tokens <= 5
+    roomy = anthropic_standin(standin).messages.create(
+        model="stand-in",
+        max_tokens=4000,
+        system=CONTEXT,
+        messages=[{"role": "user", "content": QUESTION}],
+    )
+    assert roomy.stop_reason == "end_turn"
+
+
 def test_a_malformed_request_is_refused_in_the_providers_shape(standin: RunningStandin) -> None:
     client = openai.OpenAI(base_url=standin.openai_base_url, api_key="unused", max_retries=0)
     with pytest.raises(openai.BadRequestError, match="messages must be a list"):

@@ -265,6 +265,7 @@ def inputs(acme: TenantFixture, ids: Ids, mode: modes.Mode) -> dict[str, Any]:
         "search": lambda: search_inputs(acme, ids),
         "rerun": lambda: {"request_body": body()},
         "evaluate": lambda: {"request_body": body()},
+        "count": lambda: {"request_body": body()},
     }
     return made[mode.name]()
 
@@ -286,12 +287,15 @@ def test_the_modes_table_is_data() -> None:
         "search",
         "rerun",
         "evaluate",
+        "count",
     }
     for mode in modes.MODES.values():
         assert mode.stages <= modes.ALL_STAGES and mode.touches <= modes.ALL_TOUCHES
     assert modes.LIVE.stages == modes.ALL_STAGES and modes.LIVE.touches == modes.ALL_TOUCHES
     assert not modes.RERUN.touches and not modes.RERUN.runs("record")
     assert not modes.EVALUATE.touches and not modes.EVALUATE.runs("record")
+    assert not modes.COUNT.touches and not modes.COUNT.runs("record")
+    assert [m.name for m in modes.MODES.values() if not m.calls_judge] == ["count"]
 
 
 @pytest.mark.usefixtures("ready")
@@ -325,7 +329,9 @@ def test_live_runs_every_stage_and_touches_what_a_turn_does(
 
 
 @pytest.mark.usefixtures("ready")
-@pytest.mark.parametrize("mode", [modes.PREVIEW, modes.RERUN, modes.EVALUATE], ids=lambda m: m.name)
+@pytest.mark.parametrize(
+    "mode", [modes.PREVIEW, modes.RERUN, modes.EVALUATE, modes.COUNT], ids=lambda m: m.name
+)
 def test_a_full_resolve_that_records_nothing(
     acme: TenantFixture, ids: Ids, dashboard: Dashboard, mode: modes.Mode
 ) -> None:
