@@ -13,13 +13,14 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     SerializeAsAny,
+    StringConstraints,
     field_validator,
     model_validator,
 )
@@ -135,15 +136,52 @@ def legacy_upstream_name(route_name: str) -> str:
     return f"{route_name}{LEGACY_UPSTREAM_SUFFIX}"
 
 
+MAX_UPSTREAMS = 8
+DeploymentName = Annotated[str, StringConstraints(pattern=DEPLOYMENT_NAME_PATTERN)]
+
+
+def upstream_names(value: Any) -> list[str]:
+    """The deployment names of a ``model.upstream`` as stored (a name, a list, or nothing)."""
+    if isinstance(value, str) and value:
+        return [value]
+    if isinstance(value, list):
+        return [name for name in value if isinstance(name, str) and name]
+    return []
+
+
 class ModelSettings(Strict):
     name: str | None = Field(default=None, max_length=200)
     context_window: int = Field(default=128_000, ge=256, le=10_000_000)
     max_output_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
-    upstream: str | None = Field(
+    upstream: DeploymentName | list[DeploymentName] | None = Field(
         default=None,
-        pattern=DEPLOYMENT_NAME_PATTERN,
-        description="the name of the tenant's deployment the gateway forwards to",
+        description="the name of the tenant's deployment the gateway forwards to, or a list of "
+        f"names in fallback order (at most {MAX_UPSTREAMS}, no name twice)",
     )
+
+    @field_validator("upstream")
+    @classmethod
+    def fallback_list(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("name at least one deployment (or leave model.upstream out)")
+            if len(value) > MAX_UPSTREAMS:
+                raise ValueError(f"at most {MAX_UPSTREAMS} deployments, got {len(value)}")
+            twice = sorted({name for name in value if value.count(name) > 1})
+            if twice:
+                raise ValueError(f"names the deployment {twice[0]!r} twice")
+        return value
+
+    @property
+    def upstreams(self) -> list[str]:
+        """The deployments the gateway calls, in fallback order (one when a name is written)."""
+        return upstream_names(self.upstream)
+
+    @property
+    def primary_upstream(self) -> str | None:
+        """The first deployment: the one the resolve counts for and the default judge."""
+        names = self.upstreams
+        return names[0] if names else None
 
     @model_validator(mode="after")
     def output_fits_window(self) -> ModelSettings:
