@@ -37,13 +37,19 @@ class Fallbacks:
     made_deployments: list[str]
     made_routes: list[str]
 
-    def deployment(self, base_url: str, timeout_ms: int = 10_000, protocol: str = "openai") -> str:
+    def deployment(
+        self,
+        base_url: str,
+        timeout_ms: int = 10_000,
+        protocol: str = "openai",
+        model: str | None = None,
+    ) -> str:
         name = unique("fb")
         body = {
             "name": name,
             "protocol": protocol,
             "base_url": base_url,
-            "model": f"model-{name}",
+            "model": model or f"model-{name}",
             "api_key": OPENAI_KEY,
             "timeout_ms": timeout_ms,
         }
@@ -53,12 +59,11 @@ class Fallbacks:
         self.made_deployments.append(name)
         return name
 
-    def route(self, upstream: Any) -> str:
+    def route(self, upstream: Any, context: dict[str, Any] | None = None) -> str:
         name = unique("gw-fb")
+        body = {"name": name, "model": {"upstream": upstream}, "context": context or {}}
         with self.gateway.api() as api:
-            response = api.post(
-                "/api/v1/routes", json={"name": name, "model": {"upstream": upstream}}
-            )
+            response = api.post("/api/v1/routes", json=body)
         assert response.status_code == 201, response.text
         self.made_routes.append(name)
         return name
@@ -267,6 +272,51 @@ def test_a_stream_answered_503_moves_on(fallbacks: Fallbacks) -> None:
     assert response.status_code == 200, response.text
     assert response.headers[DEPLOYMENT_HEADER] == two
     assert "data: [DONE]" in response.text
+
+
+def test_a_session_budget_reserves_for_the_costliest_deployment(fallbacks: Fallbacks) -> None:
+    """Anthropic bills a tool-use system prompt whose size it publishes per model: a route that
+    may fall back to a model with a larger one holds that much more input."""
+    cheap = fallbacks.deployment(
+        fallbacks.first.anthropic_base_url, protocol="anthropic", model="claude-3-sonnet"
+    )
+    dear = fallbacks.deployment(
+        fallbacks.second.anthropic_base_url, protocol="anthropic", model="claude-3-opus"
+    )
+    budget = {"sources": [], "budget": {"session_max_tokens": 100_000}}
+    route = fallbacks.route([cheap, dear], context=budget)
+    tool = {"name": "lookup", "description": "find", "input_schema": {"type": "object"}}
+
+    def reserved(answering: str) -> int:
+        body = {
+            "model": route,
+            "max_tokens": 100,
+            "messages": [{"role": "user", "content": "hello"}],
+            "tools": [tool],
+        }
+        with fallbacks.gateway.api() as api:
+            response = api.post(
+                "/v1/messages",
+                json=body,
+                headers={"x-session-id": unique("fb-session")},
+            )
+        assert response.status_code == 200, response.text
+        assert response.headers[DEPLOYMENT_HEADER] == answering
+        record = fallbacks.gateway.replay(response.headers["x-context-resolve-id"])
+        return int(record["tokens"]["session_budget"]["reserved"])
+
+    # claude-3-opus's tool prompt is 530 tokens, claude-3-sonnet's 159 (tool choice auto).
+    listed = reserved(cheap)
+    # The same model on a deployment of its own: the answer above moved the first one's token
+    # calibration, which would change the count.
+    also_cheap = fallbacks.deployment(
+        fallbacks.first.anthropic_base_url, protocol="anthropic", model="claude-3-sonnet"
+    )
+    with fallbacks.gateway.api() as api:
+        alone = api.patch(f"/api/v1/routes/{route}", json={"model": {"upstream": also_cheap}})
+    assert alone.status_code == 200, alone.text
+
+    assert listed - reserved(also_cheap) == 530 - 159
 
 
 # ---------------------------------------------------------------- the route's list
