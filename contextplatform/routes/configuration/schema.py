@@ -13,14 +13,13 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     SerializeAsAny,
-    StringConstraints,
     field_validator,
     model_validator,
 )
@@ -137,7 +136,12 @@ def legacy_upstream_name(route_name: str) -> str:
 
 
 MAX_UPSTREAMS = 8
-DeploymentName = Annotated[str, StringConstraints(pattern=DEPLOYMENT_NAME_PATTERN)]
+
+
+def deployment_name(name: str, where: str = "") -> str:
+    if re.fullmatch(DEPLOYMENT_NAME_PATTERN, name) is None:
+        raise ValueError(f"{where}{name!r} is not a deployment's name")
+    return name
 
 
 def upstream_names(value: Any) -> list[str]:
@@ -153,16 +157,25 @@ class ModelSettings(Strict):
     name: str | None = Field(default=None, max_length=200)
     context_window: int = Field(default=128_000, ge=256, le=10_000_000)
     max_output_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
-    upstream: DeploymentName | list[DeploymentName] | None = Field(
+    upstream: str | list[str] | None = Field(
         default=None,
         description="the name of the tenant's deployment the gateway forwards to, or a list of "
         f"names in fallback order (at most {MAX_UPSTREAMS}, no name twice)",
     )
 
-    @field_validator("upstream")
+    @field_validator("upstream", mode="before")
     @classmethod
-    def fallback_list(cls, value: str | list[str] | None) -> str | list[str] | None:
+    def fallback_list(cls, value: Any) -> Any:
+        # Checked before the union's own validation, whose errors would name its branches.
+        if value is None:
+            return value
+        if isinstance(value, str):
+            return deployment_name(value)
         if isinstance(value, list):
+            for index, name in enumerate(value):
+                if not isinstance(name, str):
+                    raise ValueError(f"[{index}]: a deployment's name is a string")
+                deployment_name(name, f"[{index}]: ")
             if not value:
                 raise ValueError("name at least one deployment (or leave model.upstream out)")
             if len(value) > MAX_UPSTREAMS:
@@ -170,7 +183,8 @@ class ModelSettings(Strict):
             twice = sorted({name for name in value if value.count(name) > 1})
             if twice:
                 raise ValueError(f"names the deployment {twice[0]!r} twice")
-        return value
+            return value
+        raise ValueError("a deployment's name, or a list of names in fallback order")
 
     @property
     def upstreams(self) -> list[str]:
