@@ -354,6 +354,9 @@ async def first_chunk(response: UpstreamResponse, upstream: Upstream) -> None:
             upstream_error(f"deployment {upstream.name!r} closed the stream before answering"),
             "connection",
         ) from error
+    except BaseException:  # cancelled: the upstream's call ends with it
+        await response.aclose()
+        raise
     response.held = chunk
 
 
