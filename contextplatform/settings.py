@@ -393,6 +393,10 @@ else:
 API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 0)
 # Extra attempts at an upstream connection that was refused before any byte was sent.
 GATEWAY_CONNECT_RETRIES = env_int("GATEWAY_CONNECT_RETRIES", 2)
+# Seconds a failed fallback deployment is left out when it sent no Retry-After, and the most a
+# Retry-After may ask for (contextplatform/gateway/fallback.py).
+GATEWAY_FALLBACK_COOLDOWN_S = float(os.environ.get("GATEWAY_FALLBACK_COOLDOWN_S", "30"))
+GATEWAY_FALLBACK_MAX_COOLDOWN_S = float(os.environ.get("GATEWAY_FALLBACK_MAX_COOLDOWN_S", "600"))
 # Seconds of upstream silence after which a stream sends the client a keep-alive comment (0: never).
 GATEWAY_KEEPALIVE_SECONDS = float(os.environ.get("GATEWAY_KEEPALIVE_SECONDS", "15"))
 

@@ -8,8 +8,8 @@ upstream received: the injected context, the deployment's model, the key header.
 the request ("seen N messages; question: ...; model: ...") unless the test chooses its text
 (``answer_with``), and its usage bills as a provider would (``bill``: hidden input added to every
 prompt, a completion count that honours or ignores the request's output limit). A test may make
-it answer an error status (``fail``), never answer (``hang``) or stream slowly
-(``stream_slowly``); ``disconnected`` is set when a client closes the connection before a stream
+it answer an error status (``fail``, with a ``Retry-After`` when asked), never answer (``hang``),
+stream slowly (``stream_slowly``) or close a stream's connection after some events (``cut_stream``); ``disconnected`` is set when a client closes the connection before a stream
 is over (the cancelled upstream call).
 
 Its own threaded ``http.server`` rather than ``tests/loopback.py``'s service: a stream is written
@@ -19,6 +19,7 @@ event by event, flushed, with pauses between events.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,6 +40,8 @@ class Behaviour:
 
     status: int = 200
     error: dict[str, Any] | None = None  # the body of an error status
+    retry_after: str | None = None  # the Retry-After header of an error status
+    cut_after_events: int | None = None  # a stream's connection closed after this many events
     hang: bool = False
     pieces: int = 0  # 0: one piece per word of the answer; more: the answer padded to that many
     piece_delay_s: float = 0.0
@@ -360,8 +363,19 @@ class LoopbackUpstream:
         with self.lock:
             return len(self.requests)
 
-    def fail(self, status: int, error: dict[str, Any] | None = None) -> None:
-        self.behaviour = Behaviour(status=status, error=error or {"error": {"message": "broken"}})
+    def fail(
+        self, status: int, error: dict[str, Any] | None = None, retry_after: str | None = None
+    ) -> None:
+        self.behaviour = Behaviour(
+            status=status,
+            error=error or {"error": {"message": "broken"}},
+            retry_after=retry_after,
+        )
+
+    def cut_stream(self, after_events: int) -> None:
+        """Close a stream's connection after ``after_events`` events (0: right after its
+        headers), without ending it."""
+        self.behaviour = Behaviour(cut_after_events=after_events)
 
     def hang(self) -> None:
         self.behaviour = Behaviour(hang=True)
@@ -434,7 +448,8 @@ def _handler(upstream_ref: list[LoopbackUpstream]) -> type[BaseHTTPRequestHandle
                 self.close_connection = True
                 return None
             if behaviour.status >= 400:
-                return self.send_json(behaviour.status, behaviour.error or {})
+                extra = {"Retry-After": behaviour.retry_after} if behaviour.retry_after else {}
+                return self.send_json(behaviour.status, behaviour.error or {}, extra)
             body = seen.body
             text = behaviour.text(body) if behaviour.text else echo(body)
             calls = tool_calls_of(body, behaviour)
@@ -452,18 +467,28 @@ def _handler(upstream_ref: list[LoopbackUpstream]) -> type[BaseHTTPRequestHandle
                 if anthropic
                 else openai_events(body, pieces, calls, behaviour)
             )
-            return self.send_stream(upstream, events, behaviour.piece_delay_s)
+            return self.send_stream(
+                upstream, events, behaviour.piece_delay_s, behaviour.cut_after_events
+            )
 
-        def send_json(self, status: int, payload: Any) -> None:
+        def send_json(
+            self, status: int, payload: Any, headers: dict[str, str] | None = None
+        ) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
 
         def send_stream(
-            self, upstream: LoopbackUpstream, events: Iterator[bytes], delay_s: float
+            self,
+            upstream: LoopbackUpstream,
+            events: Iterator[bytes],
+            delay_s: float,
+            cut_after: int | None = None,
         ) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -471,7 +496,12 @@ def _handler(upstream_ref: list[LoopbackUpstream]) -> type[BaseHTTPRequestHandle
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             try:
-                for event in events:
+                for sent, event in enumerate(events):
+                    if cut_after is not None and sent >= cut_after:
+                        self.wfile.flush()
+                        self.close_connection = True
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                        return
                     self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
                     self.wfile.flush()
                     if delay_s and upstream.stopping.wait(delay_s):

@@ -29,6 +29,7 @@ here, another owner's (a key's budget) the same way."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -375,12 +376,25 @@ class HeldBudget:
     probe: Probe | None = None
     settlement: Settlement | None = field(default=None, init=False)
 
-    def limit_output(self, body: dict[str, Any]) -> dict[str, Any]:
-        """``body`` as it is forwarded: its output limit at most the allowance granted."""
-        reservation, upstream = self.reservation, self.upstream
+    def limit_output(
+        self, body: dict[str, Any], upstream: Upstream | None = None
+    ) -> dict[str, Any]:
+        """``body`` as it is forwarded (to ``upstream``, else the deployment reserved for): its
+        output limit at most the allowance granted, in the field that deployment reads."""
+        reservation, upstream = self.reservation, upstream or self.upstream
         if reservation is None or upstream is None:
             return body
         return with_output_limit(upstream.protocol, upstream.model, body, reservation.output_tokens)
+
+    def answered_by(self, upstream: Upstream) -> None:
+        """The deployment that answered (a fallback, maybe): its follow-ups are counted as it
+        counts them. A report of another deployment than the one reserved for teaches no margin:
+        the estimate it would be compared with is not its own."""
+        reservation = self.reservation
+        if reservation is None or self.upstream is None or self.upstream.name == upstream.name:
+            return
+        self.upstream = upstream
+        self.reservation = replace(reservation, ask=replace(reservation.ask, margin_key=None))
 
     async def _close(self, spent: int | None) -> None:
         reservation, self.reservation = self.reservation, None
@@ -470,18 +484,25 @@ async def hold_budget(
     upstream: Upstream,
     session: str | None,
     user: str | None,
+    fallbacks: Sequence[Upstream] = (),
 ) -> HeldBudget:
     """Reserve the call's input and grant its output allowance against its session's budget
     (429 ``budget_exceeded`` when they do not fit); a database round trip only for a route that
     sets a budget and a call that names a session. While the deployment is cold, after its
-    probe's report (or as the probe)."""
+    probe's report (or as the probe). With ``fallbacks`` (the route's other deployments, which
+    the call may reach) the costliest ask of them all is reserved: the output allowance is the
+    same for each, their input counts differ by what each provider adds and each one's margin."""
     limit = session_limit(resolution)
     if limit is None or not session:
         return HeldBudget(tenant, None)
     probe = await PROBES.admit(margin_key_of(tenant, upstream), upstream.timeout_ms / 1000)
     try:
         # Asked after the wait: with the margin the probe taught.
-        ask = ask_for(tenant, resolution, upstream, (session, user or ""), limit)
+        key = (session, user or "")
+        asks = [
+            (ask_for(tenant, resolution, each, key, limit), each) for each in (upstream, *fallbacks)
+        ]
+        ask, upstream = max(asks, key=lambda pair: pair[0].input_tokens)
         reservation = await in_tenant(tenant, lambda: reserve(ask))
     except BaseException:
         if probe is not None:

@@ -64,11 +64,36 @@ def max_stream_bytes() -> int:
 class UpstreamRejected(Exception):
     """The upstream refused the request (4xx): its status and body go back to the client."""
 
-    def __init__(self, status: int, body: bytes, content_type: str):
+    def __init__(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str,
+        headers: Mapping[str, str] | None = None,
+    ):
         super().__init__(f"upstream answered HTTP {status}")
         self.status = status
         self.body = body
         self.content_type = content_type
+        self.headers: Mapping[str, str] = headers or {}
+
+
+class UpstreamUnavailable(GatewayError):
+    """The deployment gave no answer to pass on (a connection error, a timeout, a 5xx): the call
+    may move to the route's next deployment. ``kind``: ``connection``, ``timeout`` or
+    ``status``; ``retry_after``: the header the deployment sent, when it sent one."""
+
+    def __init__(
+        self,
+        error: GatewayError,
+        kind: str,
+        upstream_status: int | None = None,
+        retry_after: str | None = None,
+    ) -> None:
+        super().__init__(error.status, error.code, error.message, param=error.param)
+        self.kind = kind
+        self.upstream_status = upstream_status
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -125,6 +150,7 @@ class UpstreamResponse:
         self._response = response
         self.status_code = response.status
         self.headers = response.headers
+        self.held: bytes | None = None  # a first chunk read ahead (``first_chunk``)
 
     @property
     def is_success(self) -> bool:
@@ -134,6 +160,9 @@ class UpstreamResponse:
         return self
 
     async def __anext__(self) -> bytes:
+        if self.held is not None:
+            chunk, self.held = self.held, None
+            return chunk
         try:
             chunk = await self._response.content.readany()
         except aiohttp.ClientError as error:
@@ -166,9 +195,14 @@ async def _refusal(upstream: Upstream, response: UpstreamResponse) -> Exception:
         await response.aclose()
     if 400 <= response.status_code < 500:
         content_type = response.headers.get("content-type", "application/json")
-        return UpstreamRejected(response.status_code, body, content_type)
-    return upstream_error(
-        f"the upstream deployment {upstream.name!r} answered HTTP {response.status_code}"
+        return UpstreamRejected(response.status_code, body, content_type, dict(response.headers))
+    return UpstreamUnavailable(
+        upstream_error(
+            f"the upstream deployment {upstream.name!r} answered HTTP {response.status_code}"
+        ),
+        "status",
+        response.status_code,
+        response.headers.get("retry-after"),
     )
 
 
@@ -279,19 +313,51 @@ async def open_stream(
         sent = await _send_retrying(client, url, content, headers, upstream, where)
     except TimeoutError as error:  # aiohttp's connect and read timeouts are TimeoutErrors
         logger.warning("the upstream deployment %r (%s) timed out", upstream.name, where)
-        raise upstream_timeout(
-            f"the upstream deployment {upstream.name!r} did not answer within "
-            f"{upstream.timeout_ms} ms"
-        ) from error
+        raise timed_out(upstream) from error
     except (aiohttp.ClientError, OutboundError) as error:
         # The caller learns which deployment failed and how; the URL and the client library's
         # own words (its connector's "ssl:default", the socket's errno) go to the log only.
         logger.warning("the upstream deployment %r (%s) failed: %s", upstream.name, where, error)
-        raise upstream_error(f"deployment {upstream.name!r} {connection_failure(error)}") from error
+        raise UpstreamUnavailable(
+            upstream_error(f"deployment {upstream.name!r} {connection_failure(error)}"),
+            "connection",
+        ) from error
     response = UpstreamResponse(sent)
     if not response.is_success:
         raise await _refusal(upstream, response)
     return response
+
+
+def timed_out(upstream: Upstream) -> UpstreamUnavailable:
+    return UpstreamUnavailable(
+        upstream_timeout(
+            f"the upstream deployment {upstream.name!r} did not answer within "
+            f"{upstream.timeout_ms} ms"
+        ),
+        "timeout",
+    )
+
+
+async def first_chunk(response: UpstreamResponse, upstream: Upstream) -> None:
+    """Wait for a stream's first byte (held back for its reader): until then the call may still
+    move to another deployment. A stream that breaks, ends or goes silent before it is a failed
+    deployment; the response is closed then."""
+    try:
+        async with asyncio.timeout(upstream.timeout_ms / 1000):
+            chunk = await anext(response)
+    except TimeoutError as error:
+        await response.aclose()
+        raise timed_out(upstream) from error
+    except (UpstreamBroke, StopAsyncIteration) as error:
+        await response.aclose()
+        raise UpstreamUnavailable(
+            upstream_error(f"deployment {upstream.name!r} closed the stream before answering"),
+            "connection",
+        ) from error
+    except BaseException:  # cancelled: the upstream's call ends with it
+        await response.aclose()
+        raise
+    response.held = chunk
 
 
 def model_call_span(upstream: Upstream) -> tracing.Attributes:
@@ -328,10 +394,7 @@ async def answer_of(
             finally:
                 await response.aclose()
     except TimeoutError as error:
-        raise upstream_timeout(
-            f"the upstream deployment {upstream.name!r} did not answer within "
-            f"{upstream.timeout_ms} ms"
-        ) from error
+        raise timed_out(upstream) from error
     except UpstreamBroke as error:
         raise upstream_error(
             f"the upstream deployment {upstream.name!r} broke off its answer: {error}"
@@ -354,7 +417,9 @@ __all__ = [
     "UpstreamBroke",
     "UpstreamRejected",
     "UpstreamResponse",
+    "UpstreamUnavailable",
     "call_upstream",
+    "first_chunk",
     "model_call_span",
     "open_stream",
     "upstream_body",

@@ -7,7 +7,8 @@ settle → finish.
   of admit passed on, not repeated);
 * reserve: the session budget held for the call's cost (``budgets.hold_budget``) and the output
   limit lowered to what it granted; the tools the gateway serves itself;
-* forward: the rewritten request sent to the deployment (a stream opened, or the answer read);
+* forward: the rewritten request sent to the route's deployments in fallback order until one
+  answers (``fallback``; a stream opened and its first byte read, or the answer read);
 * tool loop: the model's calls of the gateway's own tools answered and the model asked again
   (``tool_loop`` for an answer, ``tool_stream`` for a stream);
 * settle: what was spent charged against the held budget, the rest given back;
@@ -35,12 +36,14 @@ from contextplatform.deployments.selectors import Upstream
 from contextplatform.gateway.budgets import HeldBudget, hold_budget
 from contextplatform.gateway.calls import GatewayCall, gateway_call, resolve_headers
 from contextplatform.gateway.connections import in_tenant
+from contextplatform.gateway.fallback import Attempts, first_answer
 from contextplatform.gateway.forward import (
     Forwarding,
     UpstreamAnswer,
     UpstreamBroke,
     UpstreamResponse,
     call_upstream,
+    first_chunk,
     max_stream_bytes,
     model_call_span,
     open_stream,
@@ -54,7 +57,7 @@ from contextplatform.gateway.streams import StreamTranscript
 from contextplatform.gateway.tool_calls import ServedCall, ToolCall
 from contextplatform.gateway.tool_loop import LoopedAnswer, ToolSteps, answer_with_tools
 from contextplatform.gateway.tool_stream import ToolStream
-from contextplatform.gateway.upstreams import upstream_for
+from contextplatform.gateway.upstreams import upstreams_for
 from contextplatform.protocols.usage import ProviderUsage, usage_from_response
 from contextplatform.replay.writer import writes_inline
 from contextplatform.resolve.resolver import Resolution
@@ -90,13 +93,14 @@ async def finish(
     tools: ServedTools | None = None,
     first_usage: ProviderUsage | None = None,
     held: HeldBudget | None = None,
+    attempts: Attempts | None = None,
 ) -> None:
     """The call is over: what a hand-back does (the answer to the session, the hooks of the kinds
     that wait for it), done here so the client needs none, with the provider's usage (and the
     deployment's calibration, from the first call: the one the estimate is of) and the served
     tool calls, into the replay record, written once; ``response`` None when the call ended
     without an answer; ``held``: the settled session budget, whose reservation and charge the
-    record keeps beside the usage. One trip to the database thread; a failure is logged, the
+    record keeps beside the usage; ``attempts``: the deployments tried. One trip to the database thread; a failure is logged, the
     answer is the client's already."""
     pending = resolution.pending_replay
     if pending is None or pending.submitted:
@@ -113,6 +117,7 @@ async def finish(
                 first_call=first_usage,
                 tool_calls=tools.records if tools is not None else None,
                 session_budget=held.record() if held is not None else None,
+                attempts=attempts.record() if attempts is not None else None,
             )
         except Exception:
             logger.exception("completing the turn of %s failed", resolution.id)
@@ -149,13 +154,19 @@ def in_background(work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
 
 @dataclass
 class Reserved:
-    """What the reserve phase holds for the forward: the budget, the body it limited, the
-    served tools, how to reach the deployment."""
+    """What the reserve phase holds for the forward: the budget, the body it limited (for the
+    deployment that answers, once one did), the served tools, how to reach the deployments."""
 
     held: HeldBudget
     body: dict[str, Any]
     tools: ServedTools
     forward: Forwarding
+    rewritten: dict[str, Any]
+
+    def body_for(self, upstream: Upstream) -> dict[str, Any]:
+        """The body one deployment is sent: its output limit in the field that deployment reads
+        (its model name is set by ``forward``)."""
+        return self.held.limit_output(self.rewritten, upstream)
 
 
 class ChatCall:
@@ -168,6 +179,8 @@ class ChatCall:
         self.tenant: Tenant | None = None
         self.call: GatewayCall | None = None
         self.upstream: Upstream | None = None
+        self.upstreams: list[Upstream] = []
+        self.attempts = Attempts()
         self.resolution: Resolution | None = None
         self.streaming = False  # the stream finishes the call when it ends
 
@@ -192,8 +205,8 @@ class ChatCall:
             tracing.set_attributes({"context.resolve_id": resolution.id})
             reserved = await self.reserve(tenant, call, upstream, resolution)
             if call.stream:
-                return await self.forward_stream(tenant, upstream, resolution, reserved)
-            answer = await self.forward(tenant, upstream, reserved)
+                return await self.forward_stream(tenant, resolution, reserved)
+            answer = await self.forward(tenant, reserved)
             await reserved.held.settle_answer(self.protocol, answer.answer.payload)
             await self.finish_answer(tenant, resolution, answer, reserved)
             return HttpResponse(
@@ -214,16 +227,17 @@ class ChatCall:
 
     async def resolve(self, tenant: Tenant, call: GatewayCall) -> tuple[Upstream, Resolution]:
         headers = resolve_headers(self.request.headers)
-        self.upstream, self.resolution = await in_tenant(
+        self.upstreams, self.resolution = await in_tenant(
             tenant, lambda: self._prepared(tenant, call, headers)
         )
+        self.upstream = self.upstreams[0]
         return self.upstream, self.resolution
 
     def _prepared(
         self, tenant: Tenant, call: GatewayCall, headers: Mapping[str, str]
-    ) -> tuple[Upstream, Resolution]:
+    ) -> tuple[list[Upstream], Resolution]:
         # The deployment is checked first: a request for the wrong protocol leaves no turn behind.
-        loaded, upstream = upstream_for(call.route, self.protocol)
+        loaded, upstreams = upstreams_for(call.route, self.protocol)
         resolution = resolve_context(
             ResolveCall(
                 tenant=tenant,
@@ -240,30 +254,48 @@ class ChatCall:
                 defer_replay=True,
             )
         )
-        return upstream, resolution
+        return upstreams, resolution
 
     # ------------------------------------------------------------------ reserve
 
     async def reserve(
         self, tenant: Tenant, call: GatewayCall, upstream: Upstream, resolution: Resolution
     ) -> Reserved:
-        held = await hold_budget(tenant, resolution, upstream, call.session, call.user)
+        # Held for the costliest deployment the call may reach.
+        held = await hold_budget(
+            tenant, resolution, upstream, call.session, call.user, fallbacks=self.upstreams[1:]
+        )
         return Reserved(
             held=held,
             # The output limit lowered to what the session budget granted.
-            body=held.limit_output(resolution.rewritten),
+            body=held.limit_output(resolution.rewritten, upstream),
             tools=served_tools(resolution, call.user, tenant.capture_content),
             forward=Forwarding(
                 allowlist=tenant.outbound_allowlist, client_headers=self.request.headers
             ),
+            rewritten=resolution.rewritten,
         )
+
+    def answered(self, upstream: Upstream, reserved: Reserved) -> None:
+        """A deployment answered: the call's follow-ups go to it, with its body."""
+        self.upstream = upstream
+        reserved.held.answered_by(upstream)
+        reserved.body = reserved.body_for(upstream)
 
     # ------------------------------------------------------------------ forward, tool loop
 
-    async def forward(self, tenant: Tenant, upstream: Upstream, reserved: Reserved) -> LoopedAnswer:
-        """The answer, after the tool loop; what was held is given back when none came."""
+    async def forward(self, tenant: Tenant, reserved: Reserved) -> LoopedAnswer:
+        """The answer (from the first deployment that gives one), after the tool loop; what was
+        held is given back when none came."""
+
+        async def send(upstream: Upstream) -> UpstreamAnswer:
+            return await call_upstream(upstream, reserved.body_for(upstream), **reserved.forward)
+
         try:
-            answer = await call_upstream(upstream, reserved.body, **reserved.forward)
+            answer, upstream = await first_answer(
+                tenant.schema_name, self.upstreams, send, self.attempts
+            )
+            self.answered(upstream, reserved)
             return await self.tool_loop(tenant, upstream, answer, reserved)
         except BaseException:
             await reserved.held.release()
@@ -291,20 +323,30 @@ class ChatCall:
         )
 
     async def forward_stream(
-        self, tenant: Tenant, upstream: Upstream, resolution: Resolution, reserved: Reserved
+        self, tenant: Tenant, resolution: Resolution, reserved: Reserved
     ) -> StreamingHttpResponse:
-        # The provider's usage is asked for even when the client did not ask for it.
-        body, hide_usage = with_stream_usage(self.protocol, reserved.body)
+        first = self.upstreams[0]
         # The stream's span ends with the stream (``streamed``), its follow-up rounds included.
-        span = tracing.start(
-            f"chat {upstream.model}", model_call_span(upstream), kind=SpanKind.CLIENT
-        )
+        span = tracing.start(f"chat {first.model}", model_call_span(first), kind=SpanKind.CLIENT)
+
+        async def send(upstream: Upstream) -> UpstreamResponse:
+            # The provider's usage is asked for even when the client did not ask for it.
+            body, _ = with_stream_usage(self.protocol, reserved.body_for(upstream))
+            response = await open_stream(upstream, body, **reserved.forward)
+            # Until the first byte the call may still move to the next deployment.
+            await first_chunk(response, upstream)
+            return response
+
         try:
-            upstream_response = await open_stream(upstream, body, **reserved.forward)
+            upstream_response, upstream = await first_answer(
+                tenant.schema_name, self.upstreams, send, self.attempts
+            )
         except BaseException as error:  # refused, failed or cancelled: nothing was spent
             tracing.end(span, error)
             await reserved.held.release()
             raise
+        self.answered(upstream, reserved)
+        body, hide_usage = with_stream_usage(self.protocol, reserved.body)
         loop = None
         if reserved.tools:
             steps = tool_steps(tenant, reserved.tools, reserved.held)
@@ -335,6 +377,7 @@ class ChatCall:
             tools=reserved.tools,
             first_usage=looped.first_usage,
             held=reserved.held,
+            attempts=self.attempts,
         )
 
     async def finish_unanswered(self) -> None:
@@ -345,7 +388,9 @@ class ChatCall:
             return
         pending = resolution.pending_replay
         if pending is not None and not pending.submitted:
-            await asyncio.shield(in_background(finish(tenant, resolution, None)))
+            await asyncio.shield(
+                in_background(finish(tenant, resolution, None, attempts=self.attempts))
+            )
 
     def streamed(
         self,
@@ -434,6 +479,7 @@ class ChatCall:
                 tools=loop.tools if loop is not None else None,
                 first_usage=loop.first_usage() if loop is not None else None,
                 held=held,
+                attempts=self.attempts,
             )
 
         response = StreamingHttpResponse(

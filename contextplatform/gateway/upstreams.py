@@ -1,10 +1,10 @@
-"""The deployment a route's calls go to (``model.upstream`` names it), checked against the
-protocol the client speaks: translating between providers is not the gateway's job."""
+"""The deployments a route's calls go to (``model.upstream`` names them, in fallback order),
+checked against the protocol the client speaks: translating between providers is not the gateway's job."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
-from typing import Any
 
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.selectors import Upstream, deployment_to_call, upstream_of
@@ -13,38 +13,49 @@ from contextplatform.protocols.registry import PROTOCOLS
 from contextplatform.routes.configuration.schema import RouteSpec
 from contextplatform.routes.selectors import LoadedRoute, loaded_route
 
+logger = logging.getLogger("contextplatform.gateway")
+
 ENDPOINTS: dict[str, str] = {name: protocol.path for name, protocol in PROTOCOLS.items()}
 
 
-def route_deployment(spec: RouteSpec) -> Deployment:
-    """The route's deployment; 400 when the route names none, 503 when it names a missing one
-    (the operator's to fix, not the caller's)."""
-    name: Any = spec.model.upstream
-    if not isinstance(name, str) or not name:
+def route_deployments(spec: RouteSpec) -> list[Deployment]:
+    """The route's deployments in fallback order; 400 when the route names none, 503 when it
+    names a missing one (the operator's to fix, not the caller's)."""
+    names = spec.model.upstreams
+    if not names:
         raise GatewayError(
             400,
             "no_upstream",
             f"route {spec.name!r} has no upstream deployment: set its model.upstream to the "
-            "name of a deployment",
+            "name of a deployment (or a list of names in fallback order)",
             param="model",
         )
-    deployment = deployment_to_call(name)
-    if deployment is None:
-        raise GatewayError(
-            503,
-            "deployment_missing",
-            f"route {spec.name!r} names the deployment {name!r}, which does not exist",
-        )
-    return deployment
+    found: list[Deployment] = []
+    for name in names:
+        deployment = deployment_to_call(name)
+        if deployment is None:
+            raise GatewayError(
+                503,
+                "deployment_missing",
+                f"route {spec.name!r} names the deployment {name!r}, which does not exist",
+            )
+        found.append(deployment)
+    return found
 
 
-def upstream_for(route_name: str, protocol: Protocol) -> tuple[LoadedRoute, Upstream]:
-    """The route ``route_name`` (404 when unknown) and its deployment, refused with 400 when it
-    speaks another protocol than the endpoint called."""
+def route_deployment(spec: RouteSpec) -> Deployment:
+    """The route's first deployment (errors as ``route_deployments``)."""
+    return route_deployments(spec)[0]
+
+
+def upstreams_for(route_name: str, protocol: Protocol) -> tuple[LoadedRoute, list[Upstream]]:
+    """The route ``route_name`` (404 when unknown) and its deployments in fallback order,
+    refused with 400 when the first speaks another protocol than the endpoint called. A fallback
+    that speaks another (its protocol changed after the route was saved) is left out."""
     loaded = loaded_route(route_name, param="model")
     spec = loaded.spec
-    deployment = route_deployment(spec)
-    upstream = upstream_of(deployment)
+    deployments = route_deployments(spec)
+    upstream = upstream_of(deployments[0])
     if upstream.protocol != protocol:
         raise GatewayError(
             400,
@@ -55,5 +66,24 @@ def upstream_for(route_name: str, protocol: Protocol) -> tuple[LoadedRoute, Upst
             "(the gateway does not translate between providers)",
             param="model",
         )
-    # The resolve counts with the deployment's tokenizer or calibration: it need not read it again.
-    return replace(loaded, deployment=deployment), upstream
+    upstreams = [upstream]
+    for deployment in deployments[1:]:
+        if deployment.protocol == protocol:
+            upstreams.append(upstream_of(deployment))
+        else:
+            logger.warning(
+                "route %r: the fallback deployment %r speaks %s, not %s: left out",
+                spec.name,
+                deployment.name,
+                deployment.protocol,
+                protocol,
+            )
+    # The resolve counts with the first deployment's tokenizer or calibration: it need not read
+    # it again.
+    return replace(loaded, deployment=deployments[0]), upstreams
+
+
+def upstream_for(route_name: str, protocol: Protocol) -> tuple[LoadedRoute, Upstream]:
+    """The route and its first deployment (errors as ``upstreams_for``)."""
+    loaded, upstreams = upstreams_for(route_name, protocol)
+    return loaded, upstreams[0]

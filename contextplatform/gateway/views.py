@@ -28,6 +28,8 @@ from contextplatform.routes.selectors import all_routes, loaded_route
 RESOLVE_ID_HEADER = "x-context-resolve-id"
 # The arm of the route's traffic split the call ran (as REST resolve sends it).
 VARIANT_HEADER = "x-context-variant"
+# The deployment that answered (of the route's fallbacks, the one that did).
+DEPLOYMENT_HEADER = "x-context-deployment"
 MODELS_OWNER = "context-platform"
 
 
@@ -95,6 +97,8 @@ class ChatView(GatewayView):
         if call.resolution is not None:
             response[RESOLVE_ID_HEADER] = call.resolution.id
             response[VARIANT_HEADER] = call.resolution.variant
+        if call.attempts.answered_by is not None:
+            response[DEPLOYMENT_HEADER] = call.attempts.answered_by
         return response
 
 

@@ -52,7 +52,7 @@ def estimated() -> EstimatorChoice:
 def estimator_for(spec: RouteSpec, deployment: Deployment | None = None) -> EstimatorChoice:
     """The estimator of a route: its deployment's exact tokenizer, else its calibration.
     ``deployment``: the route's upstream deployment when the caller read it already."""
-    name = spec.model.upstream
+    name = spec.model.primary_upstream
     if not isinstance(name, str) or not name:
         return estimated()
     if deployment is None or deployment.name != name:

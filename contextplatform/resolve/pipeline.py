@@ -225,7 +225,7 @@ def fetch_only(request: ResolveRequest, mode: Mode) -> Run:
         request_id=prefix + secrets.token_hex(12 if mode.reads_ahead else 8),
         route=route,
         query=request.query or "",
-        judge_deployment=spec.model.upstream if spec is not None else None,
+        judge_deployment=spec.model.primary_upstream if spec is not None else None,
     )
     run = Run(mode=mode, request=context, sources=sources)
     if mode.reads_ahead:
@@ -342,7 +342,7 @@ def resolved(request: ResolveRequest, mode: Mode) -> Run:
         route=route_name,
         query=signal_query(chat.query, compress, estimator),
         chat=chat,
-        judge_deployment=spec.model.upstream,
+        judge_deployment=spec.model.primary_upstream,
     )
     clock = Clock(mode)
 
@@ -393,7 +393,7 @@ def resolved(request: ResolveRequest, mode: Mode) -> Run:
             stream=bool(chat.body.get("stream")) and not request.serves_tools,
             persist=mode.may("recovery_blobs"),
             numeric_budget=isinstance(budget_config.max_tokens, int),
-            judge_default=spec.model.upstream,
+            judge_default=spec.model.primary_upstream,
             allowlist=tuple(request.allowlist),
             judge_calls=mode.calls_judge,
         )

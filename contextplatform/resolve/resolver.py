@@ -53,7 +53,7 @@ def lazy_outcome(tool: str, source: ContextSource) -> SourceOutcome:
 def route_deployment(spec: RouteSpec, known: Deployment | None) -> Deployment | None:
     """The route's upstream deployment (``known`` when the caller read it already): its protocol
     decides the shape of a body valid in both."""
-    name = spec.model.upstream
+    name = spec.model.primary_upstream
     if not isinstance(name, str) or not name:
         return None
     if known is not None and known.name == name:

@@ -230,6 +230,7 @@ def finish_turn(
     first_call: ProviderUsage | None = None,
     tool_calls: list[dict[str, Any]] | None = None,
     session_budget: dict[str, Any] | None = None,
+    attempts: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The model's answer to a resolve, for REST (POST /resolve/{id}/response) and the gateway
     alike: stored in the session, handed to the after-response hooks of the source kinds
@@ -239,7 +240,8 @@ def finish_turn(
 
     ``resolution``: the gateway's own resolve, whose replay record was left pending; the answer,
     usage, served ``tool_calls`` and ``session_budget`` go into it and it is submitted, once
-    (``response`` None when the call ended without an answer). Only the kinds whose after-resolve
+    (``response`` None when the call ended without an answer), with the ``attempts`` of the
+    route's deployments (the deployment that answered named beside them). Only the kinds whose after-resolve
     hook queued something hear the answer. Without it (REST), the resolve's record is awaited
     (another worker may still be writing it), locked and completed; a refused resolve answers 409.
     The session's message is written before this returns (the conversation's next call reads it).
@@ -266,8 +268,14 @@ def finish_turn(
                 capture_content=tenant.capture_content,
                 kinds=dict.fromkeys(resolution.answer_kinds),
             )
+        if attempts:
+            record.tokens = {**(record.tokens or {}), **attempts_record(attempts)}
         if usage is not None:
             calibration = apply_usage(record, usage, first_call)
+            answered_by = (record.tokens or {}).get("answered_by")
+            if answered_by is not None and answered_by != (record.tokens or {}).get("deployment"):
+                # A fallback answered: the estimate was counted for the first deployment.
+                calibration = None
         if tool_calls:
             record.tool_calls = list(tool_calls)
         if session_budget is not None:
@@ -285,6 +293,14 @@ def finish_turn(
         "messages_written": written,
         "memory_write": "queued" if acted else "none",
     }
+
+
+def attempts_record(attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The gateway's attempts as the record's ``tokens`` keeps them: each deployment tried, and
+    the one that answered (None when none did)."""
+    last = attempts[-1] if attempts else {}
+    answered = last.get("deployment") if last.get("outcome") == "answered" else None
+    return {"attempts": list(attempts), "answered_by": answered}
 
 
 def record_usage(

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from contextplatform.deployments.errors import NamingPlace
+from contextplatform.routes.configuration.schema import upstream_names
 from contextplatform.routes.models import Recipe, TenantDefaults
 
 LOCAL = "local"
@@ -58,7 +59,7 @@ def places_naming(sender: Any, name: str, **kwargs: Any) -> list[NamingPlace]:
 
     places: list[NamingPlace] = []
     for route in all_routes():
-        paths = ["model.upstream"] if _at(route.model, "upstream") == name else []
+        paths = ["model.upstream"] if name in upstream_names(_at(route.model, "upstream")) else []
         paths += context_paths(route.effective_context(), name)
         places += [NamingPlace("route", route.name, path) for path in paths]
     for recipe in Recipe.objects.order_by("name"):

@@ -12,6 +12,7 @@ from contextplatform.core import secrets
 from contextplatform.core.config_cache import changed
 from contextplatform.core.errors import ApiError, invalid_request
 from contextplatform.core.validation import parse
+from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.schema import DEPLOYMENT_NAME_PATTERN, DeploymentSpec
 from contextplatform.deployments.selectors import deployment_named
 from contextplatform.deployments.services import key_change, parse_deployment, upsert_deployment
@@ -211,10 +212,25 @@ def named_upstream(
 
 
 def check_upstream(spec: RouteSpec, param: str) -> None:
-    """A route's ``model.upstream`` names a deployment of the tenant."""
-    name = spec.model.upstream
-    if name is not None and deployment_named(name) is None:
-        raise invalid_request(f"{param}: no deployment named {name!r}", param)
+    """A route's ``model.upstream`` names deployments of the tenant, which all speak one protocol:
+    the gateway forwards a call as its client sent it and does not translate between providers,
+    so a fallback must speak what the first deployment speaks."""
+    listed = isinstance(spec.model.upstream, list)
+    first: Deployment | None = None
+    for index, name in enumerate(spec.model.upstreams):
+        at = f"{param}[{index}]" if listed else param
+        deployment = deployment_named(name)
+        if deployment is None:
+            raise invalid_request(f"{at}: no deployment named {name!r}", at)
+        if first is None:
+            first = deployment
+        elif deployment.protocol != first.protocol:
+            raise invalid_request(
+                f"{at}: the deployment {name!r} speaks {deployment.protocol}, but the first one, "
+                f"{first.name!r}, speaks {first.protocol}: the fallbacks of a route must speak "
+                "one protocol (the gateway does not translate between providers)",
+                at,
+            )
 
 
 def refuse_route_signals(layer: dict[str, Any], context_param: str) -> None:

@@ -647,3 +647,27 @@ def test_an_inherited_target_names_the_recipe_it_comes_from(
     history_mode = re.search(r'<select name="target_history_mode".*?</select>', html, re.S)
     assert history_mode and "inherit: extractive, from the tenant defaults" in history_mode.group(0)
     assert re.search(r'<input[^>]*name="target_rag_min_tokens"[^>]*placeholder="900"', html)
+
+
+def test_a_fallback_list_shows_as_one_choice_and_a_save_keeps_it(
+    acme: TenantFixture, acme_api: ApiClient, operator: Client
+) -> None:
+    for name in ("fb-main", "fb-backup"):
+        deployment = {
+            "name": name,
+            "protocol": "openai",
+            "base_url": "https://api.openai.com/v1",
+            "model": "gpt-4o-mini",
+        }
+        assert acme_api.post("/api/v1/deployments", deployment).status_code == 201
+    route = {"name": "support", "model": {"upstream": ["fb-main", "fb-backup"]}}
+    assert acme_api.post("/api/v1/routes", route).status_code == 201
+    html = operator.get(change_url(stored_route())).content.decode()
+    assert "fb-main → fb-backup (fallbacks, set through the API)" in html
+    form = form_data(html, "route_form")
+    assert form["upstream"] == ["fb-main,fb-backup"]
+    assert operator.post(change_url(stored_route()), form).status_code == 302
+    assert stored_route().model["upstream"] == ["fb-main", "fb-backup"]
+    form["upstream"] = ["fb-backup"]  # one deployment chosen in the select replaces the list
+    assert operator.post(change_url(stored_route()), form).status_code == 302
+    assert stored_route().model["upstream"] == "fb-backup"

@@ -27,6 +27,7 @@ from contextplatform.core.form_errors import (
 from contextplatform.core.json_form_field import BoundedJSONField
 from contextplatform.deployments.selectors import deployments
 from contextplatform.routes import services
+from contextplatform.routes.configuration.schema import upstream_names
 from contextplatform.routes.models import Route, TenantDefaults
 from sources.base import SOURCE_KINDS, OnFailure, SourceSettings, source_kind
 from sources.models import Collection
@@ -541,13 +542,30 @@ def written_targets(cleaned: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return targets
 
 
+# A fallback list (written through the API) is one choice of the select, its names joined: a
+# save from the form keeps it as it is. Deployment names hold no comma.
+FALLBACK_JOIN = ","
+
+
+def upstream_choice(stored: Any) -> str | None:
+    """The select's value for a stored ``model.upstream``: a name, or a fallback list joined."""
+    names = upstream_names(stored)
+    return FALLBACK_JOIN.join(names) if isinstance(stored, list) else (names or [None])[0]
+
+
+def written_upstream(choice: str) -> str | list[str] | None:
+    if not choice:
+        return None
+    return choice.split(FALLBACK_JOIN) if FALLBACK_JOIN in choice else choice
+
+
 def layer_initial(route: Route) -> dict[str, Any]:
     """The form's initial values: what the route writes itself, blank where it inherits."""
     own = route.context if route.pk else {}
     budget = own.get("budget") or {}
     return {
         "model_name": route.model.get("name") or "",
-        "upstream": route.model.get("upstream"),
+        "upstream": upstream_choice(route.model.get("upstream")),
         "enabled": {True: "true", False: "false"}.get(own.get("enabled"), ""),
         "inherit_sources": route.pk is not None and "sources" not in own,
         **{f"budget_{key}": budget.get(key) for key in BUDGET_KEYS},
@@ -591,7 +609,9 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
         required=False,
         label="Upstream deployment",
         help_text="The deployment of this tenant the gateway forwards the route's calls to "
-        "(blank: none; add one under Deployments). It also judges each rag source whose "
+        "(blank: none; add one under Deployments). A list of deployments in fallback order "
+        "(the next answers when one fails or is rate limited) is written through the API's "
+        "model.upstream; such a list shows here as one choice and is kept on save. It also judges each rag source whose "
         "match.judge names no deployment (when it may judge): one extra call to it per request "
         "and source (the judge's cost).",
     )
@@ -662,9 +682,13 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
         that the page opens and the route's validation says what is wrong with it."""
         names = list(deployments().order_by("name").values_list("name", flat=True))
         stored = self.initial.get("upstream")
-        if isinstance(stored, str) and stored and stored not in names:
-            names.append(stored)
-        return [("", "none"), *((name, name) for name in names)]
+        choices = [("", "none"), *((name, name) for name in names)]
+        if isinstance(stored, str) and FALLBACK_JOIN in stored:
+            label = " → ".join(stored.split(FALLBACK_JOIN)) + " (fallbacks, set through the API)"
+            choices.append((stored, label))
+        elif isinstance(stored, str) and stored and stored not in names:
+            choices.append((stored, stored))
+        return choices
 
     def show_inherited_targets(self) -> None:
         """What a blank target field stands for, and which layer it comes from: the recipe, the
@@ -737,7 +761,7 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
             "name": cleaned["model_name"] or None,
             "context_window": cleaned["context_window"],
             "max_output_tokens": cleaned["max_output_tokens"],
-            "upstream": cleaned["upstream"] or None,
+            "upstream": written_upstream(cleaned["upstream"]),
         }
         recipe = cleaned.get("recipe")
         return {

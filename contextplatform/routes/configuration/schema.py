@@ -135,15 +135,67 @@ def legacy_upstream_name(route_name: str) -> str:
     return f"{route_name}{LEGACY_UPSTREAM_SUFFIX}"
 
 
+MAX_UPSTREAMS = 8
+
+
+def deployment_name(name: str, where: str = "") -> str:
+    if re.fullmatch(DEPLOYMENT_NAME_PATTERN, name) is None:
+        raise ValueError(f"{where}{name!r} is not a deployment's name")
+    return name
+
+
+def upstream_names(value: Any) -> list[str]:
+    """The deployment names of a ``model.upstream`` as stored (a name, a list, or nothing)."""
+    if isinstance(value, str) and value:
+        return [value]
+    if isinstance(value, list):
+        return [name for name in value if isinstance(name, str) and name]
+    return []
+
+
 class ModelSettings(Strict):
     name: str | None = Field(default=None, max_length=200)
     context_window: int = Field(default=128_000, ge=256, le=10_000_000)
     max_output_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
-    upstream: str | None = Field(
+    upstream: str | list[str] | None = Field(
         default=None,
-        pattern=DEPLOYMENT_NAME_PATTERN,
-        description="the name of the tenant's deployment the gateway forwards to",
+        description="the name of the tenant's deployment the gateway forwards to, or a list of "
+        f"names in fallback order (at most {MAX_UPSTREAMS}, no name twice)",
     )
+
+    @field_validator("upstream", mode="before")
+    @classmethod
+    def fallback_list(cls, value: Any) -> Any:
+        # Checked before the union's own validation, whose errors would name its branches.
+        if value is None:
+            return value
+        if isinstance(value, str):
+            return deployment_name(value)
+        if isinstance(value, list):
+            for index, name in enumerate(value):
+                if not isinstance(name, str):
+                    raise ValueError(f"[{index}]: a deployment's name is a string")
+                deployment_name(name, f"[{index}]: ")
+            if not value:
+                raise ValueError("name at least one deployment (or leave model.upstream out)")
+            if len(value) > MAX_UPSTREAMS:
+                raise ValueError(f"at most {MAX_UPSTREAMS} deployments, got {len(value)}")
+            twice = sorted({name for name in value if value.count(name) > 1})
+            if twice:
+                raise ValueError(f"names the deployment {twice[0]!r} twice")
+            return value
+        raise ValueError("a deployment's name, or a list of names in fallback order")
+
+    @property
+    def upstreams(self) -> list[str]:
+        """The deployments the gateway calls, in fallback order (one when a name is written)."""
+        return upstream_names(self.upstream)
+
+    @property
+    def primary_upstream(self) -> str | None:
+        """The first deployment: the one the resolve counts for and the default judge."""
+        names = self.upstreams
+        return names[0] if names else None
 
     @model_validator(mode="after")
     def output_fits_window(self) -> ModelSettings:

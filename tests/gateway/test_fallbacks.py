@@ -1,0 +1,386 @@
+"""A route's fallback deployments through the live gateway: a call moves to the next deployment
+after a 503, a 429 (whose Retry-After keeps the next calls away from it), a refused connection or
+a timeout, and a stream does so only before its first byte; a 400 is the caller's and passes
+through. The replay record names every attempt; the route's list reads back as written and is
+validated (names of the tenant, no duplicates, at most eight, one protocol).
+
+Each test makes deployments of its own (cool-downs are kept per deployment in the server's
+process) on two loopback upstreams of its own."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from typing import Any
+
+import httpx
+import pytest
+
+from contextplatform.gateway.fallback import retry_after_s
+from tests.gateway.conftest import OPENAI_KEY, Gateway, unique
+from tests.loopback import LOOPBACK
+from tests.upstream import LoopbackUpstream, running_upstream
+
+DEPLOYMENT_HEADER = "x-context-deployment"
+SHORT_TIMEOUT_MS = 500
+
+
+@dataclass
+class Fallbacks:
+    gateway: Gateway
+    first: LoopbackUpstream
+    second: LoopbackUpstream
+    made_deployments: list[str]
+    made_routes: list[str]
+
+    def deployment(
+        self,
+        base_url: str,
+        timeout_ms: int = 10_000,
+        protocol: str = "openai",
+        model: str | None = None,
+    ) -> str:
+        name = unique("fb")
+        body = {
+            "name": name,
+            "protocol": protocol,
+            "base_url": base_url,
+            "model": model or f"model-{name}",
+            "api_key": OPENAI_KEY,
+            "timeout_ms": timeout_ms,
+        }
+        with self.gateway.api() as api:
+            response = api.post("/api/v1/deployments", json=body)
+        assert response.status_code == 201, response.text
+        self.made_deployments.append(name)
+        return name
+
+    def route(self, upstream: Any, context: dict[str, Any] | None = None) -> str:
+        name = unique("gw-fb")
+        body = {"name": name, "model": {"upstream": upstream}, "context": context or {}}
+        with self.gateway.api() as api:
+            response = api.post("/api/v1/routes", json=body)
+        assert response.status_code == 201, response.text
+        self.made_routes.append(name)
+        return name
+
+    def pair(self, first_timeout_ms: int = 10_000) -> tuple[str, str, str]:
+        """A route over a deployment on ``first`` then one on ``second``: (route, first, second)."""
+        one = self.deployment(self.first.openai_base_url, first_timeout_ms)
+        two = self.deployment(self.second.openai_base_url)
+        return self.route([one, two]), one, two
+
+    def chat(self, route: str, **extra: Any) -> httpx.Response:
+        body = {"model": route, "messages": [{"role": "user", "content": "hello"}], **extra}
+        with self.gateway.api() as api:
+            return api.post("/v1/chat/completions", json=body)
+
+    def attempts(self, response: httpx.Response) -> list[dict[str, Any]]:
+        tokens = self.gateway.replay(response.headers["x-context-resolve-id"])["tokens"]
+        return list(tokens["attempts"])
+
+
+@pytest.fixture
+def fallbacks(gateway: Gateway) -> Iterator[Fallbacks]:
+    with running_upstream() as first, running_upstream() as second:
+        made = Fallbacks(gateway, first, second, [], [])
+        try:
+            yield made
+        finally:
+            with gateway.api() as api:
+                for route in made.made_routes:
+                    api.delete(f"/api/v1/routes/{route}")
+                for name in made.made_deployments:
+                    api.delete(f"/api/v1/deployments/{name}")
+
+
+def outcomes(attempts: list[dict[str, Any]]) -> list[tuple[str, str, int | None]]:
+    return [(a["deployment"], a["outcome"], a.get("status")) for a in attempts]
+
+
+def refused_base_url() -> str:
+    """A loopback port nothing listens on: connections to it are refused."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOOPBACK, 0))
+        port = probe.getsockname()[1]
+    return f"http://{LOOPBACK}:{port}/v1"
+
+
+def test_a_503_moves_the_call_to_the_next_deployment(fallbacks: Fallbacks) -> None:
+    route, one, two = fallbacks.pair()
+    fallbacks.first.fail(503)
+
+    response = fallbacks.chat(route)
+
+    assert response.status_code == 200, response.text
+    assert response.headers[DEPLOYMENT_HEADER] == two
+    assert response.json()["model"] == f"model-{two}"
+    assert fallbacks.second.last.body["model"] == f"model-{two}"
+    attempts = fallbacks.attempts(response)
+    assert outcomes(attempts) == [(one, "status", 503), (two, "answered", None)]
+    assert all(isinstance(a["ms"], int) and a["ms"] >= 0 for a in attempts)
+    record = fallbacks.gateway.replay(response.headers["x-context-resolve-id"])
+    assert record["tokens"]["answered_by"] == two
+
+
+def test_a_429_with_retry_after_leaves_its_deployment_out_of_the_next_call(
+    fallbacks: Fallbacks,
+) -> None:
+    route, one, two = fallbacks.pair()
+    fallbacks.first.fail(429, retry_after="120")
+
+    first_call = fallbacks.chat(route)
+    assert first_call.status_code == 200, first_call.text
+    assert outcomes(fallbacks.attempts(first_call)) == [
+        (one, "status", 429),
+        (two, "answered", None),
+    ]
+
+    fallbacks.first.behave()  # answering again, but still cooling down for two minutes
+    second_call = fallbacks.chat(route)
+
+    assert second_call.status_code == 200, second_call.text
+    assert second_call.headers[DEPLOYMENT_HEADER] == two
+    assert fallbacks.first.hits == 1
+    assert outcomes(fallbacks.attempts(second_call)) == [(two, "answered", None)]
+
+
+def test_when_every_deployment_cools_the_one_cooling_shortest_is_tried(
+    fallbacks: Fallbacks,
+) -> None:
+    route, one, two = fallbacks.pair()
+    fallbacks.first.fail(429, retry_after="60")
+    fallbacks.second.fail(429, retry_after="600")
+    refused = fallbacks.chat(route)
+    assert refused.status_code == 429  # the last deployment's own answer, passed on
+    assert outcomes(fallbacks.attempts(refused)) == [(one, "status", 429), (two, "status", 429)]
+
+    fallbacks.first.behave()
+    fallbacks.second.behave()
+    response = fallbacks.chat(route)
+
+    assert response.status_code == 200, response.text
+    assert response.headers[DEPLOYMENT_HEADER] == one
+
+
+def test_a_refused_connection_moves_the_call_on(fallbacks: Fallbacks) -> None:
+    dead = fallbacks.deployment(refused_base_url())
+    two = fallbacks.deployment(fallbacks.second.openai_base_url)
+    route = fallbacks.route([dead, two])
+
+    response = fallbacks.chat(route)
+
+    assert response.status_code == 200, response.text
+    assert response.headers[DEPLOYMENT_HEADER] == two
+    assert outcomes(fallbacks.attempts(response)) == [
+        (dead, "connection", None),
+        (two, "answered", None),
+    ]
+
+
+def test_a_timeout_moves_the_call_on(fallbacks: Fallbacks) -> None:
+    route, one, two = fallbacks.pair(first_timeout_ms=SHORT_TIMEOUT_MS)
+    fallbacks.first.hang()
+
+    response = fallbacks.chat(route)
+
+    assert response.status_code == 200, response.text
+    assert response.headers[DEPLOYMENT_HEADER] == two
+    assert outcomes(fallbacks.attempts(response)) == [
+        (one, "timeout", None),
+        (two, "answered", None),
+    ]
+
+
+def test_a_400_is_the_callers_and_passes_through(fallbacks: Fallbacks) -> None:
+    route, one, _ = fallbacks.pair()
+    fallbacks.first.fail(400, {"error": {"message": "bad temperature", "type": "invalid"}})
+
+    response = fallbacks.chat(route)
+
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == "bad temperature"
+    assert fallbacks.second.hits == 0
+    assert outcomes(fallbacks.attempts(response)) == [(one, "rejected", 400)]
+
+
+def test_every_deployment_failing_answers_502(fallbacks: Fallbacks) -> None:
+    route, one, two = fallbacks.pair()
+    fallbacks.first.fail(503)
+    fallbacks.second.fail(500)
+
+    response = fallbacks.chat(route)
+
+    assert response.status_code == 502
+    assert "answered HTTP 500" in response.json()["error"]["message"]
+    assert outcomes(fallbacks.attempts(response)) == [(one, "status", 503), (two, "status", 500)]
+    assert (
+        fallbacks.gateway.replay(response.headers["x-context-resolve-id"])["tokens"]["answered_by"]
+        is None
+    )
+
+
+def streamed_text(response: httpx.Response) -> str:
+    text = ""
+    for line in response.text.splitlines():
+        if line.startswith("data: ") and line != "data: [DONE]":
+            for choice in json.loads(line[6:]).get("choices", []):
+                text += choice.get("delta", {}).get("content") or ""
+    return text
+
+
+def test_a_stream_that_fails_before_its_first_byte_moves_on(fallbacks: Fallbacks) -> None:
+    route, one, two = fallbacks.pair()
+    fallbacks.first.cut_stream(after_events=0)
+
+    response = fallbacks.chat(route, stream=True)
+
+    assert response.status_code == 200, response.text
+    assert response.headers[DEPLOYMENT_HEADER] == two
+    assert "data: [DONE]" in response.text
+    assert f"model: model-{two}" in streamed_text(response)
+    assert outcomes(fallbacks.attempts(response)) == [
+        (one, "connection", None),
+        (two, "answered", None),
+    ]
+
+
+def test_a_stream_that_fails_after_its_first_byte_does_not(fallbacks: Fallbacks) -> None:
+    route, one, _ = fallbacks.pair()
+    fallbacks.first.cut_stream(after_events=2)
+
+    response = fallbacks.chat(route, stream=True)
+
+    assert response.status_code == 200
+    assert response.headers[DEPLOYMENT_HEADER] == one
+    assert "data: [DONE]" not in response.text
+    assert streamed_text(response)  # the events before the cut were passed on
+    assert fallbacks.second.hits == 0
+    assert outcomes(fallbacks.attempts(response)) == [(one, "answered", None)]
+
+
+def test_a_stream_answered_503_moves_on(fallbacks: Fallbacks) -> None:
+    route, _, two = fallbacks.pair()
+    fallbacks.first.fail(503, retry_after="5")
+
+    response = fallbacks.chat(route, stream=True)
+
+    assert response.status_code == 200, response.text
+    assert response.headers[DEPLOYMENT_HEADER] == two
+    assert "data: [DONE]" in response.text
+
+
+def test_a_session_budget_reserves_for_the_costliest_deployment(fallbacks: Fallbacks) -> None:
+    """Anthropic bills a tool-use system prompt whose size it publishes per model: a route that
+    may fall back to a model with a larger one holds that much more input."""
+    cheap = fallbacks.deployment(
+        fallbacks.first.anthropic_base_url, protocol="anthropic", model="claude-3-sonnet"
+    )
+    dear = fallbacks.deployment(
+        fallbacks.second.anthropic_base_url, protocol="anthropic", model="claude-3-opus"
+    )
+    budget = {"sources": [], "budget": {"session_max_tokens": 100_000}}
+    route = fallbacks.route([cheap, dear], context=budget)
+    tool = {"name": "lookup", "description": "find", "input_schema": {"type": "object"}}
+
+    def reserved(answering: str) -> int:
+        body = {
+            "model": route,
+            "max_tokens": 100,
+            "messages": [{"role": "user", "content": "hello"}],
+            "tools": [tool],
+        }
+        with fallbacks.gateway.api() as api:
+            response = api.post(
+                "/v1/messages",
+                json=body,
+                headers={"x-session-id": unique("fb-session")},
+            )
+        assert response.status_code == 200, response.text
+        assert response.headers[DEPLOYMENT_HEADER] == answering
+        record = fallbacks.gateway.replay(response.headers["x-context-resolve-id"])
+        return int(record["tokens"]["session_budget"]["reserved"])
+
+    # claude-3-opus's tool prompt is 530 tokens, claude-3-sonnet's 159 (tool choice auto).
+    listed = reserved(cheap)
+    # The same model on a deployment of its own: the answer above moved the first one's token
+    # calibration, which would change the count.
+    also_cheap = fallbacks.deployment(
+        fallbacks.first.anthropic_base_url, protocol="anthropic", model="claude-3-sonnet"
+    )
+    with fallbacks.gateway.api() as api:
+        alone = api.patch(f"/api/v1/routes/{route}", json={"model": {"upstream": also_cheap}})
+    assert alone.status_code == 200, alone.text
+
+    assert listed - reserved(also_cheap) == 530 - 159
+
+
+# ---------------------------------------------------------------- the route's list
+
+
+def test_the_list_reads_back_as_written_and_posts_back(fallbacks: Fallbacks) -> None:
+    one = fallbacks.deployment(fallbacks.first.openai_base_url)
+    two = fallbacks.deployment(fallbacks.second.openai_base_url)
+    route = fallbacks.route([one, two])
+    with fallbacks.gateway.api() as api:
+        read = api.get(f"/api/v1/routes/{route}").json()
+        assert read["model"]["upstream"] == [one, two]
+        put = api.put(f"/api/v1/routes/{route}", json=read)
+        assert put.status_code == 200, put.text
+        assert api.get(f"/api/v1/routes/{route}").json()["model"]["upstream"] == [one, two]
+        single = api.patch(f"/api/v1/routes/{route}", json={"model": {"upstream": two}})
+        assert single.status_code == 200, single.text
+        assert api.get(f"/api/v1/routes/{route}").json()["model"]["upstream"] == two
+
+
+@pytest.mark.parametrize(
+    ("upstream", "param", "words"),
+    [
+        (["{one}", "fb-nowhere-{one}"], "model.upstream[1]", "no deployment named"),
+        (["{one}", "{one}"], "model.upstream", "twice"),
+        (["{one}"] * 9, "model.upstream", "at most 8"),
+        ([], "model.upstream", "at least one"),
+        (["{one}", "{anthropic}"], "model.upstream[1]", "one protocol"),
+    ],
+)
+def test_a_bad_list_is_refused(
+    fallbacks: Fallbacks, upstream: list[str], param: str, words: str
+) -> None:
+    one = fallbacks.deployment(fallbacks.first.openai_base_url)
+    anthropic = fallbacks.deployment(fallbacks.first.anthropic_base_url, protocol="anthropic")
+    names = [name.format(one=one, anthropic=anthropic) for name in upstream]
+    with fallbacks.gateway.api() as api:
+        response = api.post(
+            "/api/v1/routes", json={"name": unique("gw-fb-bad"), "model": {"upstream": names}}
+        )
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert (error.get("param") or "").startswith(param), error
+    assert words in error["message"], error
+
+
+def test_a_listed_deployment_cannot_be_deleted(fallbacks: Fallbacks) -> None:
+    one = fallbacks.deployment(fallbacks.first.openai_base_url)
+    two = fallbacks.deployment(fallbacks.second.openai_base_url)
+    route = fallbacks.route([one, two])
+    with fallbacks.gateway.api() as api:
+        response = api.delete(f"/api/v1/deployments/{two}")
+    assert response.status_code == 409, response.text
+    assert route in response.text
+
+
+# ---------------------------------------------------------------- Retry-After
+
+
+def test_retry_after_reads_seconds_and_http_dates() -> None:
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    assert retry_after_s("30") == 30.0
+    assert retry_after_s(format_datetime(now + timedelta(seconds=90), usegmt=True), now) == 90.0
+    assert retry_after_s(format_datetime(now - timedelta(seconds=5), usegmt=True), now) == 0.0
+    assert retry_after_s("soon") is None
+    assert retry_after_s(None) is None
