@@ -66,8 +66,8 @@ def demo_server(
 def test_the_readme_walkthrough_runs_as_written(demo_server: tuple[str, str]) -> None:
     url, key = demo_server
     blocks = walkthrough_blocks()
-    # gateway, resolve, knowledge, memory, compression, replay, evaluation
-    assert len(blocks) == 7, blocks
+    # gateway, resolve, knowledge, memory, compression, replay, re-run, evaluation
+    assert len(blocks) == 8, blocks
     script = "set -euo pipefail\n" + "\n".join(blocks).replace(README_SERVER, url)
     assert README_SERVER not in script
     done = subprocess.run(
@@ -106,6 +106,10 @@ def test_the_readme_walkthrough_runs_as_written(demo_server: tuple[str, str]) ->
     assert "served: [('search_manuals', 'ok'), ('vsr_context_retrieve', 'served')]" in out
     assert "asked: What happened to my Aurora headphones return?" in out
     assert f"answered: {LABEL}" in out and "(vsr_context_retrieve) 2026-12-01 order 4000" in out
+    # Re-run: the replayed record resolved again against the route as it is now, diffed.
+    assert re.search(
+        r"^added \d+ dropped \d+ moved \d+ tokens \{'recorded': \d+, 'rerun': \d+\}$", out, re.M
+    ), out
     # Evaluation: the demo's cases listed, a run done on the route's latest version, beside the
     # run its last save started.
     assert "case: refund {'documents': ['refund-policy'], 'text_containing': ['30 days']}" in out

@@ -246,6 +246,9 @@ PROBES: dict[str, dict[str, Probe]] = {
             },
         )
     },
+    "api/v1/resolve/<str:resolve_id>/feedback": {
+        "POST": Probe(ABSENT, lambda o: {"resolve_id": o.record}, lambda o: {"score": -1})
+    },
     "api/v1/resolve/<str:resolve_id>/response": {
         "POST": Probe(ABSENT, lambda o: {"resolve_id": o.record}, lambda o: {"response": ANSWER})
     },
@@ -320,6 +323,9 @@ PROBES: dict[str, dict[str, Probe]] = {
         "GET?": Probe(OWN, query=lambda o: {"route": o.route, "user": o.user}),
     },
     "api/v1/replay/<str:record_id>": {"GET": Probe(ABSENT, lambda o: {"record_id": o.record})},
+    "api/v1/replay/<str:record_id>/rerun": {
+        "POST": Probe(ABSENT, lambda o: {"record_id": o.record}, lambda o: {})
+    },
     "api/v1/sources/health": {
         "GET": Probe(OWN),
         "GET?": Probe(OWN, query=lambda o: {"route": o.route}),
@@ -386,7 +392,11 @@ PROBES: dict[str, dict[str, Probe]] = {
     "v1/messages": {
         "POST": Probe(ABSENT, body=lambda o: {"model": o.route, "max_tokens": 16, **chat("hi")})
     },
+    "v1/messages/count_tokens": {
+        "POST": Probe(ABSENT, body=lambda o: {"model": o.route, **chat("hi")}),
+    },
     "v1/models": {"GET": Probe(OWN)},
+    "v1/models/<str:model>": {"GET": Probe(ABSENT, lambda o: {"model": o.route})},
 }
 
 # A key ending in "?" is a second probe of the same method (other parameters).

@@ -81,6 +81,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     "api/v1/mcp-servers/<str:name>": {"GET": ROUTE_READ, "PUT": ROUTE_WRITE, "DELETE": ROUTE_WRITE},
     "api/v1/replay": {"GET": "replay.read"},
     "api/v1/replay/<str:record_id>": {"GET": "replay.read"},
+    # Re-running reads the record; a draft context also asks routes.write (tested in the rerun
+    # tests: the draft may call sources).
+    "api/v1/replay/<str:record_id>/rerun": {"POST": "replay.read"},
     "api/v1/sources/health": {"GET": "replay.read"},
     # A user's profile and sessions are read and written with the memory scopes.
     "api/v1/users/<str:user>/profile": {"GET": MEMORY_READ, "PUT": MEMORY_WRITE},
@@ -113,6 +116,8 @@ EXPECTED: dict[str, dict[str, str]] = {
     "v1/chat/completions": {"POST": "resolve"},
     "v1/messages": {"POST": "resolve"},
     "v1/models": {"GET": "resolve"},
+    "v1/models/<str:model>": {"GET": "resolve"},
+    "v1/messages/count_tokens": {"POST": "resolve"},
     "": {"GET": PUBLIC},  # the home page: the product and links to its pages
     "api/schema/": {"GET": PUBLIC},
     "api/docs/": {"GET": PUBLIC},
