@@ -19,12 +19,16 @@ TONE = {"type": "skill_guardrails", "name": "tone", "texts": ["Answer in one sho
 
 @pytest.fixture
 def capturing(in_database: Callable[[Callable[[], Any]], Any]) -> Iterator[None]:
-    """acme keeps each request's content (committed: the server is another process)."""
+    """acme keeps each request's content (committed: the server is another process). Saved, not
+    ``update()``d: the save's signal tells the server to drop the acme tenant it keeps with its
+    API key, which an earlier test on the same server may have left there with capture off."""
 
     def capture(on: bool) -> None:
         from tenants.models import Tenant
 
-        Tenant.objects.filter(schema_name="acme").update(capture_content=on)
+        tenant = Tenant.objects.get(schema_name="acme")
+        tenant.capture_content = on
+        tenant.save(update_fields=["capture_content"])
 
     in_database(lambda: capture(True))
     yield
