@@ -203,6 +203,8 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "contextplatform.core.openapi.document_errors",
+        # Pydantic's request bodies speak JSON Schema 2020-12; the document is OpenAPI 3.0.
+        "contextplatform.core.openapi.exclusive_bounds_as_openapi30",
         # After the envelope: the gateway's operations answer errors in the providers' shapes.
         "contextplatform.openapi_operations.name_operations",
     ],

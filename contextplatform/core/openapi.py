@@ -6,6 +6,11 @@ authentication the whole API takes.
 declare only what they answer on success (and a 409 where it means something of their own), so
 no view can forget an error status. ``ApiKeyScheme`` registers the key's two headers on import
 (``contextplatform.urls_common`` imports this module before any schema is generated).
+
+``exclusive_bounds_as_openapi30`` is a hook too: the request bodies written as pydantic models
+carry JSON Schema 2020-12's numeric ``exclusiveMinimum`` / ``exclusiveMaximum`` (``Field(gt=0)``),
+which the OpenAPI 3.0 document this API serves spells as ``minimum`` plus a boolean; left as they
+come, clients and test generators reading 3.0 cannot take the body at all.
 """
 
 from __future__ import annotations
@@ -89,6 +94,42 @@ def document_errors(result: dict[str, Any], **_: Any) -> dict[str, Any]:
                 if status.startswith(("4", "5")) and not response.get("content"):
                     response["content"] = error_response("")["content"]
             responses.setdefault("default", error_response(OTHER))
+    return result
+
+
+# The 2020-12 keyword and the 3.0 bound it becomes with ``true`` beside it.
+EXCLUSIVE_BOUNDS = {"exclusiveMinimum": "minimum", "exclusiveMaximum": "maximum"}
+
+
+def _bounds_as_openapi30(node: Any) -> None:
+    if isinstance(node, list):
+        for item in node:
+            _bounds_as_openapi30(item)
+        return
+    if not isinstance(node, dict):
+        return
+    for keyword, bound in EXCLUSIVE_BOUNDS.items():
+        value = node.get(keyword)
+        # A bool is already the 3.0 form (and an int to Python, so it is checked first).
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        inclusive = node.get(bound)
+        # Both given (pydantic's ``gt`` with ``ge``): the tighter of the two is the bound.
+        if isinstance(inclusive, int | float) and not isinstance(inclusive, bool):
+            tighter = inclusive > value if keyword == "exclusiveMinimum" else inclusive < value
+            if tighter:
+                del node[keyword]
+                continue
+        node[bound] = value
+        node[keyword] = True
+    for child in node.values():
+        _bounds_as_openapi30(child)
+
+
+def exclusive_bounds_as_openapi30(result: dict[str, Any], **_: Any) -> dict[str, Any]:
+    """Rewrite every numeric ``exclusiveMinimum: n`` (``exclusiveMaximum``) of the document as
+    OpenAPI 3.0's ``minimum: n, exclusiveMinimum: true``."""
+    _bounds_as_openapi30(result)
     return result
 
 

@@ -22,6 +22,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from contextplatform.core.openapi import exclusive_bounds_as_openapi30
 from tests.conftest import TenantFixture
 
 # Bad input gets a clear error, never a 500: not_a_server_error holds every generated call to it.
@@ -110,3 +111,48 @@ def test_responses_about_existing_resources_match_the_schema(acme: TenantFixture
         with in_the_test_transaction():
             response = case.call_and_validate(headers=headers, checks=CHECKS)
         assert response.status_code == 200, (method, path, query, response.text)
+
+
+def numeric_exclusive_bounds(node: Any, where: str = "#") -> list[str]:
+    """Where the document spells an exclusive bound as a number (JSON Schema 2020-12), which an
+    OpenAPI 3.0 reader cannot take."""
+    if isinstance(node, list):
+        return [p for i, item in enumerate(node) for p in numeric_exclusive_bounds(item, where)]
+    if not isinstance(node, dict):
+        return []
+    found = [
+        f"{where}/{keyword}"
+        for keyword in ("exclusiveMinimum", "exclusiveMaximum")
+        if keyword in node and not isinstance(node[keyword], bool)
+    ]
+    for key, child in node.items():
+        found += numeric_exclusive_bounds(child, f"{where}/{key}")
+    return found
+
+
+def test_the_route_body_is_described_in_openapi_30_terms() -> None:
+    document = schema_document()
+    assert document["openapi"].startswith("3.0")
+    assert numeric_exclusive_bounds(document) == []
+    components = document["components"]["schemas"]
+    route = components["RouteSpec"]["properties"]
+    assert route["variants"]["items"] == {"$ref": "#/components/schemas/VariantSpec"}
+    weight = components["VariantSpec"]["properties"]["weight"]
+    assert (weight["minimum"], weight["exclusiveMinimum"], weight["maximum"]) == (0, True, 1)
+    assert components["VariantSpec"]["properties"]["context"] == {
+        "$ref": "#/components/schemas/ContextConfig"
+    }
+    upstream = components["ModelSettings"]["properties"]["upstream"]["anyOf"]
+    assert {"type": "string"} in upstream
+    assert {"type": "array", "items": {"type": "string"}} in upstream
+
+
+def test_a_tighter_inclusive_bound_wins_over_the_exclusive_one() -> None:
+    document = {
+        "a": {"type": "number", "exclusiveMinimum": 0, "minimum": 2, "exclusiveMaximum": 10},
+        "b": {"type": "integer", "exclusiveMinimum": 5, "minimum": 1, "exclusiveMaximum": True},
+    }
+    assert exclusive_bounds_as_openapi30(document) == {
+        "a": {"type": "number", "minimum": 2, "maximum": 10, "exclusiveMaximum": True},
+        "b": {"type": "integer", "exclusiveMinimum": True, "minimum": 5, "exclusiveMaximum": True},
+    }
