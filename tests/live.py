@@ -114,7 +114,15 @@ def drained(process: subprocess.Popen[str]) -> Callable[[], str]:
 def live_server(env: dict[str, str] | None = None) -> Iterator[str]:
     port = free_port()
     args = uvicorn_command(port)
-    environment = {"DATABASE_URL": test_database_url(), "DB_POOL_MAX_SIZE": "4", **(env or {})}
+    # Tasks run inline in the server, as in the test process (tests/conftest.py), also where
+    # REDIS_URL names a broker (CI): no worker is listening unless a test starts one and says so
+    # with CELERY_TASK_ALWAYS_EAGER=0.
+    environment = {
+        "DATABASE_URL": test_database_url(),
+        "DB_POOL_MAX_SIZE": "4",
+        "CELERY_TASK_ALWAYS_EAGER": "1",
+        **(env or {}),
+    }
     with running(args, environment) as server:
         log_tail = drained(server)
         base = f"http://127.0.0.1:{port}"

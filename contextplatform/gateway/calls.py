@@ -14,6 +14,9 @@ from contextplatform.core.errors import ApiError
 from contextplatform.gateway.protocol import GatewayError, Protocol, invalid_request
 from contextplatform.protocols.registry import protocol_for
 from contextplatform.resolve.chat import ChatRequest, parse_chat_request
+from contextplatform.resolve.use_cases import ResolveCall
+from contextplatform.routes.selectors import LoadedRoute
+from tenants.models import Tenant
 
 MAX_NAME_LENGTH = 200
 # Credentials stay out of what the resolve sees (and could record).
@@ -34,6 +37,33 @@ class GatewayCall:
     @property
     def stream(self) -> bool:
         return self.body.get("stream") is True
+
+    def resolve_call(
+        self,
+        tenant: Tenant,
+        protocol: Protocol,
+        headers: Mapping[str, str],
+        loaded: LoadedRoute,
+        *,
+        defer_replay: bool = False,
+    ) -> ResolveCall:
+        """The resolve this call asks for: its route already loaded (its deployment checked), the
+        body parsed once, and the route's lazy search tools offered, since the gateway serves
+        them."""
+        return ResolveCall(
+            tenant=tenant,
+            route=self.route,
+            request_body=self.body,
+            chat=self.chat,
+            user=self.user,
+            session=self.session,
+            chat_format=protocol,
+            store_memory=self.store_memory,
+            headers=headers,
+            loaded=loaded,
+            serves_tools=True,
+            defer_replay=defer_replay,
+        )
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:

@@ -61,7 +61,7 @@ from contextplatform.gateway.upstreams import upstreams_for
 from contextplatform.protocols.usage import ProviderUsage, usage_from_response
 from contextplatform.replay.writer import writes_inline
 from contextplatform.resolve.resolver import Resolution
-from contextplatform.resolve.use_cases import ResolveCall, finish_turn, resolve_context
+from contextplatform.resolve.use_cases import finish_turn, resolve_context
 from tenants.models import Tenant
 
 logger = logging.getLogger("contextplatform.gateway")
@@ -239,20 +239,7 @@ class ChatCall:
         # The deployment is checked first: a request for the wrong protocol leaves no turn behind.
         loaded, upstreams = upstreams_for(call.route, self.protocol)
         resolution = resolve_context(
-            ResolveCall(
-                tenant=tenant,
-                route=call.route,
-                request_body=call.body,
-                chat=call.chat,
-                user=call.user,
-                session=call.session,
-                chat_format=self.protocol,
-                store_memory=call.store_memory,
-                headers=headers,
-                loaded=loaded,
-                serves_tools=True,
-                defer_replay=True,
-            )
+            call.resolve_call(tenant, self.protocol, headers, loaded, defer_replay=True)
         )
         return upstreams, resolution
 

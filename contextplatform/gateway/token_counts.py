@@ -17,7 +17,7 @@ from contextplatform.gateway.lifecycle import authenticated_tenant
 from contextplatform.gateway.protocol import Protocol
 from contextplatform.gateway.rate_limit import check_rate
 from contextplatform.gateway.upstreams import upstream_for
-from contextplatform.resolve.use_cases import ResolveCall, count_request
+from contextplatform.resolve.use_cases import count_request
 from tenants.models import Tenant
 
 PROTOCOL: Protocol = "anthropic"
@@ -27,20 +27,8 @@ def counted(tenant: Tenant, call: GatewayCall, headers: Mapping[str, str]) -> di
     # The deployment is checked as a call would check it: a route that could not send this body
     # to its deployment has nothing to count.
     loaded, _ = upstream_for(call.route, PROTOCOL)
-    resolution = count_request(
-        ResolveCall(
-            tenant=tenant,
-            route=call.route,
-            request_body=call.body,
-            chat=call.chat,
-            user=call.user,
-            session=call.session,
-            chat_format=PROTOCOL,
-            headers=headers,
-            loaded=loaded,
-            serves_tools=True,  # the route's lazy search tools are offered, as they would be
-        )
-    )
+    # The route's lazy search tools are offered, as they would be on the call.
+    resolution = count_request(call.resolve_call(tenant, PROTOCOL, headers, loaded))
     return {"input_tokens": resolution.tokens_after}
 
 
