@@ -21,6 +21,7 @@ from django.urls import reverse
 
 from contextplatform.core.errors import ApiError
 from contextplatform.core.form_errors import error_text
+from contextplatform.core.json_form_field import BoundedJSONField
 from contextplatform.deployments import services, usage
 from contextplatform.deployments.errors import DeploymentInUse
 from contextplatform.deployments.models import Deployment
@@ -36,6 +37,7 @@ WRITTEN = (
     "context_window",
     "max_output_tokens",
     "may_judge",
+    "price",
 )
 
 
@@ -48,6 +50,13 @@ class DeploymentForm(WriteOnlyHeadersForm):
     )
     clear_api_key = forms.BooleanField(required=False, label="Remove the stored key")
     headers = write_only_headers("Helicone-Auth")
+    price = BoundedJSONField(
+        required=False,
+        help_text=(
+            'USD per million tokens, e.g. {"input_per_mtok": 0.15, "output_per_mtok": 0.6, '
+            '"cached_input_per_mtok": 0.075}. Blank: the public price of a known model.'
+        ),
+    )
 
     class Meta:
         model = Deployment
@@ -118,6 +127,7 @@ class DeploymentAdmin(TenantOnlyAdmin):
         "headers_stored",
         "calibration",
         "calibration_samples",
+        "price_in_effect",
         "created_at",
         "updated_at",
     )
@@ -125,6 +135,7 @@ class DeploymentAdmin(TenantOnlyAdmin):
         (None, {"fields": ("name", "protocol", "base_url", "model")}),
         ("Key", {"fields": ("api_key", "clear_api_key", "key_stored")}),
         ("Limits", {"fields": ("timeout_ms", "context_window", "max_output_tokens")}),
+        ("Price", {"fields": ("price", "price_in_effect")}),
         # Kept by the gateway from the provider's usage; budgets multiply estimates by it.
         ("Token calibration", {"fields": ("calibration", "calibration_samples")}),
         ("Headers", {"fields": ("headers", "clear_headers", "headers_stored")}),
@@ -134,6 +145,18 @@ class DeploymentAdmin(TenantOnlyAdmin):
     @admin.display(boolean=True, description="key stored")
     def key_stored(self, deployment: Deployment) -> bool:
         return deployment.api_key_set
+
+    @admin.display(description="price in effect")
+    def price_in_effect(self, deployment: Deployment) -> str:
+        price = deployment.effective_price
+        if price is None:
+            return "unpriced: costs are unknown"
+        source = "this deployment's" if deployment.price is not None else "the model's public"
+        cached = price.cached_input_per_mtok
+        return (
+            f"{source} price: ${price.input_per_mtok}/M input, ${price.output_per_mtok}/M output"
+            + (f", ${cached}/M cached input" if cached is not None else "")
+        )
 
     @admin.display(description="headers stored")
     def headers_stored(self, deployment: Deployment) -> str:

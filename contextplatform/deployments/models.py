@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.validators import RegexValidator
 from django.db import models
 
+from contextplatform.deployments.pricing import Price, price_of
 from contextplatform.deployments.schema import DEPLOYMENT_NAME_PATTERN
 
 
@@ -27,6 +28,9 @@ class Deployment(models.Model):
     # Extra request headers, {name: Fernet token of its value}: the names are shown, the values
     # never (write-only, like the key).
     headers_encrypted = models.JSONField(default=dict, blank=True, editable=False)
+    # USD per million tokens ({"input_per_mtok", "output_per_mtok", "cached_input_per_mtok",
+    # "cache_write_per_mtok"}); null = the public price of a known model, if any (pricing.py).
+    price = models.JSONField(null=True, blank=True, default=None)
     may_judge = models.BooleanField(
         default=True, help_text="whether the relevance judge may send documents to it"
     )
@@ -48,6 +52,10 @@ class Deployment(models.Model):
     @property
     def api_key_set(self) -> bool:
         return bool(self.api_key_encrypted)
+
+    @property
+    def effective_price(self) -> Price | None:
+        return price_of(self.price, self.model)
 
     @property
     def header_names(self) -> list[str]:

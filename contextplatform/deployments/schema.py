@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from contextplatform.core.http_headers import checked_headers
 from contextplatform.core.http_urls import checked_http_url
+from contextplatform.deployments.pricing import PriceSpec
 
 # The same names as routes and recipes, so a route's ``model.upstream`` reads like one.
 DEPLOYMENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
@@ -56,6 +57,8 @@ READ_ONLY_FIELDS = (
     "headers_set",
     "calibration",
     "calibration_samples",
+    "effective_price",
+    "price_source",
     "created_at",
     "updated_at",
 )
@@ -81,6 +84,10 @@ class DeploymentSpec(BaseModel):
     )
     may_judge: bool = Field(
         default=True, description="whether the relevance judge may send documents to it"
+    )
+    price: PriceSpec | None = Field(
+        default=None,
+        description="USD per million tokens; null = the public price of a known model, if any",
     )
 
     @field_validator("base_url")

@@ -12,6 +12,7 @@ from contextplatform.core import secrets
 from contextplatform.core.config_cache import ProcessCache
 from contextplatform.core.errors import ApiError
 from contextplatform.deployments.models import Deployment
+from contextplatform.deployments.pricing import Price
 
 
 def deployment_named(name: str) -> Deployment | None:
@@ -63,6 +64,9 @@ class Upstream:
     headers: dict[str, str] = field(repr=False)
     may_judge: bool
     name: str
+    # What this deployment's tokens cost (its own price, else its model's public one); None =
+    # unpriced: costs are unknown, never guessed.
+    price: Price | None = None
 
 
 def upstream_of(deployment: Deployment) -> Upstream:
@@ -94,4 +98,5 @@ def upstream_of(deployment: Deployment) -> Upstream:
         headers=headers,
         may_judge=deployment.may_judge,
         name=deployment.name,
+        price=deployment.effective_price,
     )

@@ -34,6 +34,7 @@ def written_fields(deployment: Deployment) -> dict[str, Any]:
         "context_window": deployment.context_window,
         "max_output_tokens": deployment.max_output_tokens,
         "may_judge": deployment.may_judge,
+        "price": deployment.price,
     }
 
 
@@ -41,11 +42,21 @@ def written_fields(deployment: Deployment) -> dict[str, Any]:
 # (core/read_back.py). ``api_key_set`` and ``headers_set`` among them: a body without ``api_key``
 # (``headers``) keeps the stored key (headers).
 READ_ONLY = frozenset(
-    {"api_key_set", "headers_set", "calibration", "calibration_samples", "created_at", "updated_at"}
+    {
+        "api_key_set",
+        "headers_set",
+        "calibration",
+        "calibration_samples",
+        "effective_price",
+        "price_source",
+        "created_at",
+        "updated_at",
+    }
 )
 
 
 def deployment_representation(deployment: Deployment) -> dict[str, Any]:
+    price = deployment.effective_price
     return {
         **written_fields(deployment),
         "api_key_set": deployment.api_key_set,
@@ -53,6 +64,11 @@ def deployment_representation(deployment: Deployment) -> dict[str, Any]:
         # Read-only: kept by the gateway from the provider's reported usage.
         "calibration": deployment.calibration,
         "calibration_samples": deployment.calibration_samples,
+        # What calls are priced at: the deployment's own price, else its model's public one.
+        "effective_price": price.as_dict() if price is not None else None,
+        "price_source": (
+            "deployment" if deployment.price is not None else ("default" if price else None)
+        ),
         "created_at": deployment.created_at.isoformat(),
         "updated_at": deployment.updated_at.isoformat(),
     }

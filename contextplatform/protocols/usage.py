@@ -17,11 +17,23 @@ ANTHROPIC_INPUT_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_
 
 @dataclass(frozen=True)
 class ProviderUsage:
+    """``input`` counts every prompt token, cached ones included; ``cached_input`` is the part
+    read from the provider's prompt cache (OpenAI's ``prompt_tokens_details.cached_tokens``,
+    Anthropic's ``cache_read_input_tokens``) and ``cache_write`` the part written to it
+    (Anthropic's ``cache_creation_input_tokens``): each has its own price."""
+
     input: int
     output: int
+    cached_input: int = 0
+    cache_write: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {"input": self.input, "output": self.output}
+        counts = {"input": self.input, "output": self.output}
+        if self.cached_input:
+            counts["cached_input"] = self.cached_input
+        if self.cache_write:
+            counts["cache_write"] = self.cache_write
+        return counts
 
     def in_shape_of(self, protocol: str) -> dict[str, int]:
         """As the provider's own ``usage`` object (cached input folded into the input)."""
@@ -46,12 +58,21 @@ def usage_of(usage: Any) -> ProviderUsage | None:
         return None
     prompt = _tokens(usage.get("prompt_tokens"))
     if prompt is not None:
-        return ProviderUsage(input=prompt, output=_tokens(usage.get("completion_tokens")) or 0)
+        details = usage.get("prompt_tokens_details")
+        cached = _tokens(details.get("cached_tokens")) if isinstance(details, dict) else None
+        return ProviderUsage(
+            input=prompt,
+            output=_tokens(usage.get("completion_tokens")) or 0,
+            cached_input=min(cached or 0, prompt),
+        )
     inputs = [_tokens(usage.get(name)) for name in ANTHROPIC_INPUT_FIELDS]
     if inputs[0] is None and _tokens(usage.get("output_tokens")) is None:
         return None
     return ProviderUsage(
-        input=sum(count or 0 for count in inputs), output=_tokens(usage.get("output_tokens")) or 0
+        input=sum(count or 0 for count in inputs),
+        output=_tokens(usage.get("output_tokens")) or 0,
+        cached_input=inputs[2] or 0,
+        cache_write=inputs[1] or 0,
     )
 
 
@@ -66,6 +87,8 @@ class StreamUsage:
     def __init__(self) -> None:
         self._input: int | None = None
         self._output: int | None = None
+        self._cached = 0
+        self._written = 0
 
     def feed(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -84,6 +107,8 @@ class StreamUsage:
         # A delta that names no input (Anthropic's message_delta) keeps the input seen before.
         if "prompt_tokens" in raw or any(name in raw for name in ANTHROPIC_INPUT_FIELDS):
             self._input = usage.input
+            self._cached = usage.cached_input
+            self._written = usage.cache_write
         if "completion_tokens" in raw or "output_tokens" in raw:
             self._output = usage.output
 
@@ -91,7 +116,12 @@ class StreamUsage:
     def usage(self) -> ProviderUsage | None:
         if self._input is None:
             return None
-        return ProviderUsage(input=self._input, output=self._output or 0)
+        return ProviderUsage(
+            input=self._input,
+            output=self._output or 0,
+            cached_input=self._cached,
+            cache_write=self._written,
+        )
 
 
 def is_usage_chunk(event: dict[str, Any]) -> bool:

@@ -107,6 +107,24 @@ def test_create_read_list_replace_patch_delete(
         acme_api.put("/api/v1/deployments/gpt", body(api_key=None)).json()["api_key_set"] is False
     )
 
+    # gpt-4o-mini is priced at its public price until the deployment names its own.
+    assert read.json()["price"] is None
+    assert read.json()["price_source"] == "default"
+    assert read.json()["effective_price"]["input_per_mtok"] == 0.15
+    own = {"input_per_mtok": 1.0, "output_per_mtok": 4.0}
+    priced = acme_api.patch("/api/v1/deployments/gpt", {"price": own})
+    assert priced.status_code == 200, priced.content
+    assert priced.json()["price"] == {
+        **own,
+        "cached_input_per_mtok": None,
+        "cache_write_per_mtok": None,
+    }
+    assert priced.json()["price_source"] == "deployment"
+    assert priced.json()["effective_price"]["output_per_mtok"] == 4.0
+    refused = acme_api.patch("/api/v1/deployments/gpt", {"price": {"input_per_mtok": -1}})
+    assert refused.status_code == 400
+    assert refused.json()["error"]["param"].startswith("price")
+
     responses = [created, listed, read, replaced, patched, cleared]
     assert not any(KEY in r.content.decode() or "sk-new" in r.content.decode() for r in responses)
     assert KEY not in caplog.text and "sk-new" not in caplog.text

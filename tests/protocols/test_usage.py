@@ -25,7 +25,7 @@ def test_anthropic_usage_counts_cached_input_as_input() -> None:
         "cache_read_input_tokens": 100,
         "output_tokens": 7,
     }
-    assert usage_of(usage) == ProviderUsage(input=115, output=7)
+    assert usage_of(usage) == ProviderUsage(input=115, output=7, cached_input=100, cache_write=5)
 
 
 def test_no_usage_or_a_broken_one_is_none() -> None:
@@ -77,3 +77,21 @@ def test_the_record_keeps_both_counts_and_the_estimate_behind_a_calibrated_one()
     calibrated = {**tokens, "label": "provider_calibrated", "calibration": 0.5}
     assert uncalibrated_input(calibrated) == 220.0
     assert uncalibrated_input({**tokens, "label": "exact"}) is None
+
+
+def test_openai_usage_reads_cached_prompt_tokens() -> None:
+    usage = {
+        "prompt_tokens": 2000,
+        "completion_tokens": 10,
+        "prompt_tokens_details": {"cached_tokens": 1536},
+    }
+    assert usage_of(usage) == ProviderUsage(input=2000, output=10, cached_input=1536)
+    assert usage_of(usage).as_dict() == {"input": 2000, "output": 10, "cached_input": 1536}
+
+
+def test_anthropic_stream_keeps_cached_counts_from_message_start() -> None:
+    stream = StreamUsage()
+    start = {"input_tokens": 4, "cache_read_input_tokens": 900, "output_tokens": 1}
+    stream.feed({"type": "message_start", "message": {"usage": start}})
+    stream.feed({"type": "message_delta", "usage": {"output_tokens": 12}})
+    assert stream.usage == ProviderUsage(input=904, output=12, cached_input=900)
