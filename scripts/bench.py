@@ -16,7 +16,8 @@ demo route's resolve with and without a pre-warmed session, in process (``script
 ``BENCH_ONLY=prewarm`` runs it alone); (11) lazy retrieval: the context a lazy RAG source saves
 on the demo route (``scripts/bench_lazy.py``; ``BENCH_ONLY=lazy``); (14) evaluation runs: a run of
 50 cases and the live resolve p50 during runs beside it alone (``scripts/bench_evals.py``;
-``BENCH_ONLY=evals``); (15) re-runs: a recorded request re-run as is and against a draft beside
+``BENCH_ONLY=evals``); (16) provider prompt caching: the prefix kept from turn to turn with
+context injected (``scripts/bench_prompt_cache.py``; ``BENCH_ONLY=prompt_cache``); (15) re-runs: a recorded request re-run as is and against a draft beside
 its live resolve, and a draft tried on the last 50 and 200 records (``scripts/bench_rerun.py``;
 ``BENCH_ONLY=rerun``); the HTTP path under wrk
 (``BENCH_ONLY=http_path``), the request path's profile (``BENCH_ONLY=request_profile``); (12) a
@@ -76,6 +77,11 @@ from scripts.bench_memory_recall import (
 from scripts.bench_observability import run_observability
 from scripts.bench_prewarm import run_prewarm
 from scripts.bench_profile import run_profile
+from scripts.bench_prompt_cache import (
+    print_prompt_cache,
+    run_prompt_cache,
+    write_prompt_cache,
+)
 from scripts.bench_rerun import print_rerun, run_rerun, write_rerun
 from scripts.bench_resolver import (
     PARALLEL_FACTOR,
@@ -307,6 +313,7 @@ SECTIONS = {
     "lazy": Section(run_lazy, write_lazy, print_lazy),
     "evals": Section(run_evals, write_evals, print_evals),
     "rerun": Section(run_rerun, write_rerun, print_rerun),
+    "prompt_cache": Section(run_prompt_cache, write_prompt_cache, print_prompt_cache),
     "http_path": Section(run_http_path, write_http_path, print_http_path),
     "request_profile": Section(run_profile, write_profile, print_profile),
     "hanging": Section(run_hanging, write_hanging, print_hanging),

@@ -60,15 +60,33 @@ def inject(
     blocks: list[SourceBlock],
     mode: str,
     request_id: str,
+    *,
+    stable_tools: bool = False,
 ) -> dict[str, Any]:
-    """A rewritten copy of ``body``; the original is never modified."""
+    """A rewritten copy of ``body``; the original is never modified. ``stable_tools`` (a route
+    that keeps its prefix for the provider's prompt cache): in ``tool_role`` mode the context
+    tools of every source given are declared, whether it brought anything this turn or not, so
+    the tools part of the prefix stays the same from turn to turn."""
+    every = blocks
     blocks = [block for block in blocks if block.contents]
     rewritten = copy.deepcopy(body)
+    if mode == "system_prompt":
+        if not blocks:
+            return rewritten
+        return inject_system_prompt(rewritten, chat_format, render_context_section(blocks))
+    if stable_tools and every:
+        declare_context_tools(rewritten, chat_format, every)
     if not blocks:
         return rewritten
-    if mode == "system_prompt":
-        return inject_system_prompt(rewritten, chat_format, render_context_section(blocks))
     return inject_tool_role(rewritten, chat_format, blocks, request_id)
+
+
+def declare_context_tools(
+    body: dict[str, Any], chat_format: ChatFormat, blocks: list[SourceBlock]
+) -> None:
+    # In the route's order of sources, which is the same every turn.
+    names = [context_tool_name(block) for block in blocks]
+    protocol_for(chat_format).declare_tools(body, names, INJECTED_TOOL_DESCRIPTION)
 
 
 def inject_system_prompt(
@@ -97,9 +115,7 @@ def inject_tool_role(
             call_id, context_tool_name(block), {"source": block.name}, "\n\n".join(block.contents)
         )
     messages[position:position] = exchange
-    protocol.declare_tools(
-        body, [context_tool_name(block) for block in blocks], INJECTED_TOOL_DESCRIPTION
-    )
+    declare_context_tools(body, chat_format, blocks)
     return body
 
 

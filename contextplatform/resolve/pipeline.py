@@ -22,6 +22,7 @@ from contextplatform.core import metrics, tracing
 from contextplatform.core.errors import ApiError
 from contextplatform.core.estimation import TokenEstimator, count_json, default_estimator
 from contextplatform.deployments.models import Deployment
+from contextplatform.protocols.prompt_cache import with_cache_markers
 from contextplatform.protocols.registry import PROTOCOLS
 from contextplatform.replay.ids import new_resolve_id
 from contextplatform.resolve import live_events
@@ -372,7 +373,7 @@ def resolved(request: ResolveRequest, mode: Mode) -> Run:
         clock.restart()
 
     # inject
-    rewritten, injected = injected_body(chat, usable, decisions, spec, resolution_id)
+    rewritten, injected = injected_body(chat, outcomes, decisions, spec, resolution_id)
     rewritten = offer_search_tools(rewritten, chat.format, offered)
     clock.lap("inject")
 
@@ -485,12 +486,14 @@ def trace_compression(span: Span | None, stage: StageOutcome) -> None:
 
 def injected_body(
     chat: ChatRequest,
-    usable: list[SourceOutcome],
+    outcomes: list[SourceOutcome],
     decisions: list[PackDecision],
     spec: RouteSpec,
     resolution_id: str,
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """The request with the kept items injected, and the injected tool calls' ids by kind."""
+    """The request with the kept items injected, and the injected tool calls' ids by kind. A
+    source that brought nothing (empty, failed, timed out) is a block without contents: nothing
+    of it is injected, but a route keeping its prefix stable still declares its tool."""
     kept_items = {id(d.item) for d in decisions if d.kept}
     blocks = [
         SourceBlock(
@@ -499,13 +502,18 @@ def injected_body(
             contents=tuple(
                 item.content
                 for item in sorted(o.items, key=lambda i: -i.priority)
-                if id(item) in kept_items
+                if id(item) in kept_items and o.status == "ok"
             ),
         )
-        for o in usable
+        for o in outcomes
+        if not o.notes.get("lazy")  # offered as a search tool instead
     ]
     injection_mode = spec.context.injection.mode
-    rewritten = inject(chat.body, chat.format, blocks, injection_mode, resolution_id)
+    cached = spec.model.prompt_cache
+    body = with_cache_markers(chat.body) if cached and chat.format == "anthropic" else chat.body
+    rewritten = inject(
+        body, chat.format, blocks, injection_mode, resolution_id, stable_tools=cached
+    )
     injected = (
         injected_call_ids(chat.format, resolution_id, blocks)
         if injection_mode == "tool_role"

@@ -671,3 +671,16 @@ def test_a_fallback_list_shows_as_one_choice_and_a_save_keeps_it(
     form["upstream"] = ["fb-backup"]  # one deployment chosen in the select replaces the list
     assert operator.post(change_url(stored_route()), form).status_code == 302
     assert stored_route().model["upstream"] == "fb-backup"
+
+
+def test_the_prompt_cache_box_round_trips(acme_api: ApiClient, operator: Client) -> None:
+    route = {"name": "support", "model": {"prompt_cache": True, "context_window": 64000}}
+    assert acme_api.post("/api/v1/routes", route).status_code == 201
+    form = form_data(operator.get(change_url(stored_route())).content.decode(), "route_form")
+    assert form["prompt_cache"] == ["on"]
+    assert operator.post(change_url(stored_route()), form).status_code == 302
+    assert stored_route().model["prompt_cache"] is True
+    del form["prompt_cache"]  # the box unticked
+    assert operator.post(change_url(stored_route()), form).status_code == 302
+    assert "prompt_cache" not in stored_route().model  # off is the default: not stored
+    assert stored_route().model["context_window"] == 64000

@@ -566,6 +566,7 @@ def layer_initial(route: Route) -> dict[str, Any]:
     return {
         "model_name": route.model.get("name") or "",
         "upstream": upstream_choice(route.model.get("upstream")),
+        "prompt_cache": bool(route.model.get("prompt_cache")),
         "enabled": {True: "true", False: "false"}.get(own.get("enabled"), ""),
         "inherit_sources": route.pk is not None and "sources" not in own,
         **{f"budget_{key}": budget.get(key) for key in BUDGET_KEYS},
@@ -614,6 +615,14 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
         "model.upstream; such a list shows here as one choice and is kept on save. It also judges each rag source whose "
         "match.judge names no deployment (when it may judge): one extra call to it per request "
         "and source (the judge's cost).",
+    )
+    prompt_cache = forms.BooleanField(
+        required=False,
+        label="Provider prompt cache",
+        help_text="Mark the stable start of each request (tools, system prompt, the conversation "
+        "so far) for Anthropic's prompt cache and inject context after it, so each turn of a "
+        "session reads the previous one's prefix from the cache. OpenAI caches prefixes by "
+        "itself; the placement helps it too.",
     )
     enabled = forms.TypedChoiceField(
         required=False,
@@ -757,11 +766,16 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
         return cleaned
 
     def written_route(self, cleaned: dict[str, Any]) -> dict[str, Any]:
+        # What the page does not edit of the stored model (settings written through the API)
+        # is kept; what it edits is written over it, a blank field removing it.
+        stored = self.instance.model if self.instance.pk else {}
         model = {
+            **(stored if isinstance(stored, dict) else {}),
             "name": cleaned["model_name"] or None,
             "context_window": cleaned["context_window"],
             "max_output_tokens": cleaned["max_output_tokens"],
             "upstream": written_upstream(cleaned["upstream"]),
+            "prompt_cache": True if cleaned.get("prompt_cache") else None,
         }
         recipe = cleaned.get("recipe")
         return {

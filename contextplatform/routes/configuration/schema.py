@@ -162,6 +162,11 @@ class ModelSettings(Strict):
         description="the name of the tenant's deployment the gateway forwards to, or a list of "
         f"names in fallback order (at most {MAX_UPSTREAMS}, no name twice)",
     )
+    prompt_cache: bool = Field(
+        default=False,
+        description="mark the stable prefix (tools, system, the conversation so far) for the "
+        "provider's prompt cache and inject context after it (Anthropic cache_control)",
+    )
 
     @field_validator("upstream", mode="before")
     @classmethod

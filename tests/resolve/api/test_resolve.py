@@ -992,3 +992,81 @@ def test_openapi_schema_describes_resolve(anonymous_api: ApiClient) -> None:
     as_json = anonymous_api.get("/api/schema/", {"format": "json"})
     assert as_json.status_code == 200
     assert "/api/v1/resolve" in as_json.json()["paths"]
+
+
+# --- the provider's prompt cache ---------------------------------------------------------------
+
+
+def cached_route(api: ApiClient, name: str, sources: list[dict[str, Any]], **context: Any) -> None:
+    body = {
+        "name": name,
+        "model": {"prompt_cache": True},
+        "context": {"sources": sources, **context},
+    }
+    response = api.post("/api/v1/routes", body)
+    assert response.status_code == 201, response.content
+    assert response.json()["model"]["prompt_cache"] is True
+
+
+def anthropic_turn(history: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "model": "claude-sonnet",
+        "max_tokens": 300,
+        "system": "You are helpful.",
+        "tools": [{"name": "lookup_order", "input_schema": {"type": "object"}}],
+        "messages": history,
+    }
+
+
+def test_prompt_cache_marks_the_stable_prefix_and_injects_after_it(acme_api: ApiClient) -> None:
+    cached_route(acme_api, "cached", [RULES, PROFILE])
+    history = [{"role": "user", "content": QUESTION}]
+    rewritten = resolved(acme_api, "cached", anthropic_turn(history), user="u_1")["request"]
+    # The caller's last tool, its system prompt and its last user message carry the marks ...
+    assert rewritten["tools"][0]["cache_control"] == {"type": "ephemeral"}
+    assert rewritten["system"] == [
+        {"type": "text", "text": "You are helpful.", "cache_control": {"type": "ephemeral"}}
+    ]
+    assert rewritten["messages"][0]["content"] == [
+        {"type": "text", "text": QUESTION, "cache_control": {"type": "ephemeral"}}
+    ]
+    # ... and the context comes after them: its tools after the caller's (declared even for a
+    # source that brought nothing this turn: the profile of a user without one), its exchange
+    # after the last user message.
+    assert [t["name"] for t in rewritten["tools"]] == [
+        "lookup_order",
+        "vsr_rules_context",
+        "vsr_profile_context",
+    ]
+    assert all("cache_control" not in t for t in rewritten["tools"][1:])
+    assert rewritten["messages"][1]["content"][0]["name"] == "vsr_rules_context"
+    assert_valid_anthropic_tool_conversation(rewritten)
+
+
+def test_prompt_cache_keeps_the_callers_own_marks_and_the_providers_limit(
+    acme_api: ApiClient,
+) -> None:
+    cached_route(acme_api, "cached-own", [RULES])
+    mark = {"type": "ephemeral"}
+    request = anthropic_turn(
+        [
+            {"role": "user", "content": [{"type": "text", "text": "a", "cache_control": mark}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "b", "cache_control": mark}],
+            },
+            {"role": "user", "content": [{"type": "text", "text": "c", "cache_control": mark}]},
+        ]
+    )
+    request["system"] = [{"type": "text", "text": "You are helpful.", "cache_control": mark}]
+    rewritten = resolved(acme_api, "cached-own", request)["request"]
+    # Four marks were set by the caller: the provider allows no more, so none is added.
+    assert "cache_control" not in rewritten["tools"][0]
+    dumped = json.dumps(rewritten)
+    assert dumped.count('"cache_control"') == 4
+
+
+def test_without_prompt_cache_nothing_is_marked(acme_api: ApiClient) -> None:
+    make_route(acme_api, "uncached", [RULES])
+    rewritten = resolved(acme_api, "uncached", anthropic_turn([{"role": "user", "content": "x"}]))
+    assert "cache_control" not in json.dumps(rewritten["request"])
