@@ -71,25 +71,43 @@ STARTUP_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0
 
 DEPLOYMENT = "bench-gateway-upstream"
+# Fallbacks are on in every measured route, as they are in LiteLLM's model list: a second
+# deployment (the same upstream under another name) the call would move to.
+DEPLOYMENT_FALLBACK = "bench-gateway-fallback"
+# A deployment nothing listens on: the failover route tries it first, every call (the gateway
+# runs with GATEWAY_FALLBACK_COOLDOWN_S=0, so it is never left out), then the upstream.
+DEPLOYMENT_DEAD = "bench-gateway-dead"
+DEPLOYMENTS = (DEPLOYMENT, DEPLOYMENT_FALLBACK, DEPLOYMENT_DEAD)
 ROUTE_BARE = "bench-gateway-bare"
 ROUTE_DEMO = "bench-gateway-demo"
+ROUTE_FAILOVER = "bench-gateway-failover"
+ROUTES = (ROUTE_BARE, ROUTE_DEMO, ROUTE_FAILOVER)
 SESSION = "s_bench_gateway"
 SESSION_CALLS = 8  # calls per session of the demo route: up to 16 messages of history
 KEY_NAME = "bench-gateway"
 UPSTREAM_MODEL = "bench-model"
+FALLBACK_MODEL = "bench-model-fallback"
 ANSWER = "".join(ANSWER_PIECES)
 
 DIRECT, GATEWAY, GATEWAY_DEMO, LITELLM = "direct", "gateway", "gateway-demo", "litellm"
+BARE, GATEWAY_FAILOVER = "bare-proxy", "gateway-failover"
 LABELS = {
     DIRECT: "direct (upstream)",
+    BARE: "bare forwarding proxy (uvicorn + aiohttp)",
     GATEWAY: "gateway, route without sources",
     GATEWAY_DEMO: "gateway, demo route",
+    GATEWAY_FAILOVER: "gateway, first deployment down",
     LITELLM: f"LiteLLM proxy {LITELLM_VERSION}",
 }
 
 TARGET_P50_MS = 3.0
 TARGET_P99_MS = 10.0
 TARGET_TTFT_MS = 3.0
+TARGET_LITELLM_SHARE = 0.25  # the gateway's added latency, at most this share of LiteLLM's
+TARGET_BARE_LATENCY = 3.0  # ... at most this many times the bare proxy's
+TARGET_BARE_RPS = 0.33  # requests/s, at least this share of the bare proxy's
+TARGET_FAILOVER_MS = 5.0  # a failover to the second deployment, beyond the failed attempt
+FAILED_ATTEMPT_PROBES = 200
 LITELLM_PUBLISHED_MS = 3.25  # LiteLLM's own published median overhead
 CLIENTS = 32
 SEED = 11
@@ -175,6 +193,10 @@ class GatewayResults:
     server_log: dict[str, int] = field(default_factory=dict)
     # Gateway targets: SQL statements per call, non-streaming and streaming (replay writes in).
     statements: dict[str, dict[str, float]] = field(default_factory=dict)
+    # A failed attempt on its own: a client's connection to the dead deployment's port refused,
+    # median of FAILED_ATTEMPT_PROBES (what the failover target pays before moving on).
+    failed_attempt_ms: float | None = None
+    key_limits: dict[str, Any] = field(default_factory=dict)  # the bench key's limits, as set
 
     def has(self, target: str) -> bool:
         return target in self.targets
@@ -242,15 +264,21 @@ class Target:
 
 
 def targets(
-    upstream_port: int, gateway: ServerProcess, gateway_key: str, litellm_port: int | None
+    upstream_port: int,
+    gateway: ServerProcess,
+    gateway_key: str,
+    litellm_port: int | None,
+    bare_port: int | None = None,
+    failover: bool = False,
 ) -> list[Target]:
     json_type = {"content-type": "application/json"}
     gateway_headers = {**json_type, "authorization": f"Bearer {gateway_key}"}
+    upstream_headers = {**json_type, "authorization": f"Bearer {UPSTREAM_KEY}"}
     made = [
         Target(
             DIRECT,
             f"http://{HOST}:{upstream_port}/v1/chat/completions",
-            {**json_type, "authorization": f"Bearer {UPSTREAM_KEY}"},
+            upstream_headers,
             UPSTREAM_MODEL,
         ),
         Target(GATEWAY, f"{gateway.base_url}/v1/chat/completions", gateway_headers, ROUTE_BARE),
@@ -262,6 +290,24 @@ def targets(
             sessions=True,
         ),
     ]
+    if bare_port is not None:
+        made.append(
+            Target(
+                BARE,
+                f"http://{HOST}:{bare_port}/v1/chat/completions",
+                upstream_headers,
+                UPSTREAM_MODEL,
+            )
+        )
+    if failover:
+        made.append(
+            Target(
+                GATEWAY_FAILOVER,
+                f"{gateway.base_url}/v1/chat/completions",
+                gateway_headers,
+                ROUTE_FAILOVER,
+            )
+        )
     if litellm_port is not None:
         made.append(
             Target(
@@ -281,6 +327,7 @@ def targets(
 class Prepared:
     key: str
     key_id: Any
+    limits: dict[str, Any] = field(default_factory=dict)  # the key's rate limit and budget
 
 
 def bare_route() -> dict[str, Any]:
@@ -291,10 +338,18 @@ def bare_route() -> dict[str, Any]:
             "name": UPSTREAM_MODEL,
             "context_window": 128000,
             "max_output_tokens": 1024,
-            "upstream": DEPLOYMENT,
+            "upstream": [DEPLOYMENT, DEPLOYMENT_FALLBACK],
         },
         "context": {"sources": []},
     }
+
+
+def failover_route() -> dict[str, Any]:
+    route = bare_route()
+    route["name"] = ROUTE_FAILOVER
+    route["description"] = "Gateway benchmark: first deployment down (removed afterwards)."
+    route["model"]["upstream"] = [DEPLOYMENT_DEAD, DEPLOYMENT]
+    return route
 
 
 def demo_route() -> dict[str, Any]:
@@ -302,11 +357,13 @@ def demo_route() -> dict[str, Any]:
     route = copy.deepcopy(SUPPORT_ROUTE_CORE)
     route["name"] = ROUTE_DEMO
     route["description"] = "Gateway benchmark: the demo route (make bench, removed afterwards)."
-    route["model"]["upstream"] = DEPLOYMENT
+    route["model"]["upstream"] = [DEPLOYMENT, DEPLOYMENT_FALLBACK]
     return route
 
 
-def prepare_tenant(upstream_port: int) -> Prepared:
+def prepare_tenant(upstream_port: int, dead_port: int | None = None) -> Prepared:
+    """The bench's deployments, routes and key in the demo tenant. ``dead_port``: where the
+    failover route's first deployment points (nothing may listen there), a free port if None."""
     from django_tenants.utils import schema_context
 
     from contextplatform.deployments.services import parse_deployment, upsert_deployment
@@ -321,22 +378,25 @@ def prepare_tenant(upstream_port: int) -> Prepared:
         Tenant.objects.filter(pk=tenant.pk).update(outbound_allowlist=[*allowlist, HOST])
     with schema_context(DEMO_TENANT):
         ensure_demo_documents("gateway")
-        spec = parse_deployment(
-            {
-                "name": DEPLOYMENT,
-                "protocol": "openai",
-                "base_url": f"http://{HOST}:{upstream_port}/v1",
-                "model": UPSTREAM_MODEL,
-                "api_key": UPSTREAM_KEY,
-                "timeout_ms": 30000,
-                # Like the demo's stand-in: it cannot judge relevance, so the local judge runs.
-                "may_judge": False,
-            },
-            prefix="bench deployment",
-        )
-        upsert_deployment(spec=spec, api_key=spec.api_key)
-        upsert_route(spec=validate_route_spec(bare_route()))
-        upsert_route(spec=validate_route_spec(demo_route()))
+        ports = {DEPLOYMENT: upstream_port, DEPLOYMENT_FALLBACK: upstream_port}
+        dead = free_port() if dead_port is None else dead_port
+        for name, port in {**ports, DEPLOYMENT_DEAD: dead}.items():
+            spec = parse_deployment(
+                {
+                    "name": name,
+                    "protocol": "openai",
+                    "base_url": f"http://{HOST}:{port}/v1",
+                    "model": UPSTREAM_MODEL,
+                    "api_key": UPSTREAM_KEY,
+                    "timeout_ms": 30000,
+                    # Like the demo's stand-in: it cannot judge relevance, so the local judge runs.
+                    "may_judge": False,
+                },
+                prefix="bench deployment",
+            )
+            upsert_deployment(spec=spec, api_key=spec.api_key)
+        for route in (bare_route(), demo_route(), failover_route()):
+            upsert_route(spec=validate_route_spec(route))
         forget_session()
     issued = issue_api_key(tenant=tenant, scopes=["resolve"], name=KEY_NAME)
     return Prepared(key=issued.plain_key, key_id=issued.api_key.pk)
@@ -361,16 +421,17 @@ def clean_tenant(prepared: Prepared | None) -> None:
     from tenants.services import revoke_api_key
 
     with schema_context(DEMO_TENANT):
-        removed, _ = ReplayRecord.objects.filter(route__in=[ROUTE_BARE, ROUTE_DEMO]).delete()
-        for route in Route.objects.filter(name__in=[ROUTE_BARE, ROUTE_DEMO]):
+        removed, _ = ReplayRecord.objects.filter(route__in=ROUTES).delete()
+        for route in Route.objects.filter(name__in=ROUTES):
             delete_route(route=route)
-        deployment = deployment_named(DEPLOYMENT)
-        if deployment is not None:
-            delete_deployment(deployment=deployment)
+        for name in DEPLOYMENTS:
+            deployment = deployment_named(name)
+            if deployment is not None:
+                delete_deployment(deployment=deployment)
         forget_session()
     if prepared is not None:
         revoke_api_key(api_key=ApiKey.objects.get(pk=prepared.key_id))
-    log(f"gateway: removed the bench routes, deployment, key and {removed} replay records")
+    log(f"gateway: removed the bench routes, deployments, key and {removed} replay records")
 
 
 # Processes: the upstream, LiteLLM ----------------------------------------------------------------
@@ -486,14 +547,17 @@ def litellm_config(upstream_port: int) -> dict[str, Any]:
     return {
         "model_list": [
             {
-                "model_name": UPSTREAM_MODEL,
+                "model_name": name,
                 "litellm_params": {
                     "model": f"openai/{UPSTREAM_MODEL}",
                     "api_base": f"http://{HOST}:{upstream_port}/v1",
                     "api_key": UPSTREAM_KEY,
                 },
             }
+            for name in (UPSTREAM_MODEL, FALLBACK_MODEL)
         ],
+        # Fallbacks on, as on the gateway's routes: the same upstream under a second name.
+        "router_settings": {"fallbacks": [{UPSTREAM_MODEL: [FALLBACK_MODEL]}]},
         "litellm_settings": {
             "telemetry": False,
             "callbacks": [],
@@ -541,7 +605,8 @@ def litellm_settings(command: list[str]) -> dict[str, str]:
     return {
         "version": f"litellm[proxy]=={LITELLM_VERSION} in `.bench/litellm-venv` (Python 3.11)",
         "command": re.sub(r"--port \d+", "--port <free port>", shown),
-        "model list": f"`{UPSTREAM_MODEL}` → `openai/{UPSTREAM_MODEL}`, `api_base` the upstream",
+        "model list": f"`{UPSTREAM_MODEL}` and `{FALLBACK_MODEL}` → `openai/{UPSTREAM_MODEL}`, "
+        "`api_base` the upstream; `router_settings.fallbacks`: the first falls back to the second",
         "auth": "`general_settings.master_key` set, sent as `Authorization: Bearer` (no database, "
         "so the key is compared with the master key; the gateway looks its key up in PostgreSQL)",
         "off": "no database, no Redis, `callbacks` / `success_callback` / `failure_callback` "
@@ -918,6 +983,54 @@ def gateway_env() -> dict[str, str]:
     return dict(os.environ)
 
 
+def failover_gateway_env() -> dict[str, str]:
+    # No cool-down: the dead deployment is tried first on every call of the failover route, so
+    # every one of its calls fails over (the routes that do not fail are unaffected).
+    return {**gateway_env(), "GATEWAY_FALLBACK_COOLDOWN_S": "0"}
+
+
+def bare_proxy_command(port: int) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "scripts.bench_bare_proxy:app",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+        "--loop",
+        "uvloop",
+        "--http",
+        "httptools",
+        "--no-access-log",
+        "--log-level",
+        "warning",
+    ]
+
+
+def running_bare_proxy(port: int, upstream_port: int) -> contextlib.AbstractContextManager[Process]:
+    env = {**gateway_env(), "BARE_PROXY_UPSTREAM": f"http://{HOST}:{upstream_port}"}
+    return running("bare-proxy", bare_proxy_command(port), env, "/", port, ROOT)
+
+
+def failed_attempt_ms(port: int) -> float:
+    """A connection to ``port`` (nothing listening) refused: the median of a client's attempts,
+    what the failover route's first attempt costs before the gateway moves on."""
+    import socket
+
+    times = []
+    for _ in range(FAILED_ATTEMPT_PROBES):
+        started = time.perf_counter()
+        with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1.0):
+            raise RuntimeError(f"something listens on port {port}: the dead deployment is not")
+        times.append((time.perf_counter() - started) * 1000)
+    times.sort()
+    return times[len(times) // 2]
+
+
 def run_gateway(quick: bool) -> GatewayResults:
     started = time.perf_counter()
     sizes = QUICK_SIZES if quick else FULL_SIZES
@@ -925,17 +1038,28 @@ def run_gateway(quick: bool) -> GatewayResults:
     results.litellm_problem = install_litellm()
     if results.litellm_problem:
         log(f"gateway: LiteLLM left out: {results.litellm_problem}")
-    upstream_port = free_port()
+    upstream_port, dead_port, bare_port = free_port(), free_port(), free_port()
     prepared: Prepared | None = None
     with contextlib.ExitStack() as stack:
         upstream = stack.enter_context(running_upstream(upstream_port, gateway_env()))
         try:
-            prepared = prepare_tenant(upstream_port)
+            prepared = prepare_tenant(upstream_port, dead_port)
+            results.key_limits = prepared.limits
             log("gateway: uvicorn (1 worker) …")
-            gateway = stack.enter_context(running_server(1, gateway_env(), log_name=GATEWAY_LOG))
+            gateway = stack.enter_context(
+                running_server(1, failover_gateway_env(), log_name=GATEWAY_LOG)
+            )
             results.config = gateway_config()
+            bare = stack.enter_context(running_bare_proxy(bare_port, upstream_port))
             litellm = start_litellm(stack, upstream_port, results)
-            made = targets(upstream_port, gateway, prepared.key, litellm.port if litellm else None)
+            made = targets(
+                upstream_port,
+                gateway,
+                prepared.key,
+                litellm.port if litellm else None,
+                bare_port,
+                failover=True,
+            )
             clients = {t.name: stack.enter_context(httpx.Client(timeout=30.0)) for t in made}
             made = check_targets(clients, made, results)
             results.targets = [t.name for t in made]
@@ -944,17 +1068,21 @@ def run_gateway(quick: bool) -> GatewayResults:
                 f"{len(made)} targets, non-streaming and streaming …"
             )
             measure_rounds(clients, made, sizes, results)
+            results.failed_attempt_ms = failed_attempt_ms(dead_port)
             results.statements = count_statements(clients, made, gateway)
             for client in clients.values():
                 client.close()  # the load runs bring their own connections
             cpu_of: dict[str, Any] = {
                 DIRECT: upstream.cpu_seconds,
+                BARE: bare.cpu_seconds,
                 GATEWAY: gateway.cpu_seconds,
                 GATEWAY_DEMO: gateway.cpu_seconds,
             }
             if litellm is not None and results.has(LITELLM):
                 cpu_of[LITELLM] = litellm.cpu_seconds
-            measure_load(made, cpu_of, sizes, results)
+            # The failover route's throughput is the bare route's plus a refused connection:
+            # its latency in the rounds is what it is measured by.
+            measure_load([t for t in made if t.name in cpu_of], cpu_of, sizes, results)
             if os.environ.get(PROFILE_ENV, "") not in ("", "0"):
                 settle(list(dict.fromkeys(cpu_of.values())))
                 results.profiles = profile_gateway(gateway, made, sizes)

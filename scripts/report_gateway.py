@@ -13,16 +13,22 @@ import numpy as np
 from scripts import report
 from scripts.bench_gateway import (
     ANSWER_PIECES,
+    BARE,
     CLIENTS,
     DIRECT,
     GATEWAY,
     GATEWAY_DEMO,
+    GATEWAY_FAILOVER,
     LABELS,
     LITELLM,
     LITELLM_PUBLISHED_MS,
     LITELLM_VERSION,
     SESSION_CALLS,
     STATEMENT_CALLS,
+    TARGET_BARE_LATENCY,
+    TARGET_BARE_RPS,
+    TARGET_FAILOVER_MS,
+    TARGET_LITELLM_SHARE,
     TARGET_P50_MS,
     TARGET_P99_MS,
     TARGET_TTFT_MS,
@@ -34,8 +40,15 @@ from scripts.bench_stats import pct
 START = "<!-- gateway:start -->"
 END = "<!-- gateway:end -->"
 PLOT = "gateway.png"
-COLOURS = {DIRECT: "tab:grey", GATEWAY: "tab:blue", GATEWAY_DEMO: "tab:green", LITELLM: "tab:red"}
-VIA = (GATEWAY, GATEWAY_DEMO, LITELLM)
+COLOURS = {
+    DIRECT: "tab:grey",
+    BARE: "tab:brown",
+    GATEWAY: "tab:blue",
+    GATEWAY_DEMO: "tab:green",
+    GATEWAY_FAILOVER: "tab:purple",
+    LITELLM: "tab:red",
+}
+VIA = (BARE, GATEWAY, GATEWAY_DEMO, GATEWAY_FAILOVER, LITELLM)
 
 
 def rate_text(rate: float) -> str:
@@ -126,6 +139,7 @@ def gateway_checks(results: GatewayResults) -> list[report.Check]:
                 False,
             )
         )
+    checks += baseline_checks(results)
     failures = {t: sum(c.values()) for t, c in results.failures.items() if c}
     load_errors = {run.target: run.failed for run in results.load if run.failed}
     logged = sum(n for line, n in results.server_log.items() if not line.startswith("WARNING"))
@@ -141,6 +155,68 @@ def gateway_checks(results: GatewayResults) -> list[report.Check]:
             not problems,
         )
     )
+    return checks
+
+
+def failover_cost_ms(results: GatewayResults) -> float | None:
+    """What a failover adds beyond its failed attempt: per round, the failover route's call minus
+    the route without sources' (both fall back to the same upstream), median, less the failed
+    attempt's own time (a refused connection, measured from the bench's client)."""
+    if not (results.has(GATEWAY_FAILOVER) and results.has(GATEWAY)):
+        return None
+    rounds = zip(results.latency_ms[GATEWAY_FAILOVER], results.latency_ms[GATEWAY], strict=True)
+    paired = [failover - plain for failover, plain in rounds if None not in (failover, plain)]
+    if not paired:
+        return None
+    return pct(paired, 50) - (results.failed_attempt_ms or 0.0)
+
+
+def baseline_checks(results: GatewayResults) -> list[report.Check]:
+    """The gateway beside its two baselines: LiteLLM's proxy and a bare forwarding proxy on the
+    gateway's own stack, and what a failover costs."""
+    checks = []
+    p50 = pct(results.added("latency_ms", GATEWAY), 50)
+    if results.has(LITELLM):
+        theirs = pct(results.added("latency_ms", LITELLM), 50)
+        checks.append(
+            report.Check(
+                "gateway added latency p50 as a share of LiteLLM's (fallbacks on in both)",
+                f"≤ {TARGET_LITELLM_SHARE:g} x ({ms(TARGET_LITELLM_SHARE * theirs)} ms)",
+                f"{ms(p50)} ms = {p50 / theirs:.2f}x LiteLLM's {ms(theirs)} ms",
+                p50 <= TARGET_LITELLM_SHARE * theirs,
+            )
+        )
+    if results.has(BARE):
+        bare = pct(results.added("latency_ms", BARE), 50)
+        bare_rps = results.requests_per_s(BARE)
+        ours_rps = results.requests_per_s(GATEWAY)
+        checks += [
+            report.Check(
+                "gateway added latency p50 beside the bare proxy's (uvicorn + aiohttp)",
+                f"≤ {TARGET_BARE_LATENCY:g} x ({ms(TARGET_BARE_LATENCY * bare)} ms)",
+                f"{ms(p50)} ms = {p50 / bare:.1f}x the bare proxy's {ms(bare)} ms"
+                if bare > 0
+                else f"{ms(p50)} ms (the bare proxy's: {ms(bare)} ms)",
+                p50 <= TARGET_BARE_LATENCY * bare,
+            ),
+            report.Check(
+                f"gateway requests/s at {CLIENTS} clients beside the bare proxy's",
+                f"≥ {TARGET_BARE_RPS:g} x ({rate_text(TARGET_BARE_RPS * bare_rps)}/s)",
+                f"{rate_text(ours_rps)}/s = {ours_rps / bare_rps:.2f}x {rate_text(bare_rps)}/s",
+                ours_rps >= TARGET_BARE_RPS * bare_rps,
+            ),
+        ]
+    cost = failover_cost_ms(results)
+    if cost is not None:
+        checks.append(
+            report.Check(
+                "a failover to the second deployment, beyond the failed attempt (p50)",
+                f"≤ {TARGET_FAILOVER_MS:g} ms",
+                f"{ms(cost)} ms (failed attempt: a refused connection, "
+                f"{ms(results.failed_attempt_ms)} ms)",
+                cost <= TARGET_FAILOVER_MS,
+            )
+        )
     return checks
 
 
@@ -341,17 +417,24 @@ def setup_text(results: GatewayResults) -> str:
         f"answer of {len(ANSWER_PIECES)} pieces and usage; with `stream: true` it sends the "
         "first piece with the role at once, the others "
         f"{PIECE_GAP_S * 1000:g} ms apart, the finish chunk, the usage chunk when "
-        "`stream_options.include_usage` asks for it, then `[DONE]`. It is called four ways: "
-        "**direct**; through the **gateway** (`POST /v1/chat/completions`, uvicorn with one "
-        "worker as `make run` serves it, the platform's API key as `Authorization: Bearer`, "
+        "`stream_options.include_usage` asks for it, then `[DONE]`. It is called six ways: "
+        "**direct**; through a **bare forwarding proxy** on the gateway's own stack "
+        "(`scripts/bench_bare_proxy.py`: uvicorn with httptools and uvloop, one aiohttp client "
+        "session, nothing else: no key, no route, no record), the floor any Python gateway on "
+        "this stack stands on; through the **gateway** (`POST /v1/chat/completions`, uvicorn with "
+        "one worker as `make run` serves it, the platform's API key as `Authorization: Bearer`, "
         "scope `resolve`) on route `bench-gateway-bare` (no sources) and on "
         "`bench-gateway-demo`, a copy of the demo's `support` route (guardrails, the profile and "
         "history of user `u_123`, documents of `support-kb`; a new session "
         f"`s_bench_gateway-N` every {SESSION_CALLS} calls, so the history it reads stays the "
         f"length of a conversation, at most {2 * SESSION_CALLS} messages, the load runs "
-        "included), both "
-        "forwarding to a deployment of the demo tenant that points at the upstream; and through "
-        f"**LiteLLM's proxy** {LITELLM_VERSION} (model list entry `openai/bench-model`, "
+        "included), both forwarding to `[bench-gateway-upstream, bench-gateway-fallback]` "
+        "(fallbacks on: the same upstream under a second deployment name); on "
+        "`bench-gateway-failover`, whose first deployment points at a port nothing listens on "
+        "(the gateway runs with `GATEWAY_FALLBACK_COOLDOWN_S=0`, so every call of that route "
+        "fails over instead of leaving the dead deployment out for a while); and through "
+        f"**LiteLLM's proxy** {LITELLM_VERSION} (model list `bench-model` with "
+        "`bench-model-fallback` as its fallback, both `openai/bench-model`, "
         "`api_base` the upstream). Every target gets the same body (the demo question, "
         "`max_tokens` 64) and every answer is checked (its text, every stream piece). "
         f"{sizes.rounds} measured rounds after {sizes.warmup} warm-up rounds, one "
@@ -363,11 +446,27 @@ def setup_text(results: GatewayResults) -> str:
         "the first content delta. Then requests/s at "
         f"{CLIENTS} concurrent clients: {results.load_tool}, {sizes.load_rounds} round(s) of "
         f"{sizes.load_seconds:g} s per target, targets in a fresh random order per round; "
-        "*server CPU* is the CPU the serving process (upstream, uvicorn, LiteLLM) spent per "
+        "*server CPU* is the CPU the serving process (upstream, bare proxy, uvicorn, LiteLLM) spent per "
         "answered request, PostgreSQL's counted apart. Client, servers, PostgreSQL and the "
         "upstream share the machine's 2 cores. What the bench adds to the demo tenant (the "
-        "deployment, the two routes, its API key, the session and the replay records) is "
-        "removed afterwards."
+        "deployments, the routes, its API key, the session and the replay records) is "
+        "removed afterwards." + key_limits_text(results)
+    )
+
+
+def key_limits_text(results: GatewayResults) -> str:
+    if not results.key_limits:
+        return (
+            " The gateway's key has no rate limit or budget of its own in this run; LiteLLM runs "
+            "with its master key (its virtual keys need its database, whose engines download at "
+            "run time)."
+        )
+    shown = ", ".join(f"`{name}` {value}" for name, value in results.key_limits.items())
+    return (
+        f" The gateway's key carries limits and a budget, checked on every call: {shown} (set "
+        "high enough that no call is refused: what is measured is their cost). LiteLLM runs with "
+        "its master key: its virtual keys, which carry its limits and budgets, need its "
+        "database, whose engines download at run time."
     )
 
 
