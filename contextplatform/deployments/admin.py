@@ -36,6 +36,7 @@ WRITTEN = (
     "context_window",
     "max_output_tokens",
     "may_judge",
+    "limits",
 )
 
 
@@ -124,7 +125,10 @@ class DeploymentAdmin(TenantOnlyAdmin):
     fieldsets = (
         (None, {"fields": ("name", "protocol", "base_url", "model")}),
         ("Key", {"fields": ("api_key", "clear_api_key", "key_stored")}),
-        ("Limits", {"fields": ("timeout_ms", "context_window", "max_output_tokens")}),
+        (
+            "Limits",
+            {"fields": ("timeout_ms", "context_window", "max_output_tokens", "limits")},
+        ),
         # Kept by the gateway from the provider's usage; budgets multiply estimates by it.
         ("Token calibration", {"fields": ("calibration", "calibration_samples")}),
         ("Headers", {"fields": ("headers", "clear_headers", "headers_stored")}),

@@ -63,6 +63,9 @@ class Upstream:
     headers: dict[str, str] = field(repr=False)
     may_judge: bool
     name: str
+    # What the gateway sends it a minute at most (None: no limit).
+    rpm: int | None = None
+    tpm: int | None = None
 
 
 def upstream_of(deployment: Deployment) -> Upstream:
@@ -94,4 +97,6 @@ def upstream_of(deployment: Deployment) -> Upstream:
         headers=headers,
         may_judge=deployment.may_judge,
         name=deployment.name,
+        rpm=(deployment.limits or {}).get("rpm"),
+        tpm=(deployment.limits or {}).get("tpm"),
     )

@@ -34,6 +34,7 @@ def written_fields(deployment: Deployment) -> dict[str, Any]:
         "context_window": deployment.context_window,
         "max_output_tokens": deployment.max_output_tokens,
         "may_judge": deployment.may_judge,
+        "limits": dict(deployment.limits or {}),
     }
 
 

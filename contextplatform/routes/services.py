@@ -282,7 +282,7 @@ def _fields(
         "description": spec.description,
         "context_window": spec.model.context_window,
         "max_output_tokens": spec.model.max_output_tokens,
-        "model": spec.model.model_dump(mode="json"),
+        "model": spec.model.stored(),
         "context": secret_settings.seal(written, stored),
         "recipe": recipe if recipe is not None else _recipe_named(spec.recipe, "recipe"),
     }

@@ -86,6 +86,7 @@ ROUTE_PARAMS: dict[str, str] = {
     "model.context_window": "context_window",
     "model.max_output_tokens": "max_output_tokens",
     "model.upstream": "upstream",
+    "model.balance": "balance",
     "context.enabled": "enabled",
     "context.budget": "budget_max_tokens",
     **{f"context.budget.{key}": f"budget_{key}" for key in BUDGET_KEYS},
@@ -566,6 +567,7 @@ def layer_initial(route: Route) -> dict[str, Any]:
     return {
         "model_name": route.model.get("name") or "",
         "upstream": upstream_choice(route.model.get("upstream")),
+        "balance": route.model.get("balance"),
         "enabled": {True: "true", False: "false"}.get(own.get("enabled"), ""),
         "inherit_sources": route.pk is not None and "sources" not in own,
         **{f"budget_{key}": budget.get(key) for key in BUDGET_KEYS},
@@ -614,6 +616,15 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
         "model.upstream; such a list shows here as one choice and is kept on save. It also judges each rag source whose "
         "match.judge names no deployment (when it may judge): one extra call to it per request "
         "and source (the judge's cost).",
+    )
+    balance = JsonTextField(
+        indent=None,
+        label="Load balancing",
+        help_text="Balance calls over the fallback list above: the strategy picks the deployment "
+        "tried first per call, the others stay fallbacks. Blank: plain fallback order. Example: "
+        '{"strategy": "weighted", "weights": {"dep-a": 3, "dep-b": 1}}; strategies: weighted, '
+        "least_busy, latency (the default).",
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 70}),
     )
     enabled = forms.TypedChoiceField(
         required=False,
@@ -762,6 +773,7 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
             "context_window": cleaned["context_window"],
             "max_output_tokens": cleaned["max_output_tokens"],
             "upstream": written_upstream(cleaned["upstream"]),
+            "balance": cleaned.get("balance"),
         }
         recipe = cleaned.get("recipe")
         return {

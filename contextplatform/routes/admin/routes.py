@@ -26,7 +26,10 @@ from tenants.admin import TenantOnlyAdmin
 
 ROUTE_FIELDSETS: tuple[tuple[str | None, dict[str, Any]], ...] = (
     (None, {"fields": ("name", "description", "recipe")}),
-    ("Model", {"fields": ("model_name", "context_window", "max_output_tokens", "upstream")}),
+    (
+        "Model",
+        {"fields": ("model_name", "context_window", "max_output_tokens", "upstream", "balance")},
+    ),
     (
         "Context",
         {
