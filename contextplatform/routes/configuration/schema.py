@@ -264,11 +264,10 @@ class ModelSettings(Strict):
     def stored(self) -> dict[str, Any]:
         """As a route stores it: ``balance`` only when it is set (a route without one reads
         back as written)."""
-        return self.model_dump(
-            mode="json",
-            exclude={"balance"} if self.balance is None else None,
-            exclude_none=False,
-        )
+        data = self.model_dump(mode="json", exclude={"balance"})
+        if self.balance is not None:
+            data["balance"] = self.balance.model_dump(mode="json", exclude_none=True)
+        return data
 
 
 MAIN_ARM = "main"
