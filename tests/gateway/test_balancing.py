@@ -19,8 +19,6 @@ from contextplatform.gateway.deployment_limits import WINDOW_S
 from tests.gateway.test_fallbacks import DEPLOYMENT_HEADER, Fallbacks, outcomes
 from tests.upstream import running_upstream
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
 
 @pytest.fixture
 def pool(gateway: Any) -> Iterator[Fallbacks]:
