@@ -10,6 +10,8 @@ observability: metrics, replay and the live stream on vs off per resolve, in pro
 fan-out to 50 WebSocket dashboards of a real uvicorn (``scripts/bench_observability.py``); (8)
 the gateway: its overhead over calling a loopback upstream directly, non-streaming and time to
 first token, and requests/s at 32 clients, beside LiteLLM's proxy (``scripts/bench_gateway.py``);
+the pool strategies of ``model.balance`` on a fast and a slow upstream (``scripts/bench_balance.py``;
+``BENCH_ONLY=balance``);
 (9) connectors: each connector source's fetch overhead over calling its peer directly
 (``scripts/bench_connectors.py``; ``BENCH_ONLY=connectors`` runs it alone); (10) pre-warm: the
 demo route's resolve with and without a pre-warmed session, in process (``scripts/bench_prewarm.py``;
@@ -53,6 +55,7 @@ from typing import Any
 
 from scripts import bench_sources  # noqa: F401  (registers the bench-only source kind)
 from scripts.bench_backends import run_backends
+from scripts.bench_balance import print_balance, run_balance, write_balance
 from scripts.bench_compare import (
     BEFORE_ENV,
     before_commit,
@@ -308,6 +311,7 @@ SECTIONS = {
     "memory_recall": Section(run_memory_recall, write_memory_recall, print_memory_recall),
     "observability": Section(run_observability, write_observability, print_observability),
     "gateway": Section(run_gateway, write_gateway, print_gateway),
+    "balance": Section(run_balance, write_balance, print_balance),
     "connectors": Section(run_connectors, write_connectors, print_connectors),
     "prewarm": Section(run_prewarm, write_prewarm, print_prewarm),
     "lazy": Section(run_lazy, write_lazy, print_lazy),

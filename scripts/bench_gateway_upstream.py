@@ -10,7 +10,8 @@ when ``stream_options.include_usage`` asks for it, then ``data: [DONE]``. ``GET`
 answers 200 (readiness). HTTP/1.1 with keep-alive on plain asyncio streams, standard library
 only, no Django: it runs in its own process (``python -m scripts.bench_gateway_upstream --port N
 --parent PID``), so that it shares no interpreter lock with the client or the servers it answers,
-and it exits when its parent is gone.
+and it exits when its parent is gone. ``--delay-ms`` makes each answer wait that long first (a
+slower deployment, for the balancing bench: ``scripts/bench_balance.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ MAX_BODY_BYTES = 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024
 PARENT_POLL_S = 0.5
 CREATED = 1_700_000_000
+# Seconds each answer waits before it is sent (``--delay-ms``).
+DELAY_S = 0.0
 
 
 def prompt_tokens(raw: bytes) -> int:
@@ -149,6 +152,8 @@ async def answer_chat(writer: asyncio.StreamWriter, raw: bytes) -> None:
         return
     model = str(body.get("model") or "bench-model")
     prompt = prompt_tokens(raw)
+    if DELAY_S:
+        await asyncio.sleep(DELAY_S)
     if body.get("stream") is not True:
         writer.write(plain("200 OK", completion(model, prompt)))
         return
@@ -222,7 +227,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--parent", type=int, default=None, help="exit when this pid is gone")
+    parser.add_argument("--delay-ms", type=float, default=0.0, help="wait before each answer")
     args = parser.parse_args(argv)
+    global DELAY_S
+    DELAY_S = max(args.delay_ms, 0.0) / 1000
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main_async(args.port, args.parent))
 

@@ -43,6 +43,7 @@ class Behaviour:
     retry_after: str | None = None  # the Retry-After header of an error status
     cut_after_events: int | None = None  # a stream's connection closed after this many events
     hang: bool = False
+    delay_s: float = 0.0  # seconds each answer waits before it is sent (a slow deployment)
     pieces: int = 0  # 0: one piece per word of the answer; more: the answer padded to that many
     piece_delay_s: float = 0.0
     text: Callable[[dict[str, Any]], str] | None = None  # the answer's text; None: the echo
@@ -380,6 +381,10 @@ class LoopbackUpstream:
     def hang(self) -> None:
         self.behaviour = Behaviour(hang=True)
 
+    def answer_slowly(self, delay_s: float) -> None:
+        """Wait ``delay_s`` before each answer (the echo), as a slower deployment does."""
+        self.behaviour = Behaviour(delay_s=delay_s)
+
     def stream_slowly(self, pieces: int, piece_delay_s: float) -> None:
         self.behaviour = Behaviour(pieces=pieces, piece_delay_s=piece_delay_s)
 
@@ -447,6 +452,8 @@ def _handler(upstream_ref: list[LoopbackUpstream]) -> type[BaseHTTPRequestHandle
                 upstream.stopping.wait(HANG_LIMIT_S)
                 self.close_connection = True
                 return None
+            if behaviour.delay_s:
+                upstream.stopping.wait(behaviour.delay_s)
             if behaviour.status >= 400:
                 extra = {"Retry-After": behaviour.retry_after} if behaviour.retry_after else {}
                 return self.send_json(behaviour.status, behaviour.error or {}, extra)

@@ -38,6 +38,7 @@ WRITTEN = (
     "max_output_tokens",
     "may_judge",
     "price",
+    "limits",
 )
 
 
@@ -134,7 +135,10 @@ class DeploymentAdmin(TenantOnlyAdmin):
     fieldsets = (
         (None, {"fields": ("name", "protocol", "base_url", "model")}),
         ("Key", {"fields": ("api_key", "clear_api_key", "key_stored")}),
-        ("Limits", {"fields": ("timeout_ms", "context_window", "max_output_tokens")}),
+        (
+            "Limits",
+            {"fields": ("timeout_ms", "context_window", "max_output_tokens", "limits")},
+        ),
         ("Price", {"fields": ("price", "price_in_effect")}),
         # Kept by the gateway from the provider's usage; budgets multiply estimates by it.
         ("Token calibration", {"fields": ("calibration", "calibration_samples")}),

@@ -34,6 +34,9 @@ class Deployment(models.Model):
     may_judge = models.BooleanField(
         default=True, help_text="whether the relevance judge may send documents to it"
     )
+    # {"rpm": n, "tpm": n}, either absent: what the gateway sends it a minute at most
+    # (schema.DeploymentLimits; counted by gateway/deployment_limits.py).
+    limits = models.JSONField(default=dict, blank=True)
     # provider input tokens / estimated input tokens, an exponentially weighted average kept by the
     # gateway after each answer (deployments.calibration); null until the first answer.
     calibration = models.FloatField(

@@ -64,6 +64,22 @@ READ_ONLY_FIELDS = (
 )
 
 
+class DeploymentLimits(BaseModel):
+    """What the provider allows this deployment a minute: the gateway skips it for a call once it
+    reached either (the next deployment of the route is tried; none left: 429 ``rate_limited``).
+    ``tpm`` counts the input and output tokens the provider reported."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rpm: int | None = Field(default=None, ge=1, le=100_000_000, description="requests a minute")
+    tpm: int | None = Field(
+        default=None, ge=1, le=100_000_000_000, description="tokens (input and output) a minute"
+    )
+
+    def stored(self) -> dict[str, int]:
+        return {name: value for name, value in (("rpm", self.rpm), ("tpm", self.tpm)) if value}
+
+
 class DeploymentSpec(BaseModel):
     """A deployment as written. ``api_key`` and the values of ``headers`` are write-only: the
     service decides what their absence means (keep the stored key, and headers, on PUT); an object
@@ -88,6 +104,11 @@ class DeploymentSpec(BaseModel):
     price: PriceSpec | None = Field(
         default=None,
         description="USD per million tokens; null = the public price of a known model, if any",
+    )
+    limits: DeploymentLimits | None = Field(
+        default=None,
+        description="requests (rpm) and tokens (tpm) a minute the gateway sends it at most; "
+        "absent or {}: no limit",
     )
 
     @field_validator("base_url")

@@ -67,6 +67,9 @@ class Upstream:
     # What this deployment's tokens cost (its own price, else its model's public one); None =
     # unpriced: costs are unknown, never guessed.
     price: Price | None = None
+    # What the gateway sends it a minute at most (None: no limit).
+    rpm: int | None = None
+    tpm: int | None = None
 
 
 def upstream_of(deployment: Deployment) -> Upstream:
@@ -99,4 +102,6 @@ def upstream_of(deployment: Deployment) -> Upstream:
         may_judge=deployment.may_judge,
         name=deployment.name,
         price=deployment.effective_price,
+        rpm=(deployment.limits or {}).get("rpm"),
+        tpm=(deployment.limits or {}).get("tpm"),
     )

@@ -69,6 +69,7 @@ def _apply(
         deployment.headers_encrypted = encrypted_headers(spec.headers)
     deployment.may_judge = spec.may_judge
     deployment.price = spec.price.model_dump() if spec.price is not None else None
+    deployment.limits = spec.limits.stored() if spec.limits is not None else {}
     if api_key is not KEEP_KEY:
         deployment.api_key_encrypted = secrets.encrypt(api_key) if api_key else ""
 

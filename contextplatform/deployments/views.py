@@ -35,6 +35,7 @@ def written_fields(deployment: Deployment) -> dict[str, Any]:
         "max_output_tokens": deployment.max_output_tokens,
         "may_judge": deployment.may_judge,
         "price": deployment.price,
+        "limits": dict(deployment.limits or {}),
     }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import email.utils
 import logging
+import random
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -22,8 +23,13 @@ from typing import TypeVar
 
 from django.conf import settings
 
+from contextplatform.deployments.balancing import balanced_order
 from contextplatform.deployments.selectors import Upstream
+from contextplatform.gateway import deployment_limits
 from contextplatform.gateway.forward import UpstreamRejected, UpstreamUnavailable
+from contextplatform.gateway.pool_stats import POOL_STATS
+from contextplatform.gateway.protocol import GatewayError
+from contextplatform.routes.configuration.schema import BalanceSettings
 
 logger = logging.getLogger("contextplatform.gateway")
 
@@ -92,11 +98,16 @@ class Cooldowns:
 COOLDOWNS = Cooldowns()
 
 
-def in_order(schema: str, upstreams: Sequence[Upstream]) -> list[Upstream]:
-    """The deployments in the order to try them: those not cooling as listed, then the cooling
-    ones, the one whose cool-down ends first leading."""
+def in_order(
+    schema: str, upstreams: Sequence[Upstream], balance: BalanceSettings | None = None
+) -> list[Upstream]:
+    """The deployments in the order to try them: those not cooling as listed (with ``balance``,
+    the strategy's pick among them first), then the cooling ones, the one whose cool-down ends
+    first leading."""
     ends = {upstream.name: COOLDOWNS.ends((schema, upstream.name)) for upstream in upstreams}
     ready = [upstream for upstream in upstreams if ends[upstream.name] is None]
+    if balance is not None and len(ready) > 1:
+        ready = balanced(schema, ready, balance)
     cooling = sorted(
         (upstream for upstream in upstreams if ends[upstream.name] is not None),
         key=lambda upstream: ends[upstream.name] or 0.0,
@@ -104,10 +115,26 @@ def in_order(schema: str, upstreams: Sequence[Upstream]) -> list[Upstream]:
     return ready + cooling
 
 
+def balanced(schema: str, ready: Sequence[Upstream], balance: BalanceSettings) -> list[Upstream]:
+    names = [upstream.name for upstream in ready]
+    in_flight, latency_ms = POOL_STATS.of(schema, names)
+    order = balanced_order(
+        balance.strategy,
+        names,
+        weights=balance.weights,
+        in_flight=in_flight,
+        latency_ms=latency_ms,
+        draw=random.random,
+    )
+    by_name = {upstream.name: upstream for upstream in ready}
+    return [by_name[name] for name in order]
+
+
 @dataclass(frozen=True)
 class Attempt:
     """One deployment tried: how it ended (``answered``, ``rejected`` for a 4xx passed on,
-    ``status``, ``timeout``, ``connection``), its HTTP status when it answered one."""
+    ``status``, ``timeout``, ``connection``, or ``rate_limited_locally``: skipped, unsent, at
+    its ``limits``), its HTTP status when it answered one."""
 
     deployment: str
     outcome: str
@@ -147,21 +174,44 @@ def _elapsed_ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
 
+def all_limited(skipped: Sequence[deployment_limits.LimitReached]) -> GatewayError:
+    soonest = min(reached.retry_after_s for reached in skipped)
+    named = ", ".join(f"{reached.deployment!r} ({reached.limit})" for reached in skipped)
+    return GatewayError(
+        429,
+        "rate_limited",
+        f"every deployment of this route is at its limit for this minute: {named}; retry "
+        f"after {soonest} s",
+        headers={"Retry-After": str(soonest)},
+    )
+
+
 async def first_answer(
     schema: str,
     upstreams: Sequence[Upstream],
     send: Callable[[Upstream], Awaitable[T]],
     attempts: Attempts,
+    balance: BalanceSettings | None = None,
 ) -> tuple[T, Upstream]:
     """``send`` to each deployment in turn (``in_order``) until one answers; the answer and the
     deployment that gave it. A 4xx other than 429 passes through at once; when every deployment
-    failed, the last one's error is raised."""
+    failed, the last one's error is raised; when none was sent (each at its limits), 429."""
     last: Exception | None = None
-    for upstream in in_order(schema, upstreams):
+    skipped: list[deployment_limits.LimitReached] = []
+    ordered = in_order(schema, upstreams, balance)
+    for upstream in ordered:
         key = (schema, upstream.name)
+        reached = await deployment_limits.admit(schema, upstream)
+        if reached is not None:
+            attempts.add(Attempt(upstream.name, "rate_limited_locally", 0))
+            skipped.append(reached)
+            continue
         started = time.monotonic()
+        POOL_STATS.started(key)
+        answered_ms: float | None = None
         try:
             answer = await send(upstream)
+            answered_ms = (time.monotonic() - started) * 1000
         except UpstreamRejected as error:
             if error.status != RATE_LIMITED:
                 attempts.add(Attempt(upstream.name, "rejected", _elapsed_ms(started), error.status))
@@ -183,13 +233,17 @@ async def first_answer(
             attempts.add(Attempt(upstream.name, "answered", _elapsed_ms(started)))
             COOLDOWNS.clear(key)
             return answer, upstream
+        finally:
+            POOL_STATS.ended(key, answered_ms)
         logger.warning(
             "the upstream deployment %r failed (%s); %s",
             upstream.name,
             attempts.made[-1].outcome,
-            "trying the next" if len(attempts.made) < len(upstreams) else "none left",
+            "trying the next" if upstream is not ordered[-1] else "none left",
         )
-    assert last is not None, "a route's call has at least one deployment"
+    if last is None:
+        assert skipped, "a route's call has at least one deployment"
+        raise all_limited(skipped)
     raise last
 
 
@@ -198,6 +252,7 @@ __all__ = [
     "Attempt",
     "Attempts",
     "Cooldowns",
+    "all_limited",
     "first_answer",
     "in_order",
     "retry_after_s",

@@ -33,6 +33,7 @@ from opentelemetry.trace import Span, SpanKind
 
 from contextplatform.core import tracing
 from contextplatform.deployments.selectors import Upstream
+from contextplatform.gateway import deployment_limits
 from contextplatform.gateway.budgets import HeldBudget, hold_budget
 from contextplatform.gateway.calls import GatewayCall, gateway_call, resolve_headers
 from contextplatform.gateway.connections import in_tenant
@@ -62,6 +63,7 @@ from contextplatform.protocols.usage import ProviderUsage, usage_from_response
 from contextplatform.replay.writer import writes_inline
 from contextplatform.resolve.resolver import Resolution
 from contextplatform.resolve.use_cases import finish_turn, resolve_context
+from contextplatform.routes.configuration.schema import BalanceSettings
 from tenants.models import Tenant
 
 logger = logging.getLogger("contextplatform.gateway")
@@ -180,6 +182,7 @@ class ChatCall:
         self.call: GatewayCall | None = None
         self.upstream: Upstream | None = None
         self.upstreams: list[Upstream] = []
+        self.balance: BalanceSettings | None = None
         self.attempts = Attempts()
         self.resolution: Resolution | None = None
         self.streaming = False  # the stream finishes the call when it ends
@@ -238,6 +241,7 @@ class ChatCall:
     ) -> tuple[list[Upstream], Resolution]:
         # The deployment is checked first: a request for the wrong protocol leaves no turn behind.
         loaded, upstreams = upstreams_for(call.route, self.protocol)
+        self.balance = loaded.spec.model.balance
         resolution = resolve_context(
             call.resolve_call(tenant, self.protocol, headers, loaded, defer_replay=True)
         )
@@ -280,7 +284,7 @@ class ChatCall:
 
         try:
             answer, upstream = await first_answer(
-                tenant.schema_name, self.upstreams, send, self.attempts
+                tenant.schema_name, self.upstreams, send, self.attempts, self.balance
             )
             self.answered(upstream, reserved)
             return await self.tool_loop(tenant, upstream, answer, reserved)
@@ -326,7 +330,7 @@ class ChatCall:
 
         try:
             upstream_response, upstream = await first_answer(
-                tenant.schema_name, self.upstreams, send, self.attempts
+                tenant.schema_name, self.upstreams, send, self.attempts, self.balance
             )
         except BaseException as error:  # refused, failed or cancelled: nothing was spent
             tracing.end(span, error)
@@ -352,10 +356,17 @@ class ChatCall:
 
     # ------------------------------------------------------------------ settle, finish
 
+    async def spent(self, tenant: Tenant, usage: ProviderUsage | None) -> None:
+        """The tokens the answering deployment reported, against its ``tpm``."""
+        upstream = self.upstream
+        if upstream is not None and usage is not None:
+            await deployment_limits.spend(tenant.schema_name, upstream, usage.input + usage.output)
+
     async def finish_answer(
         self, tenant: Tenant, resolution: Resolution, looped: LoopedAnswer, reserved: Reserved
     ) -> None:
         answer = looped.answer
+        await self.spent(tenant, usage_from_response(answer.payload))
         await finish(
             tenant,
             resolution,
@@ -458,6 +469,7 @@ class ChatCall:
                 output_tokens=spent.output if spent is not None else None,
             )
             tracing.end(span)
+            await self.spent(tenant, spent)
             await finish(
                 tenant,
                 resolution,

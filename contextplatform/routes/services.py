@@ -282,10 +282,7 @@ def _fields(
         "description": spec.description,
         "context_window": spec.model.context_window,
         "max_output_tokens": spec.model.max_output_tokens,
-        # Off, the default, is not stored: a route reads back (and exports) as it was written.
-        "model": spec.model.model_dump(
-            mode="json", exclude=None if spec.model.prompt_cache else {"prompt_cache"}
-        ),
+        "model": spec.model.stored(),
         "context": secret_settings.seal(written, stored),
         "recipe": recipe if recipe is not None else _recipe_named(spec.recipe, "recipe"),
     }

@@ -684,3 +684,35 @@ def test_the_prompt_cache_box_round_trips(acme_api: ApiClient, operator: Client)
     assert operator.post(change_url(stored_route()), form).status_code == 302
     assert "prompt_cache" not in stored_route().model  # off is the default: not stored
     assert stored_route().model["context_window"] == 64000
+
+
+def test_a_pool_balance_reads_back_in_the_route_form_and_is_validated_there(
+    acme: TenantFixture, acme_api: ApiClient, operator: Client
+) -> None:
+    for name in ("lb-a", "lb-b"):
+        deployment = {
+            "name": name,
+            "protocol": "openai",
+            "base_url": "https://api.openai.com/v1",
+            "model": "gpt-4o-mini",
+        }
+        assert acme_api.post("/api/v1/deployments", deployment).status_code == 201
+    balance = {"strategy": "weighted", "weights": {"lb-a": 3.0, "lb-b": 1.0}}
+    route = {"name": "support", "model": {"upstream": ["lb-a", "lb-b"], "balance": balance}}
+    assert acme_api.post("/api/v1/routes", route).status_code == 201
+    html = operator.get(change_url(stored_route())).content.decode()
+    form = form_data(html, "route_form")
+    assert json.loads(form["balance"][0]) == balance
+    assert operator.post(change_url(stored_route()), form).status_code == 302
+    assert stored_route().model["balance"] == balance  # a save keeps it as it is
+
+    form["balance"] = ['{"strategy": "weighted", "weights": {"lb-c": 2}}']
+    refused = operator.post(change_url(stored_route()), form)
+    assert refused.status_code == 200
+    assert "which model.upstream does not list" in " ".join(field_errors(refused)["balance"])
+    form["balance"] = ['{"strategy": "least_busy"}']
+    assert operator.post(change_url(stored_route()), form).status_code == 302
+    assert stored_route().model["balance"] == {"strategy": "least_busy"}
+    form["balance"] = [""]
+    assert operator.post(change_url(stored_route()), form).status_code == 302
+    assert "balance" not in stored_route().model

@@ -86,6 +86,7 @@ ROUTE_PARAMS: dict[str, str] = {
     "model.context_window": "context_window",
     "model.max_output_tokens": "max_output_tokens",
     "model.upstream": "upstream",
+    "model.balance": "balance",
     "context.enabled": "enabled",
     "context.budget": "budget_max_tokens",
     **{f"context.budget.{key}": f"budget_{key}" for key in BUDGET_KEYS},
@@ -567,6 +568,7 @@ def layer_initial(route: Route) -> dict[str, Any]:
         "model_name": route.model.get("name") or "",
         "upstream": upstream_choice(route.model.get("upstream")),
         "prompt_cache": bool(route.model.get("prompt_cache")),
+        "balance": route.model.get("balance"),
         "enabled": {True: "true", False: "false"}.get(own.get("enabled"), ""),
         "inherit_sources": route.pk is not None and "sources" not in own,
         **{f"budget_{key}": budget.get(key) for key in BUDGET_KEYS},
@@ -623,6 +625,15 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
         "so far) for Anthropic's prompt cache and inject context after it, so each turn of a "
         "session reads the previous one's prefix from the cache. OpenAI caches prefixes by "
         "itself; the placement helps it too.",
+    )
+    balance = JsonTextField(
+        indent=None,
+        label="Load balancing",
+        help_text="Balance calls over the fallback list above: the strategy picks the deployment "
+        "tried first per call, the others stay fallbacks. Blank: plain fallback order. Example: "
+        '{"strategy": "weighted", "weights": {"dep-a": 3, "dep-b": 1}}; strategies: weighted, '
+        "least_busy, latency (the default).",
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 70}),
     )
     enabled = forms.TypedChoiceField(
         required=False,
@@ -776,6 +787,7 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
             "max_output_tokens": cleaned["max_output_tokens"],
             "upstream": written_upstream(cleaned["upstream"]),
             "prompt_cache": True if cleaned.get("prompt_cache") else None,
+            "balance": cleaned.get("balance"),
         }
         recipe = cleaned.get("recipe")
         return {

@@ -34,6 +34,7 @@ ROUTE_FIELDSETS: tuple[tuple[str | None, dict[str, Any]], ...] = (
                 "context_window",
                 "max_output_tokens",
                 "upstream",
+                "balance",
                 "prompt_cache",
             )
         },

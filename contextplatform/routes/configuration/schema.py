@@ -27,6 +27,7 @@ from pydantic import (
 from compression.config import CompressConfig
 from contextplatform.core.errors import ApiError, together
 from contextplatform.core.validation import parse
+from contextplatform.deployments.balancing import DEFAULT_STRATEGY, MAX_WEIGHT, Strategy
 from contextplatform.deployments.schema import DEPLOYMENT_NAME_PATTERN
 from contextplatform.routes.configuration.legacy import (
     legacy_configuration_hint,
@@ -153,6 +154,41 @@ def upstream_names(value: Any) -> list[str]:
     return []
 
 
+class BalanceSettings(Strict):
+    """Load balancing over the pool ``model.upstream`` lists: the strategy picks, per call, the
+    deployment tried first; the others stay fallbacks in their order (docs/configuration.md)."""
+
+    strategy: Strategy = Field(
+        default=DEFAULT_STRATEGY,
+        description="weighted (at random by weight), least_busy (fewest calls in flight) or "
+        f"latency (lowest recent answer latency); default {DEFAULT_STRATEGY}",
+    )
+    weights: dict[str, float] | None = Field(
+        default=None,
+        description="the weighted strategy's weight per deployment of model.upstream (> 0; an "
+        "unnamed one weighs 1)",
+    )
+
+    @field_validator("weights")
+    @classmethod
+    def positive_weights(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for name, weight in (value or {}).items():
+            if not weight > 0:
+                raise ValueError(f"{name!r}: a weight must be greater than 0, got {weight}")
+            if weight > MAX_WEIGHT:
+                raise ValueError(f"{name!r}: a weight is at most {MAX_WEIGHT:g}, got {weight}")
+        return value
+
+    @model_validator(mode="after")
+    def weights_for_weighted(self) -> BalanceSettings:
+        if self.weights and self.strategy != "weighted":
+            raise ValueError(
+                f"weights apply to the weighted strategy only; this pool's strategy is "
+                f"{self.strategy!r}"
+            )
+        return self
+
+
 class ModelSettings(Strict):
     name: str | None = Field(default=None, max_length=200)
     context_window: int = Field(default=128_000, ge=256, le=10_000_000)
@@ -166,6 +202,11 @@ class ModelSettings(Strict):
         default=False,
         description="mark the stable prefix (tools, system, the conversation so far) for the "
         "provider's prompt cache and inject context after it (Anthropic cache_control)",
+    )
+    balance: BalanceSettings | None = Field(
+        default=None,
+        description="balance calls over the deployments model.upstream lists: the strategy "
+        "picks the one tried first per call, the others stay fallbacks; absent: fallback order",
     )
 
     @field_validator("upstream", mode="before")
@@ -207,6 +248,33 @@ class ModelSettings(Strict):
         if self.max_output_tokens is not None and self.max_output_tokens >= self.context_window:
             raise ValueError("max_output_tokens must be lower than context_window")
         return self
+
+    @model_validator(mode="after")
+    def balance_over_a_pool(self) -> ModelSettings:
+        if self.balance is None:
+            return self
+        names = self.upstreams
+        if len(names) < 2:
+            raise ValueError(
+                "balance: list at least two deployments in model.upstream to balance over"
+            )
+        unknown = sorted(set(self.balance.weights or {}) - set(names))
+        if unknown:
+            raise ValueError(
+                f"balance.weights: names the deployment {unknown[0]!r}, which model.upstream "
+                "does not list"
+            )
+        return self
+
+    def stored(self) -> dict[str, Any]:
+        """As a route stores it: ``balance`` only when it is set and ``prompt_cache`` only when
+        on (a route without them reads back, and exports, as written)."""
+        data = self.model_dump(mode="json", exclude={"balance", "prompt_cache"})
+        if self.prompt_cache:
+            data["prompt_cache"] = True
+        if self.balance is not None:
+            data["balance"] = self.balance.model_dump(mode="json", exclude_none=True)
+        return data
 
 
 MAIN_ARM = "main"
