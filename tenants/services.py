@@ -56,6 +56,23 @@ def issue_api_key(
     return IssuedKey(api_key=api_key, plain_key=plain)
 
 
+PLAYGROUND_KEY_NAME = "admin playground"
+
+
+def playground_key(tenant: Tenant) -> ApiKey:
+    """The key the tenant admin's playground calls the gateway with: scope ``resolve`` only, its
+    plain text never kept (the page hands the key object itself to the call), so its calls count
+    as one key's, limits and spend included, like an application's."""
+    existing = (
+        ApiKey.objects.filter(tenant=tenant, name=PLAYGROUND_KEY_NAME, revoked_at__isnull=True)
+        .order_by("created_at")
+        .first()
+    )
+    if existing is not None:
+        return existing
+    return issue_api_key(tenant=tenant, scopes=["resolve"], name=PLAYGROUND_KEY_NAME).api_key
+
+
 def revoke_api_key(*, api_key: ApiKey) -> None:
     api_key.revoked_at = timezone.now()
     api_key.save(update_fields=["revoked_at"])

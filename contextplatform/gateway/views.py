@@ -33,6 +33,15 @@ DEPLOYMENT_HEADER = "x-context-deployment"
 MODELS_OWNER = "context-platform"
 
 
+def refused(protocol: Protocol, error: Exception) -> HttpResponse:
+    """The gateway's own error in the caller's provider shape (anything else is raised)."""
+    if isinstance(error, ApiError):
+        error = GatewayError.from_api_error(error)
+    if isinstance(error, GatewayError):
+        return error_response(protocol, error)
+    raise error
+
+
 class GatewayView(View):
     """Authentication, errors in the provider's shape, OPTIONS and 405 for the gateway's views."""
 
@@ -44,11 +53,7 @@ class GatewayView(View):
         return csrf_exempt(super().as_view(**initkwargs))
 
     def refusal(self, error: Exception) -> HttpResponse:
-        if isinstance(error, ApiError):
-            error = GatewayError.from_api_error(error)
-        if isinstance(error, GatewayError):
-            return error_response(self.protocol, error)
-        raise error
+        return refused(self.protocol, error)
 
     def allowed(self) -> str:
         return ", ".join(m.upper() for m in self.http_method_names if hasattr(self, m))
@@ -85,21 +90,27 @@ class ChatView(GatewayView):
     the gateway's own errors in the provider's shape)."""
 
     async def post(self, request: HttpRequest) -> HttpResponseBase:
-        call = ChatCall(self.protocol, request)
-        try:
-            response = await call.run()
-        except UpstreamRejected as rejected:
-            response = HttpResponse(
-                rejected.body, status=rejected.status, content_type=rejected.content_type
-            )
-        except (GatewayError, ApiError) as error:
-            response = self.refusal(error)
-        if call.resolution is not None:
-            response[RESOLVE_ID_HEADER] = call.resolution.id
-            response[VARIANT_HEADER] = call.resolution.variant
-        if call.attempts.answered_by is not None:
-            response[DEPLOYMENT_HEADER] = call.attempts.answered_by
-        return response
+        return await carried_call(self.protocol, request)
+
+
+async def carried_call(protocol: Protocol, request: HttpRequest) -> HttpResponseBase:
+    """A chat call carried through its phases and presented as the gateway answers it (what the
+    views serve, and the admin's playground sends)."""
+    call = ChatCall(protocol, request)
+    try:
+        response = await call.run()
+    except UpstreamRejected as rejected:
+        response = HttpResponse(
+            rejected.body, status=rejected.status, content_type=rejected.content_type
+        )
+    except (GatewayError, ApiError) as error:
+        response = refused(protocol, error)
+    if call.resolution is not None:
+        response[RESOLVE_ID_HEADER] = call.resolution.id
+        response[VARIANT_HEADER] = call.resolution.variant
+    if call.attempts.answered_by is not None:
+        response[DEPLOYMENT_HEADER] = call.attempts.answered_by
+    return response
 
 
 class ChatCompletionsView(ChatView):
