@@ -63,6 +63,10 @@ class Upstream:
     headers: dict[str, str] = field(repr=False)
     may_judge: bool
     name: str
+    # How a call reaches it on the wire when that differs from ``protocol``: a Responses
+    # deployment serves the gateway's Responses calls, whose pipeline speaks Chat Completions
+    # (``protocol`` "openai", ``wire`` "openai_responses"; ``forward`` translates).
+    wire: str = ""
 
 
 def upstream_of(deployment: Deployment) -> Upstream:
