@@ -320,9 +320,14 @@ def chat_request(body: Mapping[str, Any], prior: Sequence[Any] = ()) -> dict[str
     chat: dict[str, Any] = {"model": body.get("model"), "messages": messages}
     if body.get("tools"):
         chat["tools"] = chat_tools(body["tools"])
+    # Chat Completions refuses a tool choice, or parallel calls, without tools.
     if body.get("tool_choice") is not None:
-        chat["tool_choice"] = chat_tool_choice(body["tool_choice"])
-    for name in ("temperature", "top_p", "parallel_tool_calls", "user"):
+        choice = chat_tool_choice(body["tool_choice"])
+        if chat.get("tools"):
+            chat["tool_choice"] = choice
+    if body.get("parallel_tool_calls") is not None and chat.get("tools"):
+        chat["parallel_tool_calls"] = body["parallel_tool_calls"]
+    for name in ("temperature", "top_p", "user"):
         if body.get(name) is not None:
             chat[name] = body[name]
     limit = body.get("max_output_tokens")

@@ -50,6 +50,10 @@ def test_a_string_input_with_instructions_is_a_system_and_a_user_message() -> No
     ]
     assert chat["max_completion_tokens"] == 50 and chat["model"] == "r"
     assert "stream" not in chat
+    bare = chat_request(
+        {"model": "r", "input": "hi", "tool_choice": "auto", "parallel_tool_calls": False}
+    )
+    assert "tool_choice" not in bare and "parallel_tool_calls" not in bare  # no tools offered
 
 
 def test_items_become_messages_tool_calls_and_results() -> None:
