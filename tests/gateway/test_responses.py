@@ -21,6 +21,12 @@ from tenants.models import Tenant
 from tests.conftest import TENANT_KEYS
 from tests.gateway.conftest import RULE, Gateway
 from tests.gateway.test_fallbacks import Fallbacks, fallbacks, refused_base_url  # noqa: F401
+from tests.gateway.test_tool_loops import (  # noqa: F401
+    FACT,
+    lazy_collection,
+    lazy_context,
+    route_for,
+)
 from tests.upstream import LoopbackUpstream
 
 WEATHER = {
@@ -328,3 +334,31 @@ def test_a_responses_deployment_gets_the_body_as_responses_and_fallbacks_work(
     assert refused.status_code == 400
     assert refused.json()["error"]["code"] == "protocol_mismatch"
     assert "/v1/responses" in refused.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_lazy_source_is_served_in_process_for_a_responses_call(
+    gateway: Gateway,
+    upstream: LoopbackUpstream,
+    route_for: Any,  # noqa: F811
+    lazy_collection: str,  # noqa: F811
+    stream: bool,
+) -> None:
+    route = route_for("openai", lazy_context(lazy_collection, lazy=True))
+    upstream.call_tool("search_*")
+    before = upstream.hits
+    question = "How long is the Zephyr-9 warranty?"
+    with client(gateway, user="u-lazy") as api:
+        if stream:
+            with api.responses.stream(model=route, input=question) as events:
+                kinds = [event.type for event in events]
+                answer = events.get_final_response()
+            assert "response.function_call_arguments.delta" not in kinds
+        else:
+            answer = api.responses.create(model=route, input=question)
+    assert "41 months" in answer.output_text  # the model got the fact through its search
+    assert [item.type for item in answer.output] == ["message"]  # the search call not shown
+    assert upstream.hits == before + 2  # the call and the gateway's follow-up
+    follow_up = upstream.last.body
+    assert FACT in follow_up["messages"][-1]["content"]
+    assert follow_up["messages"][-2]["tool_calls"][0]["function"]["name"] == "search_warranty"
