@@ -42,6 +42,8 @@ OPERATIONS: dict[tuple[str, str], tuple[str, str]] = {
     ("POST", "/v1/messages/count_tokens"): ("Gateway", "countMessageTokens"),
     ("GET", "/v1/models"): ("Gateway", "listModels"),
     ("GET", "/v1/models/{model}"): ("Gateway", "getModel"),
+    ("POST", "/v1/responses"): ("Gateway", "createResponse"),
+    ("GET", "/v1/responses/{response_id}"): ("Gateway", "getResponse"),
     ("POST", "/api/v1/resolve"): ("Resolve", "resolveContext"),
     ("POST", "/api/v1/resolve/{resolve_id}/response"): ("Resolve", "recordResolveResponse"),
     ("POST", "/api/v1/resolve/{resolve_id}/feedback"): ("Resolve", "sendFeedback"),

@@ -419,6 +419,11 @@ MEMORY_RESEND_AFTER_S = env_int("MEMORY_RESEND_AFTER_S", 180)
 CELERY_BEAT_SCHEDULE = {
     "purge-expired-recovery": {"task": "compression.purge_expired_recovery", "schedule": 600.0},
     "memory-retention": {"task": "memory.apply_retention", "schedule": 86400.0},
+    # Stored responses of /v1/responses past the tenant's memory age (else 30 days), daily.
+    "gateway-response-retention": {
+        "task": "gateway.purge_stored_responses",
+        "schedule": 86400.0,
+    },
     # Source health's minutes past the baseline's week (and a day) deleted, hourly.
     "source-health-prune": {"task": "replay.prune_source_health", "schedule": 3600.0},
     # Handed-back turns whose write could not be sent (the broker down) are sent again.

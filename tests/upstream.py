@@ -1,6 +1,7 @@
 """A loopback model upstream for the gateway's tests: one server on 127.0.0.1 that speaks OpenAI
 Chat Completions (``POST /v1/chat/completions``, ``/chat/completions``) and Anthropic Messages
-(``POST /v1/messages``), each non-streaming or with ``stream: true`` as Server-Sent Events in the
+(``POST /v1/messages``), and minimally OpenAI Responses (``POST /v1/responses``: the body read as
+Chat Completions and the answer written back, by the gateway's own translation), each non-streaming or with ``stream: true`` as Server-Sent Events in the
 provider's own event format, with usage.
 
 Every request is recorded (``Seen``: headers and body) so that a test can assert what the
@@ -27,9 +28,11 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from contextplatform.protocols import openai_responses
 from tests.loopback import LOOPBACK, Seen
 
 OPENAI_PATHS = ("/v1/chat/completions", "/chat/completions")
+RESPONSES_PATHS = ("/v1/responses", "/responses")
 ANTHROPIC_PATH = "/v1/messages"
 HANG_LIMIT_S = 60.0  # a hanging answer gives up at the latest then (or when the server stops)
 
@@ -332,6 +335,17 @@ def anthropic_events(
     yield event("message_stop", {})
 
 
+def responses_events(
+    frame: openai_responses.ResponseFrame, chunks: Iterator[bytes]
+) -> Iterator[bytes]:
+    """A chat completion stream as the Responses API's events."""
+    stream = openai_responses.ResponsesStream(frame)
+    for chunk in chunks:
+        if out := stream.feed(chunk):
+            yield out
+    yield from stream.end()
+
+
 class LoopbackUpstream:
     def __init__(self, server: ThreadingHTTPServer) -> None:
         self.server = server
@@ -446,7 +460,7 @@ def _handler(upstream_ref: list[LoopbackUpstream]) -> type[BaseHTTPRequestHandle
                 upstream.requests.append(seen)
             behaviour = upstream.behaviour
             path = self.path.split("?")[0]
-            if path not in (*OPENAI_PATHS, ANTHROPIC_PATH):
+            if path not in (*OPENAI_PATHS, ANTHROPIC_PATH, *RESPONSES_PATHS):
                 return self.send_json(404, {"error": {"message": f"no route {path}"}})
             if behaviour.hang:
                 upstream.stopping.wait(HANG_LIMIT_S)
@@ -458,6 +472,10 @@ def _handler(upstream_ref: list[LoopbackUpstream]) -> type[BaseHTTPRequestHandle
                 extra = {"Retry-After": behaviour.retry_after} if behaviour.retry_after else {}
                 return self.send_json(behaviour.status, behaviour.error or {}, extra)
             body = seen.body
+            responses = path in RESPONSES_PATHS
+            frame = openai_responses.ResponseFrame.of(body)
+            if responses:
+                body = openai_responses.chat_request(body)
             text = behaviour.text(body) if behaviour.text else echo(body)
             calls = tool_calls_of(body, behaviour)
             anthropic = path == ANTHROPIC_PATH
@@ -467,6 +485,8 @@ def _handler(upstream_ref: list[LoopbackUpstream]) -> type[BaseHTTPRequestHandle
                     if anthropic
                     else openai_completion(body, text, calls, behaviour)
                 )
+                if responses:
+                    answer = openai_responses.response_object(frame, answer)
                 return self.send_json(200, answer)
             pieces = word_pieces(text, behaviour.pieces)
             events = (
@@ -474,6 +494,8 @@ def _handler(upstream_ref: list[LoopbackUpstream]) -> type[BaseHTTPRequestHandle
                 if anthropic
                 else openai_events(body, pieces, calls, behaviour)
             )
+            if responses:
+                events = responses_events(frame, events)
             return self.send_stream(
                 upstream, events, behaviour.piece_delay_s, behaviour.cut_after_events
             )

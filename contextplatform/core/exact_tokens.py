@@ -80,7 +80,7 @@ class ExactEstimator:
 def exact_estimator_for(protocol: str, model: str) -> ExactEstimator | None:
     """An exact estimator for an OpenAI deployment's model, when its family is known and the
     bundled encodings load; None otherwise."""
-    if protocol != "openai":
+    if protocol not in ("openai", "openai_responses"):  # the same models behind either API
         return None
     encoding = encoding_name_for(model)
     if encoding is None:

@@ -1,6 +1,9 @@
 """The demo's stand-in model: a small HTTP server on loopback that speaks OpenAI Chat Completions
 (``POST /v1/chat/completions``, ``GET /v1/models``) and Anthropic Messages (``POST /v1/messages``),
-non-streaming or with ``stream: true`` as each provider's Server-Sent Events, with usage.
+non-streaming or with ``stream: true`` as each provider's Server-Sent Events, with usage; and
+minimally OpenAI Responses (``POST /v1/responses``: the body read as Chat Completions and the
+answer written back, by the gateway's own pure translation), for a deployment whose protocol is
+``openai_responses``.
 
 It is not a language model. Its answer says so, then quotes the first lines of the context the
 gateway injected into the system prompt and the user's question, so that the whole flow (resolve,
@@ -22,7 +25,8 @@ many tokens, finished by ``length`` (Anthropic: ``max_tokens``).
 
 ``make run`` starts it as ``python -m contextplatform.demo.standin --parent PID`` next to
 uvicorn; it exits as soon as that parent is gone (Ctrl-C included), so it never outlives the demo.
-Standard library only, and nothing from Django: it must start in a fraction of a second.
+Standard library only (and the pure Responses translation), nothing from Django: it must start in
+a fraction of a second.
 """
 
 from __future__ import annotations
@@ -46,10 +50,12 @@ from contextplatform.demo.defaults import (
     demo_provider,
     standin_port,
 )
+from contextplatform.protocols import openai_responses
 
 LABEL = "[stand-in model, not a real LLM]"
 OPENAI_PATHS = ("/v1/chat/completions", "/chat/completions")
 ANTHROPIC_PATH = "/v1/messages"
+RESPONSES_PATHS = ("/v1/responses", "/responses")
 MODELS_PATH = "/v1/models"
 MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_QUOTED_LINES = 6
@@ -617,6 +623,16 @@ def error_body(protocol: str, status: int, message: str) -> dict[str, Any]:
 # --- the server ----------------------------------------------------------------------------------
 
 
+def translated(
+    stream: openai_responses.ResponsesStream, chunks: Iterator[bytes]
+) -> Iterator[bytes]:
+    """A chat completion stream as the Responses API's events."""
+    for chunk in chunks:
+        if out := stream.feed(chunk):
+            yield out
+    yield from stream.end()
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "context-platform-standin"
@@ -631,9 +647,10 @@ class _Handler(BaseHTTPRequestHandler):
         return self.send_json(404, error_body("openai", 404, f"no such path {path}"))
 
     def do_POST(self) -> None:
+        self.translating = None  # a kept-alive connection's earlier request set its own
         path = self.path.split("?")[0]
         protocol = "anthropic" if path == ANTHROPIC_PATH else "openai"
-        if path not in (*OPENAI_PATHS, ANTHROPIC_PATH):
+        if path not in (*OPENAI_PATHS, ANTHROPIC_PATH, *RESPONSES_PATHS):
             return self.send_json(404, error_body(protocol, 404, f"no such path {path}"))
         length = self.headers.get("Content-Length") or "0"
         if not length.isdigit() or int(length) > MAX_BODY_BYTES:
@@ -643,6 +660,26 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(self.rfile.read(int(length)) or b"null")
         except ValueError:
             return self.send_json(400, error_body(protocol, 400, "the body is not JSON"))
+        if path in RESPONSES_PATHS:
+            return self.answer_responses(body)
+        self.answer(body, protocol)
+
+    def answer_responses(self, body: Any) -> None:
+        """A Responses request answered as its Chat Completions translation would be."""
+        if not isinstance(body, dict):
+            return self.send_json(400, error_body("openai", 400, "the body is not an object"))
+        try:
+            chat = openai_responses.chat_request(body)
+        except openai_responses.ResponsesRequestError as error:
+            return self.send_json(400, error_body("openai", 400, error.message))
+        frame = openai_responses.ResponseFrame.of(body)
+        self.translating = openai_responses.ResponsesStream(frame)
+        self.answer(chat, "openai")
+
+    # A Responses request's translation of what ``answer`` writes (None: written as it is).
+    translating: openai_responses.ResponsesStream | None = None
+
+    def answer(self, body: Any, protocol: str) -> None:
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return self.send_json(400, error_body(protocol, 400, "messages must be a list"))
         forced = forced_calls(body, protocol)
@@ -667,6 +704,8 @@ class _Handler(BaseHTTPRequestHandler):
         return self.send_json(200, openai_completion(body, answer.text, answer.openai_finish()))
 
     def send_json(self, status: int, payload: Any) -> None:
+        if self.translating is not None and status == 200:
+            payload = openai_responses.response_object(self.translating.frame, payload)
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -675,6 +714,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def send_stream(self, events: Iterator[bytes]) -> None:
+        if self.translating is not None:
+            events = translated(self.translating, events)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")

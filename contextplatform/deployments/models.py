@@ -13,6 +13,7 @@ class Deployment(models.Model):
     class Protocol(models.TextChoices):
         OPENAI = "openai", "OpenAI Chat Completions"
         ANTHROPIC = "anthropic", "Anthropic Messages"
+        OPENAI_RESPONSES = "openai_responses", "OpenAI Responses"
 
     name = models.CharField(
         max_length=100, unique=True, validators=[RegexValidator(DEPLOYMENT_NAME_PATTERN)]

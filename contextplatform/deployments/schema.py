@@ -88,7 +88,7 @@ class DeploymentSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=DEPLOYMENT_NAME_PATTERN)
-    protocol: Literal["openai", "anthropic"]
+    protocol: Literal["openai", "openai_responses", "anthropic"]
     base_url: str = Field(min_length=1, max_length=MAX_URL_CHARS)
     model: str = Field(min_length=1, max_length=200, description="the upstream's model name")
     api_key: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_CHARS)

@@ -70,6 +70,10 @@ class Upstream:
     # What the gateway sends it a minute at most (None: no limit).
     rpm: int | None = None
     tpm: int | None = None
+    # How a call reaches it on the wire when that differs from ``protocol``: a Responses
+    # deployment serves the gateway's Responses calls, whose pipeline speaks Chat Completions
+    # (``protocol`` "openai", ``wire`` "openai_responses"; ``forward`` translates).
+    wire: str = ""
 
 
 def upstream_of(deployment: Deployment) -> Upstream:

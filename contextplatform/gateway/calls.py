@@ -119,7 +119,18 @@ def gateway_call(
 ) -> GatewayCall:
     """The call a request makes; a 400 in the provider's shape when it names no route.
     ``for_call`` False: a body that is counted, not sent (a token count takes no ``max_tokens``)."""
-    body = parse_body(raw)
+    return call_of(protocol, headers, parse_body(raw), for_call=for_call)
+
+
+def request_user(headers: Mapping[str, str], body: Mapping[str, Any], field: str) -> str | None:
+    """The end user: ``x-user-id``, else the body's ``field``."""
+    return _named(headers.get("x-user-id"), "x-user-id") or _named(body.get(field), field)
+
+
+def call_of(
+    protocol: Protocol, headers: Mapping[str, str], body: dict[str, Any], *, for_call: bool = True
+) -> GatewayCall:
+    """The call a parsed body makes (``gateway_call``; a Responses call's body once translated)."""
     route = _named(headers.get("x-route"), "x-route") or _named(body.get("model"), "model")
     if route is None:
         raise invalid_request(
@@ -147,4 +158,12 @@ def resolve_headers(headers: Mapping[str, str]) -> Mapping[str, str]:
     )
 
 
-__all__ = ["GatewayCall", "GatewayError", "gateway_call", "parse_body", "resolve_headers"]
+__all__ = [
+    "GatewayCall",
+    "GatewayError",
+    "call_of",
+    "gateway_call",
+    "parse_body",
+    "request_user",
+    "resolve_headers",
+]

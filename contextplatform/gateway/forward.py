@@ -11,7 +11,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict, Unpack
+from typing import Any, NotRequired, TypedDict, Unpack
 
 import aiohttp
 from django.conf import settings
@@ -36,6 +36,7 @@ from contextplatform.core.outbound.policy import OutboundBlocked, OutboundError
 from contextplatform.core.outbound.urls import display_url
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.gateway.protocol import GatewayError, upstream_error, upstream_timeout
+from contextplatform.protocols import openai_responses
 from contextplatform.protocols.registry import protocol_for
 from contextplatform.protocols.usage import usage_from_response
 
@@ -103,8 +104,13 @@ class UpstreamAnswer:
     payload: dict[str, Any]
 
 
+RESPONSES_WIRE = "openai_responses"
+
+
 def upstream_url(upstream: Upstream) -> str:
     """``base_url`` plus the path the provider's SDK appends to its own base URL."""
+    if upstream.wire == RESPONSES_WIRE:
+        return f"{upstream.base_url.rstrip('/')}/responses"
     return protocol_for(upstream.protocol).endpoint(upstream.base_url, sdk_base_url=True)
 
 
@@ -123,9 +129,16 @@ def upstream_headers(upstream: Upstream, client_headers: Mapping[str, str]) -> d
     return headers
 
 
-def upstream_body(upstream: Upstream, body: dict[str, Any]) -> dict[str, Any]:
-    """The rewritten request with the deployment's model name, whatever the client sent."""
-    return {**body, "model": upstream.model}
+def upstream_body(
+    upstream: Upstream, body: dict[str, Any], responses_fields: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The rewritten request with the deployment's model name, whatever the client sent; for a
+    deployment that speaks Responses, as a Responses body (the client's own Responses fields,
+    ``responses_fields``, kept)."""
+    named = {**body, "model": upstream.model}
+    if upstream.wire == RESPONSES_WIRE:
+        return openai_responses.responses_request(named, responses_fields or {})
+    return named
 
 
 # One session (its connection pool) per event loop and allow-list: a request does not pay for a
@@ -151,6 +164,8 @@ class UpstreamResponse:
         self.status_code = response.status
         self.headers = response.headers
         self.held: bytes | None = None  # a first chunk read ahead (``first_chunk``)
+        # A Responses deployment's events read as chat chunks (``open_stream``).
+        self.translate: openai_responses.ChatChunks | None = None
 
     @property
     def is_success(self) -> bool:
@@ -163,13 +178,17 @@ class UpstreamResponse:
         if self.held is not None:
             chunk, self.held = self.held, None
             return chunk
-        try:
-            chunk = await self._response.content.readany()
-        except aiohttp.ClientError as error:
-            raise UpstreamBroke(str(error) or type(error).__name__) from error
-        if not chunk:
-            raise StopAsyncIteration
-        return chunk
+        while True:
+            try:
+                chunk = await self._response.content.readany()
+            except aiohttp.ClientError as error:
+                raise UpstreamBroke(str(error) or type(error).__name__) from error
+            if not chunk:
+                raise StopAsyncIteration
+            if self.translate is None:
+                return chunk
+            if translated := self.translate.feed(chunk):
+                return translated
 
     async def aclose(self) -> None:
         if self._response.content.at_eof():
@@ -291,6 +310,9 @@ class Forwarding(TypedDict):
 
     allowlist: Sequence[str]
     client_headers: Mapping[str, str]
+    # A Responses call's own body: what a deployment that speaks Responses receives of it beyond
+    # the translated conversation.
+    responses_fields: NotRequired[Mapping[str, Any]]
 
 
 async def open_stream(
@@ -307,7 +329,8 @@ async def open_stream(
             f"the upstream deployment {upstream.name!r} has a base_url that is not a valid URL "
             f"({error}); correct it with PUT /api/v1/deployments/{upstream.name}"
         ) from error
-    content = safe_json.dumps(upstream_body(upstream, body))  # history read back from jsonb
+    sent_body = upstream_body(upstream, body, forwarding.get("responses_fields"))
+    content = safe_json.dumps(sent_body)  # history read back from jsonb
     headers = upstream_headers(upstream, forwarding["client_headers"])
     try:
         sent = await _send_retrying(client, url, content, headers, upstream, where)
@@ -325,6 +348,8 @@ async def open_stream(
     response = UpstreamResponse(sent)
     if not response.is_success:
         raise await _refusal(upstream, response)
+    if upstream.wire == RESPONSES_WIRE and body.get("stream") is True:
+        response.translate = openai_responses.ChatChunks()
     return response
 
 
@@ -407,6 +432,9 @@ async def answer_of(
         ) from error
     if not isinstance(payload, dict):
         raise upstream_error(f"the upstream deployment {upstream.name!r} answered a non-object")
+    if upstream.wire == RESPONSES_WIRE:  # the pipeline reads a chat answer
+        payload = openai_responses.chat_answer(payload)
+        raw = json.dumps(payload).encode()
     return UpstreamAnswer(status=response.status_code, body=raw, payload=payload)
 
 

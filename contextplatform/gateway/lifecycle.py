@@ -25,7 +25,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
@@ -175,6 +175,9 @@ class ChatCall:
     """One chat call through its phases; ``run`` drives them and returns the response (an error
     the gateway answers itself is raised, for the view to present in the provider's shape)."""
 
+    # Whether the call came to /v1/responses (its deployments may speak Responses).
+    responses: ClassVar[bool] = False
+
     def __init__(self, protocol: Protocol, request: HttpRequest) -> None:
         self.protocol = protocol
         self.request = request
@@ -240,7 +243,7 @@ class ChatCall:
         self, tenant: Tenant, call: GatewayCall, headers: Mapping[str, str]
     ) -> tuple[list[Upstream], Resolution]:
         # The deployment is checked first: a request for the wrong protocol leaves no turn behind.
-        loaded, upstreams = upstreams_for(call.route, self.protocol)
+        loaded, upstreams = upstreams_for(call.route, self.protocol, responses=self.responses)
         self.balance = loaded.spec.model.balance
         resolution = resolve_context(
             call.resolve_call(tenant, self.protocol, headers, loaded, defer_replay=True)
@@ -390,6 +393,10 @@ class ChatCall:
                 in_background(finish(tenant, resolution, None, attempts=self.attempts))
             )
 
+    def client_events(self, events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """The stream as the client reads it (a Responses call translates it)."""
+        return events
+
     def streamed(
         self,
         tenant: Tenant,
@@ -482,7 +489,7 @@ class ChatCall:
             )
 
         response = StreamingHttpResponse(
-            with_keepalive(events(), keepalive_seconds()),
+            with_keepalive(self.client_events(events()), keepalive_seconds()),
             status=upstream_response.status_code,
             content_type=upstream_response.headers.get("content-type", "text/event-stream"),
         )

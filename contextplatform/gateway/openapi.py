@@ -194,6 +194,123 @@ MESSAGE = _chat(
     },
     error=ANTHROPIC_ERROR,
 )
+RESPONSE_OBJECT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "description": "`resp_...`"},
+        "object": {"type": "string", "enum": ["response"]},
+        "created_at": {"type": "integer"},
+        "status": {"type": "string", "enum": ["completed", "incomplete", "failed"]},
+        "model": {"type": "string"},
+        "output": {
+            "type": "array",
+            "description": "`message` items (`output_text` content) and `function_call` items "
+            "(`call_id`, `name`, `arguments`)",
+            "items": {"type": "object"},
+        },
+        "usage": {
+            "type": "object",
+            "properties": {
+                "input_tokens": {"type": "integer"},
+                "output_tokens": {"type": "integer"},
+                "total_tokens": {"type": "integer"},
+            },
+        },
+        "store": {
+            "type": "boolean",
+            "description": "whether the gateway kept the response's content (false where the "
+            "tenant does not capture content)",
+        },
+        "previous_response_id": {"type": "string", "nullable": True},
+    },
+    "additionalProperties": True,
+}
+
+RESPONSE = _chat(
+    summary="OpenAI Responses through the route",
+    description="The Responses body translated to Chat Completions (`instructions` the system "
+    "message, `input` items the messages, function tools the chat tools) and run as "
+    "`createChatCompletion` runs (context, budgets, fallbacks, the gateway's own tools); the "
+    "answer comes back as a Responses object, or with `stream: true` as the Responses API's "
+    "events (`response.created` ... `response.completed`). A deployment whose `protocol` is "
+    "`openai_responses` receives a Responses body at `{base_url}/responses`. "
+    "`previous_response_id` is expanded by the gateway from the responses it kept (the caller's "
+    "own: another user's or tenant's is 404); `store` (default true) keeps the response, its "
+    "content only where the tenant captures content (else the answer says `store: false` and "
+    "the header `x-context-response-stored: false`).",
+    body={
+        "type": "object",
+        "required": ["input"],
+        "properties": {
+            "model": {"type": "string", "description": "the route (unless `x-route` names it)"},
+            "input": {
+                "description": "a string, or a list of items: `message` (role, content as a "
+                "string or `input_text` parts), `function_call`, `function_call_output`",
+            },
+            "instructions": {"type": "string"},
+            "tools": {
+                "type": "array",
+                "description": 'function tools: `{"type": "function", "name", "parameters"}`',
+                "items": {"type": "object"},
+            },
+            "tool_choice": {},
+            "max_output_tokens": {"type": "integer", "minimum": 1},
+            "temperature": {"type": "number"},
+            "stream": {"type": "boolean"},
+            "previous_response_id": {"type": "string"},
+            "store": {"type": "boolean"},
+            "metadata": {"type": "object"},
+            "user": {"type": "string"},
+        },
+        "additionalProperties": True,
+    },
+    answer=RESPONSE_OBJECT,
+    error=OPENAI_ERROR,
+)
+RESPONSE["responses"]["200"]["headers"] = {
+    **RESOLVE_ID_HEADER,
+    "x-context-response-stored": {
+        "description": "`true` when the gateway kept the response's content",
+        "schema": {"type": "string"},
+    },
+}
+
+STORED_RESPONSE = {
+    "summary": "A response the gateway kept",
+    "description": "The caller's own (its `x-user-id`, else the query's `user`; one kept "
+    "without a user is the user-less callers'). Another user's, another tenant's or an unknown "
+    "one is 404 `not_found`; one kept where the tenant does not capture content is 404 "
+    '`response_not_stored` ("response resp_... was not stored: this tenant does not capture '
+    "content\"). Kept for the tenant's memory retention (`memory_max_age_days`), else 30 days.",
+    "parameters": [
+        {
+            "name": "response_id",
+            "in": "path",
+            "required": True,
+            "schema": {"type": "string"},
+        },
+        _header("x-user-id", "the end user the response was made for"),
+        {
+            "name": "user",
+            "in": "query",
+            "required": False,
+            "description": "the end user, when no `x-user-id` is sent",
+            "schema": {"type": "string"},
+        },
+    ],
+    "responses": {
+        "200": {
+            "description": "the response as it was answered",
+            "content": {"application/json": {"schema": RESPONSE_OBJECT}},
+        },
+        **{
+            status: response
+            for status, response in _errors(OPENAI_ERROR).items()
+            if status in ("400", "401", "404", "429", "default")
+        },
+    },
+}
+
 # Anthropic's clients send the key as x-api-key and announce their version.
 MESSAGE["parameters"] = [
     *CALL_HEADERS,
@@ -332,4 +449,6 @@ GATEWAY_PATHS: dict[str, dict[str, dict[str, Any]]] = {
     "/v1/messages/count_tokens": {"post": COUNT_TOKENS},
     "/v1/models": {"get": MODELS},
     "/v1/models/{model}": {"get": MODEL},
+    "/v1/responses": {"post": RESPONSE},
+    "/v1/responses/{response_id}": {"get": STORED_RESPONSE},
 }

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 from django.http import HttpRequest
 
+from contextplatform.gateway.lifecycle import ChatCall
 from contextplatform.gateway.views import (
     DEPLOYMENT_HEADER,
     RESOLVE_ID_HEADER,
@@ -78,7 +79,8 @@ async def play(
     key: ApiKey, route: str, user: str, session: str, messages: list[dict[str, Any]]
 ) -> PlayedCall:
     """Send ``messages`` through the gateway on ``route`` for ``user`` in ``session``."""
-    response = await carried_call("openai", gateway_request(key, route, user, session, messages))
+    request = gateway_request(key, route, user, session, messages)
+    response = await carried_call("openai", ChatCall("openai", request))
     raw = getattr(response, "content", b"")
     try:
         payload = orjson.loads(raw) if raw else None

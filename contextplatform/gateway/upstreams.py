@@ -16,6 +16,8 @@ from contextplatform.routes.selectors import LoadedRoute, loaded_route
 logger = logging.getLogger("contextplatform.gateway")
 
 ENDPOINTS: dict[str, str] = {name: protocol.path for name, protocol in PROTOCOLS.items()}
+RESPONSES = "openai_responses"
+ENDPOINTS[RESPONSES] = "/v1/responses"
 
 
 def route_deployments(spec: RouteSpec) -> list[Deployment]:
@@ -48,28 +50,48 @@ def route_deployment(spec: RouteSpec) -> Deployment:
     return route_deployments(spec)[0]
 
 
-def upstreams_for(route_name: str, protocol: Protocol) -> tuple[LoadedRoute, list[Upstream]]:
+def _speaks(deployment_protocol: str, protocol: Protocol, responses: bool) -> bool:
+    """Whether a deployment serves the endpoint: its own protocol's, and for a Responses call
+    (whose pipeline speaks Chat Completions) also a deployment that speaks Responses."""
+    return deployment_protocol == protocol or (
+        responses and protocol == "openai" and deployment_protocol == RESPONSES
+    )
+
+
+def _called(upstream: Upstream) -> Upstream:
+    """A Responses deployment as the pipeline sees it: Chat Completions, translated on the wire."""
+    if upstream.protocol == RESPONSES:
+        return replace(upstream, protocol="openai", wire=RESPONSES)
+    return upstream
+
+
+def upstreams_for(
+    route_name: str, protocol: Protocol, *, responses: bool = False
+) -> tuple[LoadedRoute, list[Upstream]]:
     """The route ``route_name`` (404 when unknown) and its deployments in fallback order,
     refused with 400 when the first speaks another protocol than the endpoint called. A fallback
-    that speaks another (its protocol changed after the route was saved) is left out."""
+    that speaks another (its protocol changed after the route was saved) is left out.
+    ``responses``: the call came to ``/v1/responses``, which a Responses deployment serves too
+    (a chat completions call to one is refused: the gateway does not translate it that way)."""
     loaded = loaded_route(route_name, param="model")
     spec = loaded.spec
     deployments = route_deployments(spec)
     upstream = upstream_of(deployments[0])
-    if upstream.protocol != protocol:
+    endpoint = ENDPOINTS[RESPONSES] if responses else ENDPOINTS[protocol]
+    if not _speaks(upstream.protocol, protocol, responses):
         raise GatewayError(
             400,
             "protocol_mismatch",
             f"route {spec.name!r} forwards to the {upstream.protocol} deployment "
             f"{upstream.name!r}, but this request was sent to the {protocol} endpoint "
-            f"{ENDPOINTS[protocol]}: send it to {ENDPOINTS[upstream.protocol]} instead "
+            f"{endpoint}: send it to {ENDPOINTS[upstream.protocol]} instead "
             "(the gateway does not translate between providers)",
             param="model",
         )
-    upstreams = [upstream]
+    upstreams = [_called(upstream)]
     for deployment in deployments[1:]:
-        if deployment.protocol == protocol:
-            upstreams.append(upstream_of(deployment))
+        if _speaks(deployment.protocol, protocol, responses):
+            upstreams.append(_called(upstream_of(deployment)))
         else:
             logger.warning(
                 "route %r: the fallback deployment %r speaks %s, not %s: left out",

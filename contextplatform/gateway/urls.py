@@ -9,6 +9,8 @@ from contextplatform.gateway.views import (
     MessagesView,
     ModelsView,
     ModelView,
+    ResponsesView,
+    StoredResponseView,
 )
 
 urlpatterns = [
@@ -17,4 +19,6 @@ urlpatterns = [
     path("messages/count_tokens", CountTokensView.as_view(), name="gateway-count-tokens"),
     path("models", ModelsView.as_view(), name="gateway-models"),
     path("models/<str:model>", ModelView.as_view(), name="gateway-model"),
+    path("responses", ResponsesView.as_view(), name="gateway-responses"),
+    path("responses/<str:response_id>", StoredResponseView.as_view(), name="gateway-response"),
 ]

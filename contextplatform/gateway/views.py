@@ -1,5 +1,6 @@
 """The gateway's endpoints: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages``
-(Anthropic), both streaming or not, ``GET /v1/models`` and ``GET /v1/models/{model}``, and
+(Anthropic), ``POST /v1/responses`` (OpenAI Responses, ``GET /v1/responses/{id}`` for a kept one),
+streaming or not, ``GET /v1/models`` and ``GET /v1/models/{model}``, and
 ``POST /v1/messages/count_tokens``. Django async views, so a stream is
 passed on as it arrives and a client that goes away cancels the upstream call. Thin: read the HTTP
 request, run the call (``lifecycle.ChatCall``: admit, resolve, reserve, forward, tool loop,
@@ -16,11 +17,14 @@ from django.views.decorators.csrf import csrf_exempt
 
 from contextplatform.core import text_limits
 from contextplatform.core.errors import ApiError
+from contextplatform.gateway.calls import request_user
 from contextplatform.gateway.connections import in_tenant
 from contextplatform.gateway.forward import UpstreamRejected
 from contextplatform.gateway.lifecycle import ChatCall, authenticated_tenant
 from contextplatform.gateway.protocol import GatewayError, Protocol, error_response
 from contextplatform.gateway.rate_limit import check_rate
+from contextplatform.gateway.response_lookup import stored_response
+from contextplatform.gateway.responses import ResponsesCall
 from contextplatform.gateway.token_counts import count_tokens
 from contextplatform.routes.models import Route
 from contextplatform.routes.selectors import all_routes, loaded_route
@@ -89,14 +93,16 @@ class ChatView(GatewayView):
     the outcome presented (the provider's answer or stream, the upstream's refusal as it came,
     the gateway's own errors in the provider's shape)."""
 
+    def new_call(self, request: HttpRequest) -> ChatCall:
+        return ChatCall(self.protocol, request)
+
     async def post(self, request: HttpRequest) -> HttpResponseBase:
-        return await carried_call(self.protocol, request)
+        return await carried_call(self.protocol, self.new_call(request))
 
 
-async def carried_call(protocol: Protocol, request: HttpRequest) -> HttpResponseBase:
+async def carried_call(protocol: Protocol, call: ChatCall) -> HttpResponseBase:
     """A chat call carried through its phases and presented as the gateway answers it (what the
     views serve, and the admin's playground sends)."""
-    call = ChatCall(protocol, request)
     try:
         response = await call.run()
     except UpstreamRejected as rejected:
@@ -119,6 +125,34 @@ class ChatCompletionsView(ChatView):
 
 class MessagesView(ChatView):
     protocol = "anthropic"
+
+
+class ResponsesView(ChatView):
+    """``POST /v1/responses``: the chat call's phases on the translated body
+    (``responses.ResponsesCall``)."""
+
+    protocol = "openai"
+
+    def new_call(self, request: HttpRequest) -> ChatCall:
+        return ResponsesCall(request)
+
+
+class StoredResponseView(GatewayView):
+    """``GET /v1/responses/{id}``: a response the gateway kept, the caller's own (its
+    ``x-user-id``, else the query's ``user``; one kept without a user is the user-less callers');
+    any other is 404 in OpenAI's error shape."""
+
+    protocol = "openai"
+
+    async def get(self, request: HttpRequest, response_id: str) -> HttpResponse:
+        try:
+            tenant = authenticated_tenant(request)
+            await check_rate(request)
+            text_limits.refuse_bad_params({"response_id": response_id}, ())
+            user = request_user(request.headers, request.GET, "user")
+            return JsonResponse(await in_tenant(tenant, lambda: stored_response(response_id, user)))
+        except (GatewayError, ApiError) as error:
+            return self.refusal(error)
 
 
 def _model(route: Route) -> dict[str, Any]:

@@ -105,6 +105,29 @@ def test_the_openai_client_gets_an_answer_streamed_or_not(standin: RunningStandi
     assert [model.id for model in client.models.list()] == ["stand-in"]
 
 
+def test_the_openai_client_gets_a_response_streamed_or_not(standin: RunningStandin) -> None:
+    """``POST /v1/responses``, as a deployment whose protocol is ``openai_responses`` calls it."""
+    client = openai.OpenAI(base_url=standin.openai_base_url, api_key="unused", max_retries=0)
+    response = client.responses.create(model="stand-in", instructions=CONTEXT, input=QUESTION)
+    assert response.object == "response" and response.status == "completed"
+    assert_quotes_context(response.output_text)
+    assert response.usage is not None and response.usage.output_tokens > 0
+    with client.responses.stream(model="stand-in", instructions=CONTEXT, input=QUESTION) as stream:
+        pieces = [e.delta for e in stream if e.type == "response.output_text.delta"]
+        final = stream.get_final_response()
+    assert len(pieces) > 3 and final.output_text == "".join(pieces)
+    assert_quotes_context(final.output_text)
+    forced = client.responses.create(
+        model="stand-in",
+        input=QUESTION,
+        tools=[{"type": "function", "name": "lookup", "parameters": {"type": "object"}}],
+        tool_choice={"type": "function", "name": "lookup"},
+    )
+    assert [item.type for item in forced.output][-1] == "function_call"
+    with pytest.raises(openai.BadRequestError):
+        client.responses.create(model="stand-in", input=QUESTION, tools=[{"type": "web_search"}])
+
+
 def test_the_anthropic_client_gets_an_answer_streamed_or_not(standin: RunningStandin) -> None:
     client = anthropic.Anthropic(
         base_url=standin.anthropic_base_url, api_key="unused", max_retries=0

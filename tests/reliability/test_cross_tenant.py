@@ -34,6 +34,7 @@ from django_tenants.utils import schema_context
 
 from compression.models import RecoveryBlob
 from contextplatform.core import config_cache
+from contextplatform.gateway.response_store import keep_response
 from tests.conftest import ApiClient, TenantFixture
 from tests.reliability.probes import Snapshot, snapshot
 from tests.tenants.test_scope_enforcement import EXPECTED, PUBLIC, WALKED
@@ -59,6 +60,7 @@ class Owned:
     recovery_request: str
     recovery_key: str
     eval_run: str
+    response: str  # a response the gateway kept (``POST /v1/responses``)
 
     def names(self) -> list[str]:
         """What a listing must not show: every name and id, but the made-up user and session
@@ -158,6 +160,16 @@ def own_everything(
             size_bytes=64,
             expires_at=timezone.now() + timedelta(hours=1),
         )
+        response = f"resp_{tag}_kept"
+        said = [{"type": "message", "role": "user", "content": secret}]
+        keep_response(
+            response,
+            user=user,
+            route=route,
+            items=said,
+            response={"id": response, "object": "response", "output": said},
+            capture_content=True,
+        )
     return Owned(
         route=route,
         deployment=deployment,
@@ -172,6 +184,7 @@ def own_everything(
         recovery_request=record,
         recovery_key="k1",
         eval_run=eval_run,
+        response=response,
     )
 
 
@@ -396,6 +409,24 @@ PROBES: dict[str, dict[str, Probe]] = {
         "POST": Probe(ABSENT, body=lambda o: {"model": o.route, **chat("hi")}),
     },
     "v1/models": {"GET": Probe(OWN)},
+    "v1/responses": {
+        "POST": Probe(ABSENT, body=lambda o: {"model": o.route, "input": "hi"}),
+        # Continuing the other's stored response.
+        "POST?": Probe(
+            ABSENT,
+            body=lambda o: {
+                "model": o.route,
+                "user": o.user,
+                "input": "hi",
+                "previous_response_id": o.response,
+            },
+        ),
+    },
+    "v1/responses/<str:response_id>": {
+        "GET": Probe(
+            ABSENT, lambda o: {"response_id": o.response}, query=lambda o: {"user": o.user}
+        )
+    },
     "v1/models/<str:model>": {"GET": Probe(ABSENT, lambda o: {"model": o.route})},
 }
 
@@ -528,6 +559,8 @@ USER_SCOPED: list[tuple[str, str, str]] = [
     ("api/v1/resolve", "POST", OWN),
     ("api/v1/storage/context-recovery/retrieve", "POST", ABSENT),
     ("api/v1/storage/context-recovery/invalidate", "POST", OWN),
+    ("v1/responses", "POST?", ABSENT),
+    ("v1/responses/<str:response_id>", "GET", ABSENT),
 ]
 
 
