@@ -1,0 +1,147 @@
+"""The tenant's external memory indexes kept in step with its memories in PostgreSQL.
+
+An index is recorded (``ExternalIndex``) the first time a route recalls through it, and filled
+then with every memory of the tenant. From then on each change of memories reaches every index
+of the tenant as the rows are written: a memory written or edited (``indexed``), deleted one by
+one or by retention (``unindexed``), a user erased (``erased``). A change that cannot reach an
+index (the server is down) does not fail the write: the index is marked stale and filled again
+from PostgreSQL by its next recall. A write whose transaction rolls back after its index was
+reached leaves a vector of a memory PostgreSQL does not hold: never recalled (every hit is read
+back from PostgreSQL, the user's and live), and gone at the next fill.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+
+from django.db import connection
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
+from django.utils import timezone
+
+from memory.models import ExternalIndex, Memory
+from memory.signals import memories_deleted, memories_written, user_erased
+from memory.stores.engines import EngineIndex, IndexRef, IndexRow, seconds, tenant_target, words
+
+logger = logging.getLogger("contextplatform.memory")
+FILL_BATCH = 500
+ROW_FIELDS = ("id", "user_id", "embedding", "content", "created_at", "expires_at", "superseded_at")
+
+
+def engine_index(ref: IndexRef, schema: str) -> EngineIndex:
+    from memory.stores.milvus import MilvusMemoryIndex
+    from memory.stores.qdrant import QdrantMemoryIndex
+
+    target = tenant_target(ref, schema)
+    if ref.backend == "milvus":
+        return MilvusMemoryIndex(target)
+    if ref.backend == "qdrant":
+        return QdrantMemoryIndex(target)
+    raise ValueError(f"no external memory index {ref.backend!r}")
+
+
+def row_of(values: dict[str, object]) -> IndexRow:
+    embedding = values["embedding"]
+    return IndexRow(
+        id=int(values["id"]),  # type: ignore[call-overload]
+        user_id=str(values["user_id"]),
+        vector=[float(x) for x in embedding],  # type: ignore[attr-defined]
+        words=words(str(values["content"])),
+        created=seconds(values["created_at"]),  # type: ignore[arg-type]
+        expires=seconds(values["expires_at"]),  # type: ignore[arg-type]
+        superseded=seconds(values["superseded_at"]),  # type: ignore[arg-type]
+    )
+
+
+def in_tenant() -> bool:
+    return getattr(connection, "schema_name", "public") != "public"
+
+
+def ready(ref: IndexRef) -> EngineIndex:
+    """The index a recall reads, recorded and filled first if it is new or stale."""
+    schema = connection.schema_name
+    engine = engine_index(ref, schema)
+    record, created = ExternalIndex.objects.get_or_create(backend=ref.backend, written=ref.written)
+    if created or record.stale or record.synced_at is None:
+        fill(engine)
+        ExternalIndex.objects.filter(pk=record.pk).update(stale=False, synced_at=timezone.now())
+    else:
+        engine.ensure()
+    return engine
+
+
+def fill(engine: EngineIndex) -> None:
+    """The index made anew with every memory of the tenant."""
+    engine.reset()
+    last = 0
+    while True:
+        batch = list(
+            Memory.objects.filter(pk__gt=last).order_by("pk").values(*ROW_FIELDS)[:FILL_BATCH]
+        )
+        if not batch:
+            return
+        engine.upsert([row_of(values) for values in batch])
+        last = int(batch[-1]["id"])
+
+
+def each_index(change: str, apply: Callable[[EngineIndex], None]) -> None:
+    """``apply`` on every index of the current tenant; one that fails is marked stale."""
+    if not in_tenant():
+        return
+    schema = connection.schema_name
+    for record in ExternalIndex.objects.all():
+        try:
+            apply(engine_index(IndexRef(record.backend, record.written), schema))
+        except Exception as error:
+            logger.warning(
+                "memory_index_stale",
+                extra={"backend": record.backend, "change": change, "err": str(error)[:300]},
+            )
+            ExternalIndex.objects.filter(pk=record.pk).update(stale=True)
+
+
+def has_indexes() -> bool:
+    return in_tenant() and ExternalIndex.objects.exists()
+
+
+def indexed(ids: Iterable[int]) -> None:
+    """These memories (new or changed) written to every index as PostgreSQL now holds them."""
+    wanted = list(ids)
+    if not wanted or not has_indexes():
+        return
+    rows = [row_of(v) for v in Memory.objects.filter(pk__in=wanted).values(*ROW_FIELDS)]
+    each_index("write", lambda engine: engine.upsert(rows))
+
+
+def unindexed(ids: Sequence[int]) -> None:
+    """These memories' vectors deleted from every index."""
+    if ids and has_indexes():
+        each_index("delete", lambda engine: engine.delete(list(ids)))
+
+
+def erased(user_id: str) -> None:
+    """Every vector of the user deleted from every index."""
+    if has_indexes():
+        each_index("erase", lambda engine: engine.erase(user_id))
+
+
+@receiver(memories_written, dispatch_uid="memory_index_written")
+def on_written(sender: object, ids: Sequence[int], **_: object) -> None:
+    indexed(ids)
+
+
+@receiver(memories_deleted, dispatch_uid="memory_index_deleted")
+def on_deleted(sender: object, ids: Sequence[int], **_: object) -> None:
+    unindexed(ids)
+
+
+@receiver(user_erased, dispatch_uid="memory_index_erased")
+def on_erased(sender: object, user_id: str, **_: object) -> None:
+    erased(user_id)
+
+
+@receiver(post_delete, sender=Memory, dispatch_uid="memory_index_row_deleted")
+def on_row_deleted(sender: object, instance: Memory, **_: object) -> None:
+    """A memory deleted through the ORM (the admin), not through the services."""
+    unindexed([instance.pk])
