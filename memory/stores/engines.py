@@ -170,6 +170,9 @@ class EngineIndex(Protocol):
     def erase(self, user_id: str) -> None:
         """Every vector of the user."""
 
+    def held(self, user_id: str) -> set[int]:
+        """The ids of every vector the index holds for the user, live or not."""
+
     def dense(
         self, user_id: str, vector: Sequence[float], k: int, at: datetime | None
     ) -> list[tuple[int, float]]:

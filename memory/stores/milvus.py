@@ -145,6 +145,14 @@ class MilvusMemoryIndex:
         self.ensure()
         self.client.delete(self.name, filter=self.of_user(user_id), timeout=ENGINE_TIMEOUT_S)
 
+    def held(self, user_id: str) -> set[int]:
+        """The ids of every vector the index holds for the user, live or not (audits, tests)."""
+        self.ensure()
+        rows = self.client.query(
+            self.name, filter=self.of_user(user_id), output_fields=["id"], timeout=ENGINE_TIMEOUT_S
+        )
+        return {int(row["id"]) for row in rows}
+
     def dense(
         self, user_id: str, vector: Sequence[float], k: int, at: datetime | None
     ) -> list[tuple[int, float]]:

@@ -155,6 +155,26 @@ class QdrantMemoryIndex:
         with self.client() as client:
             client.delete(self.name, points_selector=selector, wait=True)
 
+    def held(self, user_id: str) -> set[int]:
+        """The ids of every point the index holds for the user, live or not (audits, tests)."""
+        from qdrant_client import models
+
+        self.ensure()
+        found: set[int] = set()
+        offset = None
+        with self.client() as client:
+            while True:
+                points, offset = client.scroll(
+                    self.name,
+                    scroll_filter=models.Filter(must=[self.of_user(user_id)]),
+                    limit=1000,
+                    offset=offset,
+                    with_payload=False,
+                )
+                found.update(int(point.id) for point in points)
+                if offset is None:
+                    return found
+
     def dense(
         self, user_id: str, vector: Sequence[float], k: int, at: datetime | None
     ) -> list[tuple[int, float]]:

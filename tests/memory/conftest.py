@@ -19,6 +19,7 @@ import pytest
 from memory.source import MemoryStoreConfig
 from memory.store import MemoryStore
 from memory.stores import get_store
+from memory.stores.engines import IndexRef
 from tests.sources.conftest import public_schema_first  # noqa: F401  (autouse)
 
 STORE_CONFIGS: dict[str, dict[str, Any]] = {
@@ -38,17 +39,30 @@ def memory_vector_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
     qdrant.forget_connections()
 
 
+def use_vector_root(settings: Any, root: Path) -> None:
+    from memory.stores import milvus, qdrant
+
+    settings.VECTOR_LOCAL_ROOT = root
+    milvus.forget()  # another test module may have closed the clients (forget_connections)
+    qdrant.forget()
+
+
 @pytest.fixture(params=list(STORE_CONFIGS))
 def store_config(
     request: pytest.FixtureRequest, settings: Any, memory_vector_root: Path
 ) -> dict[str, Any]:
     """A memory source's ``store`` block for each store (PostgreSQL's is empty: the default)."""
-    from memory.stores import milvus, qdrant
-
-    settings.VECTOR_LOCAL_ROOT = memory_vector_root
-    milvus.forget()  # another test module may have closed the clients (forget_connections)
-    qdrant.forget()
+    use_vector_root(settings, memory_vector_root)
     return dict(STORE_CONFIGS[request.param])
+
+
+@pytest.fixture(params=["milvus", "qdrant"])
+def external(request: pytest.FixtureRequest, settings: Any, memory_vector_root: Path) -> IndexRef:
+    """Each external index, as a route's ``store`` block names it."""
+    use_vector_root(settings, memory_vector_root)
+    ref = MemoryStoreConfig(**STORE_CONFIGS[request.param]).index
+    assert ref is not None
+    return ref
 
 
 @pytest.fixture
