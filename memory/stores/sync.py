@@ -20,11 +20,17 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.utils import timezone
 
+from contextplatform.core.config_cache import ProcessCache, drop_on_change
 from memory.models import ExternalIndex, Memory
 from memory.signals import memories_deleted, memories_written, user_erased
 from memory.stores.engines import EngineIndex, IndexRef, IndexRow, seconds, tenant_target, words
 
 logger = logging.getLogger("contextplatform.memory")
+# Each tenant's indexes (id, backend, uri/url), read by every write of memories: kept per process,
+# dropped everywhere when one is recorded or deleted.
+INDEXES_CACHE = "memory_indexes"
+INDEXES: ProcessCache[str, list[tuple[int, str, str]]] = ProcessCache(INDEXES_CACHE)
+drop_on_change(INDEXES_CACHE, ExternalIndex)
 FILL_BATCH = 500
 ROW_FIELDS = ("id", "user_id", "embedding", "content", "created_at", "expires_at", "superseded_at")
 
@@ -90,19 +96,26 @@ def each_index(change: str, apply: Callable[[EngineIndex], None]) -> None:
     if not in_tenant():
         return
     schema = connection.schema_name
-    for record in ExternalIndex.objects.all():
+    for pk, backend, written in tenant_indexes():
         try:
-            apply(engine_index(IndexRef(record.backend, record.written), schema))
+            apply(engine_index(IndexRef(backend, written), schema))
         except Exception as error:
             logger.warning(
                 "memory_index_stale",
-                extra={"backend": record.backend, "change": change, "err": str(error)[:300]},
+                extra={"backend": backend, "change": change, "err": str(error)[:300]},
             )
-            ExternalIndex.objects.filter(pk=record.pk).update(stale=True)
+            ExternalIndex.objects.filter(pk=pk).update(stale=True)
+
+
+def tenant_indexes() -> list[tuple[int, str, str]]:
+    return INDEXES.get(
+        connection.schema_name,
+        lambda: list(ExternalIndex.objects.values_list("pk", "backend", "written")),
+    )
 
 
 def has_indexes() -> bool:
-    return in_tenant() and ExternalIndex.objects.exists()
+    return in_tenant() and bool(tenant_indexes())
 
 
 def indexed(ids: Iterable[int]) -> None:
