@@ -1,7 +1,8 @@
 """The external memory indexes (Milvus Lite, Qdrant's local mode) follow PostgreSQL, the memories'
 system of record: filled when a route first recalls through one, then every write, edit, delete,
 import, erase and retention of the tenant's memories reaches it; one collection per tenant; a
-stale index is filled again; a store block naming the wrong address is refused."""
+stale index is filled again, and a change that cannot reach one marks it stale; a store block
+naming the wrong address is refused."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ import pytest
 from django.utils import timezone
 from django_tenants.utils import schema_context
 
-from memory.models import ExternalIndex
-from memory.services import apply_retention, supersede_memories
+from memory.models import ExternalIndex, Memory
+from memory.services import supersede_memories
 from memory.stores import get_store, sync
 from memory.stores.engines import IndexRef
+from memory.tasks import apply_retention_task
 from sources.embedding import get_embedder
+from tenants.models import Tenant
 from tests.conftest import ApiClient, TenantFixture
 from tests.memory.test_memory_api import add
 from tests.memory.test_memory_isolation import axis, remember
@@ -75,9 +78,9 @@ def test_retention_deletes_the_vectors_too(acme: TenantFixture, external: IndexR
     # The expired one is not recalled, though the engine holds it until retention runs.
     assert set(recall(external, acme.schema, "u1", "tea")) == {"kept tea", "weak tea", "old tea"}
     assert held(external, acme.schema, "u1") == {expired, old, weak, kept}
-    with schema_context(acme.schema):
-        counts = apply_retention(max_age_days=30, max_per_user=1)
-    assert counts == {"expired": 1, "aged": 1, "pruned": 1}
+    Tenant.objects.filter(pk=acme.tenant.pk).update(memory_max_per_user=1, memory_max_age_days=30)
+    counts = apply_retention_task.delay().get()  # the daily task, each tenant in its schema
+    assert counts[acme.schema] == {"expired": 1, "aged": 1, "pruned": 1}
     assert held(external, acme.schema, "u1") == {kept}
 
 
@@ -91,8 +94,6 @@ def test_superseded_and_as_of_are_read_from_the_index_as_postgresql_reads_them(
     before = timezone.now()
     new = remember(acme.schema, "u1", "I live in Lisbon", axis(0))
     with schema_context(acme.schema):
-        from memory.models import Memory
-
         supersede_memories(user_id="u1", memory_ids=[old], by=Memory.objects.get(pk=new))
     for mode in ("dense", "lexical", "hybrid"):
         assert recall(external, acme.schema, "u1", "live", mode, vector=axis(0)) == [
@@ -156,3 +157,33 @@ def test_a_store_block_naming_the_wrong_address_is_refused(
     response = acme_api.post("/api/v1/routes", route)
     assert response.status_code == 400, response.content
     assert field in response.json()["error"]["message"]
+
+
+def test_a_user_id_quoting_the_filter_reaches_only_its_own_memories(
+    acme: TenantFixture, external: IndexRef
+) -> None:
+    tricky = 'u1" or user_id != "'
+    remember(acme.schema, tricky, "tricky drinks tea")
+    remember(acme.schema, "u2", "u2 drinks tea")
+    remember(acme.schema, "back\\slash", "backslash drinks tea")
+    for mode in ("dense", "lexical", "hybrid"):
+        assert recall(external, acme.schema, tricky, "tea", mode) == ["tricky drinks tea"], mode
+    assert recall(external, acme.schema, "back\\slash", "tea") == ["backslash drinks tea"]
+    assert len(held(external, acme.schema, tricky)) == 1
+
+
+def test_a_change_that_cannot_reach_an_index_marks_it_stale_and_the_write_stands(
+    acme: TenantFixture, external: IndexRef
+) -> None:
+    remember(acme.schema, "u1", "first tea")
+    assert recall(external, acme.schema, "u1", "tea") == ["first tea"]
+    with schema_context(acme.schema):
+        # A server the tenant's outbound allow-list refuses (loopback): every change fails.
+        ExternalIndex.objects.create(backend=external.backend, written="http://127.0.0.1:9")
+    admin_deleted = remember(acme.schema, "u1", "second tea")
+    with schema_context(acme.schema):
+        stale = dict(ExternalIndex.objects.values_list("written", "stale"))
+        assert stale == {external.written: False, "http://127.0.0.1:9": True}
+        Memory.objects.filter(pk=admin_deleted).delete()  # the admin's delete, through the ORM
+    assert recall(external, acme.schema, "u1", "tea") == ["first tea"]
+    assert admin_deleted not in held(external, acme.schema, "u1")
