@@ -161,7 +161,8 @@ class EngineIndex(Protocol):
         """The collection exists (made with the embedder's dimensions) and is searchable."""
 
     def reset(self) -> None:
-        """The collection emptied (made first if missing)."""
+        """The collection emptied (made first if missing, made anew if its vectors are not the
+        embedder's size)."""
 
     def upsert(self, rows: Sequence[IndexRow]) -> None: ...
 

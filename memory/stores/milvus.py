@@ -111,9 +111,23 @@ class MilvusMemoryIndex:
 
     def reset(self) -> None:
         """Emptied, not dropped: making a collection and its indexes anew takes Milvus a second
-        or two, deleting every row of a tenant's memories far less."""
+        or two, deleting every row of a tenant's memories far less. Dropped and made anew where
+        its vectors are not the embedder's size (the platform changed its embedder)."""
         self.ensure()
-        self.client.delete(self.name, filter="id >= 0", timeout=ENGINE_TIMEOUT_S)
+        client = self.client
+        described = client.describe_collection(self.name, timeout=ENGINE_TIMEOUT_S)
+        sizes = [
+            int(f.get("params", {}).get("dim", 0))
+            for f in described["fields"]
+            if f["name"] == "vector"
+        ]
+        if sizes != [get_embedder().dimensions]:
+            with _READY_LOCK:
+                _READY.discard((self.key, self.name))
+            client.drop_collection(self.name, timeout=ENGINE_TIMEOUT_S)
+            self.ensure()
+            return
+        client.delete(self.name, filter="id >= 0", timeout=ENGINE_TIMEOUT_S)
 
     def upsert(self, rows: Sequence[IndexRow]) -> None:
         if not rows:

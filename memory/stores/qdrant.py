@@ -101,6 +101,7 @@ class QdrantMemoryIndex:
             )
 
     def reset(self) -> None:
+        """Dropped and made anew (the embedder's size, whatever the old one's was)."""
         _READY.discard((self.key, self.name))
         with self.client() as client:
             if client.collection_exists(self.name):

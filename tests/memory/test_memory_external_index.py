@@ -187,3 +187,40 @@ def test_a_change_that_cannot_reach_an_index_marks_it_stale_and_the_write_stands
         Memory.objects.filter(pk=admin_deleted).delete()  # the admin's delete, through the ORM
     assert recall(external, acme.schema, "u1", "tea") == ["first tea"]
     assert admin_deleted not in held(external, acme.schema, "u1")
+
+
+def test_a_collection_of_another_embedders_size_is_made_anew(
+    acme: TenantFixture, external: IndexRef
+) -> None:
+    """The platform changed its embedder: the tenant's collection holds vectors of another size,
+    every change fails and marks the index stale, and the fill makes the collection anew."""
+    from memory.stores import milvus, qdrant
+
+    with schema_context(acme.schema):
+        index = sync.engine_index(external, acme.schema)
+    if external.backend == "milvus":
+        from pymilvus import DataType
+
+        client = index.client  # type: ignore[attr-defined]
+        if client.has_collection(index.target.collection):
+            client.drop_collection(index.target.collection)
+        schema = client.create_schema(auto_id=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=8)
+        params = client.prepare_index_params()
+        params.add_index(field_name="vector", index_type="AUTOINDEX", metric_type="COSINE")
+        client.create_collection(index.target.collection, schema=schema, index_params=params)
+    else:
+        from qdrant_client import models
+
+        with index.client() as client:  # type: ignore[attr-defined]
+            if client.collection_exists(index.target.collection):
+                client.delete_collection(index.target.collection)
+            client.create_collection(
+                index.target.collection,
+                vectors_config=models.VectorParams(size=8, distance=models.Distance.COSINE),
+            )
+    milvus.forget()
+    qdrant.forget()
+    remember(acme.schema, "u1", "my oboe teacher is strict")
+    assert recall(external, acme.schema, "u1", "oboe") == ["my oboe teacher is strict"]
