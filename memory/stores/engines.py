@@ -164,6 +164,9 @@ class EngineIndex(Protocol):
         """The collection emptied (made first if missing, made anew if its vectors are not the
         embedder's size)."""
 
+    def drop(self) -> None:
+        """The collection gone (its tenant deleted)."""
+
     def upsert(self, rows: Sequence[IndexRow]) -> None: ...
 
     def delete(self, ids: Sequence[int]) -> None: ...

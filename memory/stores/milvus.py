@@ -129,6 +129,13 @@ class MilvusMemoryIndex:
             return
         client.delete(self.name, filter="id >= 0", timeout=ENGINE_TIMEOUT_S)
 
+    def drop(self) -> None:
+        with _READY_LOCK:
+            _READY.discard((self.key, self.name))
+        client = self.client
+        if client.has_collection(self.name, timeout=ENGINE_TIMEOUT_S):
+            client.drop_collection(self.name, timeout=ENGINE_TIMEOUT_S)
+
     def upsert(self, rows: Sequence[IndexRow]) -> None:
         if not rows:
             return

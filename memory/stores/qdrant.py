@@ -108,6 +108,12 @@ class QdrantMemoryIndex:
                 client.delete_collection(self.name)
         self.ensure()
 
+    def drop(self) -> None:
+        _READY.discard((self.key, self.name))
+        with self.client() as client:
+            if client.collection_exists(self.name):
+                client.delete_collection(self.name)
+
     def upsert(self, rows: Sequence[IndexRow]) -> None:
         from qdrant_client import models
 

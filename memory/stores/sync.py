@@ -15,15 +15,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 
-from django.db import connection
-from django.db.models.signals import post_delete
+from django.db import DatabaseError, connection, transaction
+from django.db.models.signals import post_delete, pre_delete
 from django.dispatch import receiver
 from django.utils import timezone
+from django_tenants.utils import schema_context
 
 from contextplatform.core.config_cache import ProcessCache, drop_on_change
 from memory.models import ExternalIndex, Memory
 from memory.signals import memories_deleted, memories_written, user_erased
 from memory.stores.engines import EngineIndex, IndexRef, IndexRow, seconds, tenant_target, words
+from tenants.models import Tenant
 
 logger = logging.getLogger("contextplatform.memory")
 # Each tenant's indexes (id, backend, uri/url), read by every write of memories: kept per process,
@@ -158,3 +160,30 @@ def on_erased(sender: object, user_id: str, **_: object) -> None:
 def on_row_deleted(sender: object, instance: Memory, **_: object) -> None:
     """A memory deleted through the ORM (the admin), not through the services."""
     unindexed([instance.pk])
+
+
+def drop_tenant_indexes(schema: str) -> int:
+    """Every memory collection of the tenant dropped (the tenant is being deleted: its schema, and
+    the memories in it, go with it); the count dropped."""
+    dropped = 0
+    try:
+        with schema_context(schema), transaction.atomic():
+            records = list(ExternalIndex.objects.values_list("backend", "written"))
+    except DatabaseError:  # a schema never migrated holds no index
+        return 0
+    for backend, written in records:
+        try:
+            with schema_context(schema):
+                engine_index(IndexRef(backend, written), schema).drop()
+            dropped += 1
+        except Exception as error:
+            logger.warning(
+                "memory_index_not_dropped",
+                extra={"backend": backend, "schema": schema, "err": str(error)[:300]},
+            )
+    return dropped
+
+
+@receiver(pre_delete, sender=Tenant, dispatch_uid="memory_index_tenant_deleted")
+def on_tenant_deleted(sender: object, instance: Tenant, **_: object) -> None:
+    drop_tenant_indexes(instance.schema_name)

@@ -224,3 +224,18 @@ def test_a_collection_of_another_embedders_size_is_made_anew(
     qdrant.forget()
     remember(acme.schema, "u1", "my oboe teacher is strict")
     assert recall(external, acme.schema, "u1", "oboe") == ["my oboe teacher is strict"]
+
+
+def test_a_deleted_tenants_collections_are_dropped(acme: TenantFixture, external: IndexRef) -> None:
+    remember(acme.schema, "u1", "my oboe teacher is strict")
+    assert recall(external, acme.schema, "u1", "oboe") == ["my oboe teacher is strict"]
+    # What deleting the tenant runs first (its schema is dropped after, the memories with it).
+    assert sync.drop_tenant_indexes(acme.schema) == 1
+    with schema_context(acme.schema):
+        index = sync.engine_index(external, acme.schema)
+    if external.backend == "milvus":
+        assert not index.client.has_collection(index.target.collection)  # type: ignore[attr-defined]
+    else:
+        with index.client() as client:  # type: ignore[attr-defined]
+            assert not client.collection_exists(index.target.collection)
+    assert sync.drop_tenant_indexes("no_such_schema") == 0
