@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from django.db import DatabaseError, connection, transaction
 from django.db.models.signals import post_delete, pre_delete
@@ -49,16 +50,15 @@ def engine_index(ref: IndexRef, schema: str) -> EngineIndex:
     raise ValueError(f"no external memory index {ref.backend!r}")
 
 
-def row_of(values: dict[str, object]) -> IndexRow:
-    embedding = values["embedding"]
+def row_of(values: dict[str, Any]) -> IndexRow:
     return IndexRow(
-        id=int(values["id"]),  # type: ignore[call-overload]
+        id=int(values["id"]),
         user_id=str(values["user_id"]),
-        vector=[float(x) for x in embedding],  # type: ignore[attr-defined]
+        vector=[float(x) for x in values["embedding"]],
         words=words(str(values["content"])),
-        created=seconds(values["created_at"]),  # type: ignore[arg-type]
-        expires=seconds(values["expires_at"]),  # type: ignore[arg-type]
-        superseded=seconds(values["superseded_at"]),  # type: ignore[arg-type]
+        created=seconds(values["created_at"]),
+        expires=seconds(values["expires_at"]),
+        superseded=seconds(values["superseded_at"]),
     )
 
 
@@ -72,8 +72,11 @@ def ready(ref: IndexRef) -> EngineIndex:
     engine = engine_index(ref, schema)
     record, created = ExternalIndex.objects.get_or_create(backend=ref.backend, written=ref.written)
     if created or record.stale or record.synced_at is None:
+        # Unmarked before the fill, so a change that fails meanwhile marks it again; a fill that
+        # fails leaves no ``synced_at``: either way the next recall fills it again.
+        ExternalIndex.objects.filter(pk=record.pk).update(stale=False, synced_at=None)
         fill(engine)
-        ExternalIndex.objects.filter(pk=record.pk).update(stale=False, synced_at=timezone.now())
+        ExternalIndex.objects.filter(pk=record.pk).update(synced_at=timezone.now())
     else:
         engine.ensure()
     return engine
