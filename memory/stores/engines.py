@@ -9,10 +9,13 @@ live (created, expires, superseded). Every hit an index finds is read back from 
 through ``live_memories`` (the user's, live), so a vector the index still holds for a deleted,
 expired or another user's memory is never recalled.
 
-One collection per tenant, ``<tenant schema>__memories``, wherever the store is: a Milvus Lite
+One collection per tenant, ``_memories__<tenant schema>``, wherever the store is: a Milvus Lite
 file or a Qdrant local directory of the tenant's own (``VECTOR_LOCAL_ROOT/<schema>/``), the
 tenant's server (through the outbound guard), or the platform's server (``VECTOR_MILVUS_URI``,
-``VECTOR_QDRANT_URL``, with the platform's key).
+``VECTOR_QDRANT_URL``, with the platform's key). The leading underscore keeps it apart from every
+rag collection on the platform's server, each named ``<tenant schema>__<name>``, so beginning
+with a schema's lower-case letter: no tenant's rag source can name another's (or its own) memory
+collection, whatever ``__`` a schema name holds.
 """
 
 from __future__ import annotations
@@ -32,9 +35,9 @@ from django_tenants.utils import get_tenant_model
 
 from contextplatform.core.bm25 import K1, B
 from sources.lexical import STEMMER
-from sources.rag.vector_backends import PLATFORM_SEPARATOR, Target, check_remote, resolve_target
+from sources.rag.vector_backends import Target, check_remote, resolve_target
 
-COLLECTION = "memories"
+COLLECTION = "_memories"
 NEVER = 1e15  # seconds since the epoch standing for "no expiry", "not superseded" (year 33,658)
 ENGINE_TIMEOUT_S = 10.0  # one engine call's own limit (a recall is bounded by its source too)
 # BM25's length norm needs the collection's average length; memories are a sentence or two, so
@@ -135,7 +138,7 @@ def tenant_target(ref: IndexRef, schema: str) -> Target:
         engine=ref.backend,
         setting=setting,
     )
-    target = dataclasses.replace(target, collection=f"{schema}{PLATFORM_SEPARATOR}{COLLECTION}")
+    target = dataclasses.replace(target, collection=f"{COLLECTION}__{schema}")
     check_remote(target, allowlist(schema))
     return target
 

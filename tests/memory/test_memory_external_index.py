@@ -117,8 +117,8 @@ def test_each_tenant_has_a_collection_of_its_own(
         acme_index = sync.engine_index(external, acme.schema).target
     with schema_context(globex.schema):
         globex_index = sync.engine_index(external, globex.schema).target
-    assert acme_index.collection == "acme__memories"
-    assert globex_index.collection == "globex__memories"
+    assert acme_index.collection == "_memories__acme"
+    assert globex_index.collection == "_memories__globex"
     assert acme_index.address != globex_index.address  # each tenant's own file or directory
 
 
