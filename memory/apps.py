@@ -6,4 +6,6 @@ class MemoryConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from memory import source, writing  # noqa: F401  (the memory source kind; the write task)
+        # The memory source kind; the write task; the external indexes' listeners.
+        from memory import source, writing  # noqa: F401
+        from memory.stores import sync  # noqa: F401

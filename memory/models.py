@@ -91,3 +91,27 @@ class MemoryTurn(models.Model):
 
     def __str__(self) -> str:
         return self.resolve_id
+
+
+class ExternalIndex(models.Model):
+    """A Milvus or Qdrant collection holding the tenant's memory vectors for the routes whose
+    memory source recalls there (``memory.stores.sync``). Recorded the first time such a route
+    recalls, and filled then with every memory of the tenant; from then on every write, delete,
+    erase and retention of memories reaches it. ``stale``: a change failed to reach it, so the
+    next recall through it fills it again from these rows."""
+
+    backend = models.CharField(max_length=16)
+    written = models.CharField(
+        max_length=2000, blank=True, default="", help_text="The uri/url; empty: the platform's."
+    )
+    stale = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    synced_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["backend", "written"], name="memory_external_index")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.backend}: {self.written or 'platform'}"

@@ -21,6 +21,7 @@ from django.utils import timezone
 from contextplatform.core.errors import invalid_request
 from memory.models import KINDS, Memory
 from memory.selectors import MAX_ID, TEXT_CONFIG, require_user
+from memory.signals import memories_deleted, memories_written, user_erased
 from sources.embedding import Embedder
 from sources.prewarm import invalidate_prewarm
 
@@ -154,6 +155,7 @@ def create_memory(
         if "id" in kept:
             advance_id_sequence()
     invalidate_prewarm(connection.schema_name, user=user_id)
+    memories_written.send(Memory, ids=[memory.pk])
     memory.refresh_from_db()
     return memory
 
@@ -215,6 +217,8 @@ def update_memory(
         if updated and "content" in changes:
             refresh_search_vector(memory.pk)
     invalidate_prewarm(connection.schema_name, user=memory.user_id)
+    if updated:
+        memories_written.send(Memory, ids=[memory.pk])
     memory.refresh_from_db()
     return memory
 
@@ -232,6 +236,7 @@ def delete_memory(*, user_id: str, memory_id: int) -> bool:
         deleted = cursor.rowcount > 0
     if deleted:
         invalidate_prewarm(connection.schema_name, user=user_id)
+        memories_deleted.send(Memory, ids=[memory_id])
     return deleted
 
 
@@ -246,13 +251,16 @@ def supersede_memories(
     ids = [int(memory_id) for memory_id in memory_ids if int(memory_id) != by.pk]
     if not ids:
         return 0
-    marked = (
-        Memory.objects.filter(user_id=user_id, pk__in=ids, superseded_at__isnull=True)
-        .exclude(pk=by.pk)
-        .update(superseded_at=at or timezone.now(), superseded_by=by.pk)
+    marking = Memory.objects.filter(
+        user_id=user_id, pk__in=ids, superseded_at__isnull=True
+    ).exclude(pk=by.pk)
+    marked_ids = list(marking.values_list("pk", flat=True))
+    marked = Memory.objects.filter(pk__in=marked_ids, superseded_at__isnull=True).update(
+        superseded_at=at or timezone.now(), superseded_by=by.pk
     )
     if marked:
         invalidate_prewarm(connection.schema_name, user=user_id)
+        memories_written.send(Memory, ids=marked_ids)
     return marked
 
 
@@ -265,6 +273,7 @@ def erase_user(*, user_id: str) -> int:
         cursor.execute(f'DELETE FROM {table()} WHERE "user_id" = %s', [user_id])
         deleted = cursor.rowcount
     invalidate_prewarm(connection.schema_name, user=user_id)
+    user_erased.send(Memory, user_id=user_id)
     logger.info("memory_user_erased", extra={"deleted": deleted, "schema": connection.schema_name})
     return deleted
 
@@ -290,31 +299,37 @@ MAX_STRENGTH = 5.0
 # --- retention -------------------------------------------------------------------------------------
 
 
-def delete_expired(*, now: datetime | None = None) -> int:
+def deleted_ids(sql: str, params: Sequence[Any]) -> int:
+    """Run a ``DELETE ... RETURNING "id"``; the count, the ids announced (the external indexes
+    drop their vectors)."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            f'DELETE FROM {table()} WHERE "expires_at" IS NOT NULL AND "expires_at" <= %s',
-            [now or timezone.now()],
-        )
-        return cursor.rowcount
+        cursor.execute(f'{sql} RETURNING "id"', params)
+        ids = [row[0] for row in cursor.fetchall()]
+    if ids:
+        memories_deleted.send(Memory, ids=ids)
+    return len(ids)
+
+
+def delete_expired(*, now: datetime | None = None) -> int:
+    return deleted_ids(
+        f'DELETE FROM {table()} WHERE "expires_at" IS NOT NULL AND "expires_at" <= %s',
+        [now or timezone.now()],
+    )
 
 
 def delete_older_than(*, max_age_days: int, now: datetime | None = None) -> int:
     """A memory's age counts from when it was last written: a fact the user stated again (and
     the write path merged into the old memory) is as fresh as a new one."""
     cutoff = (now or timezone.now()) - timedelta(days=max_age_days)
-    with connection.cursor() as cursor:
-        cursor.execute(f'DELETE FROM {table()} WHERE "updated_at" < %s', [cutoff])
-        return cursor.rowcount
+    return deleted_ids(f'DELETE FROM {table()} WHERE "updated_at" < %s', [cutoff])
 
 
 def prune_weakest(*, max_per_user: int) -> int:
     """For each user with more than ``max_per_user`` memories, delete the weakest beyond that
     count: lowest strength first, then oldest."""
     name = table()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
+    return deleted_ids(
+        f"""
             DELETE FROM {name} WHERE "id" IN (
                 SELECT "id" FROM (
                     SELECT "id", row_number() OVER (
@@ -329,9 +344,8 @@ def prune_weakest(*, max_per_user: int) -> int:
                 WHERE "position" > %s
             )
             """,
-            [max_per_user, max_per_user],
-        )
-        return cursor.rowcount
+        [max_per_user, max_per_user],
+    )
 
 
 def apply_retention(

@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError
 from django.utils import timezone
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from memory.fusion import POOL_PER_SIDE, fuse_by_rank
 from memory.metrics import MEMORY_RETRIEVAL
 from memory.reflection import RecalledMemory, ReflectionConfig, injected_text, reflect
 from memory.store import RecallMode
 from memory.stores import get_store
+from memory.stores.engines import IndexRef
 from sources.base import (
     ContextItem,
     ContextRequest,
@@ -35,19 +36,44 @@ from sources.base import (
 from sources.deadline import within_deadline
 from sources.embedding import get_embedder
 from sources.matching import AppliedRecall, MatchConfig, RecallConfig, judge_and_keep, memory_recall
+from sources.rag.vector_configs import (
+    LITE_FILE,
+    LOCAL_DIRECTORY,
+    REMOTE_SCHEMES,
+    server_or_local_name,
+)
 from sources.recall import RecallHit
 
 if TYPE_CHECKING:
     from memory.prewarm import MemoryPool
     from memory.selectors import MemoryHit
 
-BACKEND = "postgres"  # the store's name (memory.stores.get_store().name)
 TOUCH_DEADLINE_S = 0.25
 logger = logging.getLogger("contextplatform.memory")
 
 
 class MemoryStoreConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    # Where the source recalls: PostgreSQL (the memories' own table), or an index of them in
+    # Milvus or Qdrant (memory.stores.external), named as the rag backends name their server.
+    backend: Literal["postgres", "milvus", "qdrant"] = Field(
+        default="postgres",
+        description="where recall runs: postgres (default), milvus or qdrant; the memories "
+        "themselves are always kept in PostgreSQL",
+    )
+    uri: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="milvus: a Milvus server (http://, https://, tcp://) or a Milvus Lite file "
+        "name (memories.db); none: the platform's Milvus",
+    )
+    url: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="qdrant: a Qdrant server (http://, https://) or a local-mode directory name; "
+        "none: the platform's Qdrant",
+    )
 
     auto: bool | None = Field(
         default=None,
@@ -71,6 +97,43 @@ class MemoryStoreConfig(BaseModel):
         description="the recall's top_k where the match block writes none; "
         "unset: the embedder's default",
     )
+
+    @field_validator("uri")
+    @classmethod
+    def milvus_uri(cls, value: str | None) -> str | None:
+        return server_or_local_name(
+            value,
+            (*REMOTE_SCHEMES, "tcp://"),
+            LITE_FILE,
+            "a Milvus server URL (http://, https://, tcp://) or the name of a Milvus Lite file "
+            "such as memories.db (no directory: the platform keeps each tenant's files)",
+        )
+
+    @field_validator("url")
+    @classmethod
+    def qdrant_url(cls, value: str | None) -> str | None:
+        return server_or_local_name(
+            value,
+            REMOTE_SCHEMES,
+            LOCAL_DIRECTORY,
+            "a Qdrant server URL (http://, https://) or the name of a local-mode directory "
+            "such as memories (no path: the platform keeps each tenant's directories)",
+        )
+
+    @model_validator(mode="after")
+    def address_of_its_backend(self) -> MemoryStoreConfig:
+        if self.uri is not None and self.backend != "milvus":
+            raise ValueError("store.uri: only a milvus store takes a uri (qdrant takes url)")
+        if self.url is not None and self.backend != "qdrant":
+            raise ValueError("store.url: only a qdrant store takes a url (milvus takes uri)")
+        return self
+
+    @property
+    def index(self) -> IndexRef | None:
+        """The external index recalled through, or None for PostgreSQL."""
+        if self.backend == "postgres":
+            return None
+        return IndexRef(self.backend, (self.uri if self.backend == "milvus" else self.url) or "")
 
 
 def default_memory_match() -> MatchConfig:
@@ -163,6 +226,8 @@ class MemorySource(ContextSource):
 
         if not request.user:
             raise PrewarmSkipped("no user")
+        if self.memory.store.index is not None:
+            raise PrewarmSkipped(f"the {self.memory.store.backend} store recalls at the turn")
         if self.memory.hybrid_search:
             raise PrewarmSkipped("hybrid_search ranks by the store's full text at the turn")
         if self.recall_mode == "lexical" and self.match.recall is not None:
@@ -187,7 +252,7 @@ class MemorySource(ContextSource):
         request: ContextRequest,
         recall: Callable[[ContextRequest], Awaitable[list[RecallHit]]],
     ) -> SourceResult:
-        notes: dict[str, Any] = {"backend": BACKEND}
+        notes: dict[str, Any] = {"backend": self.memory.store.backend}
         if not request.user:
             return self.outcome(notes, "missing", "no user on the request")
         if not request.query.strip():
@@ -197,7 +262,7 @@ class MemorySource(ContextSource):
         try:
             hits = await recall(request)
         except Exception as error:
-            MEMORY_RETRIEVAL.labels(backend=BACKEND, status="error").inc()
+            MEMORY_RETRIEVAL.labels(backend=self.memory.store.backend, status="error").inc()
             raise SourceFailed(
                 error, {**notes, **unavailable(f"{type(error).__name__}: {error}"[:300])}
             ) from error
@@ -263,7 +328,10 @@ class MemorySource(ContextSource):
 
     def notes_on_timeout(self) -> dict[str, Any]:
         # Cancelled while the store (or the judge after it) had not answered.
-        return {"backend": BACKEND, **unavailable("the memory store did not answer in time")}
+        return {
+            "backend": self.memory.store.backend,
+            **unavailable("the memory store did not answer in time"),
+        }
 
     async def mark_used(self, ids: list[int]) -> bool:
         """Reinforce what was recalled, if the table lets us soon: it is worth less than the
@@ -288,7 +356,9 @@ class MemorySource(ContextSource):
         trace: list[dict[str, Any]] | None = None,
     ) -> SourceResult:
         items = items or []
-        MEMORY_RETRIEVAL.labels(backend=BACKEND, status="hit" if items else "miss").inc()
+        MEMORY_RETRIEVAL.labels(
+            backend=self.memory.store.backend, status="hit" if items else "miss"
+        ).inc()
         notes["memory_status"] = status
         notes["memory_result_count"] = len(items)
         if reason:
@@ -319,7 +389,7 @@ class MemorySource(ContextSource):
         return hand_back(resolve_id=resolve_id, assistant_text=answer)
 
     async def recall(self, request: ContextRequest) -> list[RecallHit]:
-        store = get_store()
+        store = get_store(self.memory.store.index)
         recall = self.match.recall
         if recall is None:  # a judge-only block reads the user's newest memories
             limit = self.judge_only_limit
@@ -369,7 +439,7 @@ class MemorySource(ContextSource):
         side = max(POOL_PER_SIDE, applied.top_k)
         lexical = await sync_to_async(within_deadline)(
             self.timeout_seconds,
-            lambda: get_store().recall(
+            lambda: get_store(self.memory.store.index).recall(
                 request.user, request.query, vector, side, mode="lexical", as_of=request.as_of
             ),
         )

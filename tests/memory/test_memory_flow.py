@@ -45,22 +45,55 @@ def memories(api: ApiClient, user: str = "u1") -> list[str]:
     ]
 
 
-def test_relevant_memories_of_the_user_alone_are_injected(acme_api: ApiClient) -> None:
+def test_relevant_memories_of_the_user_alone_are_injected(
+    acme_api: ApiClient, store_config: dict[str, Any]
+) -> None:
     acme_api.post("/api/v1/users/u1/memories", {"content": "User prefers window seats on flights."})
     acme_api.post("/api/v1/users/u1/memories", {"content": "User's favourite colour is green."})
     acme_api.post("/api/v1/users/u2/memories", {"content": "User prefers aisle seats on flights."})
     acme_api.post(
-        "/api/v1/routes", memory_route(match={"recall": {"top_k": 5, "min_similarity": 0.4}})
+        "/api/v1/routes",
+        memory_route(
+            match={"recall": {"top_k": 5, "min_similarity": 0.4}},
+            store=store_config,
+            timeout_ms=20_000,  # a Milvus Lite file's server starts with the first recall
+        ),
     )
     report = resolve(acme_api, "Book me a seat on my flight, you know which seats I prefer").json()
     source = report["sources"][0]
     assert source["status"] == "ok" and source["notes"]["memory_status"] == "used"
+    assert source["notes"]["backend"] == store_config.get("backend", "postgres")
     messages = report["request"]["messages"]
     call, result = messages[1], messages[2]
     assert call["tool_calls"][0]["function"]["name"] == "vsr_memory_context"
     assert result["tool_call_id"] == call["tool_calls"][0]["id"]
     assert "window seats" in result["content"]
     assert "aisle" not in result["content"]  # another user's memory never reaches this user
+
+
+def test_a_turn_written_after_the_response_is_recalled_by_the_next(
+    acme_api: ApiClient, store_config: dict[str, Any]
+) -> None:
+    """On every store: the write after the response reaches the store the route recalls from
+    (for Milvus and Qdrant, the index already filled by the first turn's recall), and the
+    reflection gate then drops what the route blocks."""
+    route = memory_route(
+        store={"auto": True, **store_config},
+        match={"recall": {"top_k": 5, "min_similarity": 0.1}},
+        reflection={"block_patterns": ["(?i)password"]},
+        timeout_ms=20_000,
+    )
+    assert acme_api.post("/api/v1/routes", route).status_code == 201
+    first = resolve(acme_api, "My name is Ada. I prefer window seats.").json()
+    assert first["sources"][0]["notes"]["memory_status"] == "missing"  # nothing yet
+    assert hand_back(acme_api, first["id"]).json()["memory_write"] == "queued"
+    acme_api.post("/api/v1/users/u1/memories", {"content": "User's password hint is seats."})
+    report = resolve(acme_api, "Which seats do I prefer?", **{"memory": {"store": False}}).json()
+    source = report["sources"][0]
+    assert source["notes"]["memory_status"] == "used", source
+    injected = json.dumps(report["request"]["messages"])
+    assert "window seats" in injected and "password" not in injected
+    assert any(c.get("reason") == "blocked" for c in source["candidates"]), source
 
 
 def test_no_user_or_no_memory_is_recorded_not_failed(acme_api: ApiClient) -> None:

@@ -1,4 +1,5 @@
-"""The memory store's contract (memory.store.MemoryStore) on PostgreSQL: dense, lexical and hybrid
+"""The memory store's contract (memory.store.MemoryStore) on every store (``store``: PostgreSQL,
+Milvus Lite, Qdrant's local mode): dense, lexical and hybrid
 recall, as_of, newest, write, list, erase; hybrid finding what one retriever alone misses;
 near-duplicates collapsed; one user's recall never reaching another's memories."""
 
@@ -19,12 +20,8 @@ from tests.conftest import ApiClient, TenantFixture
 from tests.memory.test_memory_isolation import FakeEmbedder, axis, blend, remember
 
 
-@pytest.fixture
-def store() -> MemoryStore:
-    return get_store()
-
-
-def test_the_default_store_is_postgres(store: MemoryStore) -> None:
+def test_the_default_store_is_postgres() -> None:
+    store = get_store()
     assert isinstance(store, PostgresMemoryStore) and store.name == "postgres"
 
 
