@@ -137,6 +137,7 @@ class KeyAsk:
     limit_usd: Decimal
     input_tokens: int
     input_usd: Decimal
+    in_rate: Decimal  # USD per input token, the dearest (0: no dollar bound)
     out_rate: Decimal  # USD per output token (0: no dollar bound on the output)
     output_wanted: int
 
@@ -187,12 +188,12 @@ def ask_of(api_key: ApiKey, asks: Sequence[tuple[int, Upstream]], output_wanted:
     would count): the largest input, priced at the dearest rates among them."""
     needs_usd = api_key.budget_max_usd is not None
     input_tokens = max(tokens for tokens, _ in asks)
-    input_usd, out_rate = Decimal(0), Decimal(0)
+    in_rate, out_rate = Decimal(0), Decimal(0)
     if needs_usd:
-        for tokens, upstream in asks:
+        for _, upstream in asks:
             if upstream.price is None:
                 raise unpriced(upstream)
-            input_usd = max(input_usd, tokens * dearest_input_rate(upstream.price))
+            in_rate = max(in_rate, dearest_input_rate(upstream.price))
             out_rate = max(out_rate, output_rate(upstream.price))
     max_tokens = api_key.budget_max_tokens
     max_usd = api_key.budget_max_usd
@@ -202,7 +203,8 @@ def ask_of(api_key: ApiKey, asks: Sequence[tuple[int, Upstream]], output_wanted:
         limit_tokens=max_tokens if max_tokens is not None else NO_TOKEN_LIMIT,
         limit_usd=Decimal(max_usd) if max_usd is not None else NO_USD_LIMIT,
         input_tokens=input_tokens,
-        input_usd=usd(input_usd),
+        input_usd=usd(input_tokens * in_rate),
+        in_rate=in_rate,
         out_rate=out_rate,
         output_wanted=output_wanted,
     )
@@ -249,9 +251,13 @@ def reserve_key(ask: KeyAsk) -> KeyReservation:
 
 
 def extend_key(
-    reservation: KeyReservation, tokens: int, usd_more: Decimal
+    reservation: KeyReservation, input_tokens: int, output_tokens: int
 ) -> KeyReservation | None:
+    """Hold a follow-up call's input and output limit too, in one statement; None when the
+    budget cannot afford it."""
     ask = reservation.ask
+    tokens = input_tokens + output_tokens
+    usd_more = usd(input_tokens * ask.in_rate + output_tokens * ask.out_rate)
     params = {**ask.params(), "tokens": tokens, "usd": usd_more}
     with connection.cursor() as cursor:
         cursor.execute(_sql()["extend"], params)
