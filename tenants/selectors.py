@@ -5,12 +5,15 @@ domains change."""
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import TypeVar
 
 from django.db.models import Q, QuerySet
 
 from contextplatform.core.config_cache import ProcessCache
 from tenants.models import ApiKey, Domain, KeySpend, Tenant, period_start
 from tenants.services import hash_key
+
+K = TypeVar("K", bound=ApiKey)
 
 API_KEYS = "api_keys"
 DOMAINS = "domains"
@@ -47,11 +50,11 @@ def _read_active_key(key_hash: str) -> ApiKey | None:
     )
 
 
-def tenant_keys(tenant: Tenant) -> QuerySet[ApiKey]:
+def tenant_keys(tenant: Tenant, model: type[K] = ApiKey) -> QuerySet[K]:  # type: ignore[assignment]
     """Every key of ``tenant``, revoked and expired ones included: the one place the tenant's own
-    key management (the API and the tenant admin) reads keys from, so none ever reaches
-    another tenant's."""
-    return ApiKey.objects.filter(tenant=tenant).order_by("created_at", "pk")
+    key management (the API and the tenant admin, through its proxy ``model``) reads keys from,
+    so none ever reaches another tenant's."""
+    return model.objects.filter(tenant=tenant).order_by("created_at", "pk")
 
 
 def tenant_key(tenant: Tenant, public_id: str) -> ApiKey | None:
