@@ -43,7 +43,9 @@ FORM_FIELDS = (
 
 class TenantKeyForm(forms.ModelForm):
     scopes = forms.MultipleChoiceField(
-        choices=[(scope, scope) for scope in ALL_SCOPES], widget=forms.CheckboxSelectMultiple
+        choices=[(scope, scope) for scope in ALL_SCOPES],
+        widget=forms.CheckboxSelectMultiple,
+        initial=["resolve"],  # a new key calls the gateway and resolves, unless told otherwise
     )
     budget_period = forms.ChoiceField(choices=[(p, p) for p in BUDGET_PERIODS], initial="month")
     metadata = BoundedJSONField(required=False, help_text='A JSON object, e.g. {"team": "web"}.')
@@ -96,7 +98,7 @@ class TenantKeyForm(forms.ModelForm):
         return cleaned
 
 
-@admin.action(description="Revoke the selected keys")
+@admin.action(permissions=["change"], description="Revoke the selected keys")
 def revoke_selected(
     modeladmin: TenantApiKeyAdmin, request: HttpRequest, queryset: QuerySet[TenantApiKey]
 ) -> None:
@@ -108,7 +110,10 @@ def revoke_selected(
     modeladmin.message_user(request, f"Revoked {revoked} key(s); they are refused from now on.")
 
 
-@admin.action(description="Rotate the selected keys (new keys; the old ones revoked at once)")
+@admin.action(
+    permissions=["change"],
+    description="Rotate the selected keys (new keys; the old ones revoked at once)",
+)
 def rotate_selected(
     modeladmin: TenantApiKeyAdmin, request: HttpRequest, queryset: QuerySet[TenantApiKey]
 ) -> None:

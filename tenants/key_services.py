@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from decimal import Decimal
+from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
 
 from contextplatform.core.errors import ApiError, invalid_request
 from tenants.key_schema import KeySpec
-from tenants.models import ApiKey, KeySpend, Tenant
+from tenants.models import ApiKey, KeySpend, Tenant, period_start
 from tenants.services import IssuedKey, issue_api_key
 
 
@@ -111,4 +112,46 @@ def rotate_key(*, api_key: ApiKey, granter_scopes: Iterable[str]) -> IssuedKey:
     return issued
 
 
-__all__ = ["check_grantable", "create_key", "revoke_key", "rotate_key", "update_key"]
+def charge(*, api_key: ApiKey, tokens: int, usd: Decimal = Decimal(0)) -> None:
+    """What the key's calls already spent without a reservation (the relevance judge's calls of
+    a resolve, made before the call could be admitted), added to its current budget period in one
+    statement. It may take the period past its budget: it was spent; the next call is refused."""
+    if (tokens <= 0 and usd <= 0) or not api_key.has_budget:
+        return
+    table = KeySpend._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} AS spend (key_id, period_start, spent_tokens, reserved_tokens, "
+            "spent_usd, reserved_usd, updated_at) VALUES (%s, %s, %s, 0, %s, 0, now()) "
+            "ON CONFLICT (key_id, period_start) DO UPDATE "
+            "SET spent_tokens = spend.spent_tokens + EXCLUDED.spent_tokens, "
+            "spent_usd = spend.spent_usd + EXCLUDED.spent_usd, updated_at = now()",
+            [api_key.pk, period_start(api_key.budget_period), max(tokens, 0), max(usd, Decimal(0))],
+        )
+
+
+def judge_spend(outcomes: Iterable[Any]) -> tuple[int, Decimal]:
+    """The tokens the relevance judge's calls reported in a resolve's source outcomes, and their
+    cost where the judging deployment has a price."""
+    tokens, usd = 0, Decimal(0)
+    for outcome in outcomes:
+        usage = (getattr(outcome, "notes", None) or {}).get("judge_usage") or {}
+        for name in ("input_tokens", "output_tokens"):
+            value = usage.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                tokens += value
+        cost = usage.get("cost_usd")
+        if isinstance(cost, int | float) and not isinstance(cost, bool) and cost > 0:
+            usd += Decimal(str(cost))
+    return tokens, usd
+
+
+__all__ = [
+    "charge",
+    "check_grantable",
+    "create_key",
+    "judge_spend",
+    "revoke_key",
+    "rotate_key",
+    "update_key",
+]

@@ -395,6 +395,10 @@ class KeyHolds:
     budget: KeyReservation | None = None
     margin_key: MarginKey | None = None
     granted_output: int = 0  # the output limits of every call of the loop, added up
+    # Spent before the call was admitted (the resolve's relevance judge): held with the call and
+    # charged whatever becomes of it.
+    already_spent: int = 0
+    already_spent_usd: Decimal = Decimal(0)
 
     @property
     def output_tokens(self) -> int | None:
@@ -487,13 +491,16 @@ class HeldBudget:
             return
         hold, budget = key.tokens, key.budget
         key.tokens = key.budget = None
+        spent = (tokens or 0) + key.already_spent
         if hold is not None:
-            await sync_to_async(settle_tokens, thread_sensitive=False)(hold, tokens)
+            await sync_to_async(settle_tokens, thread_sensitive=False)(hold, spent)
         if budget is None:
             return
-        spent_usd = charged_usd(self.answering, usage, tokens) if tokens else Decimal(0)
+        spent_usd = key.already_spent_usd + (
+            charged_usd(self.answering, usage, tokens) if tokens else Decimal(0)
+        )
         try:
-            await in_tenant(self.tenant, lambda: settle_key(budget, tokens or 0, spent_usd))
+            await in_tenant(self.tenant, lambda: settle_key(budget, spent, spent_usd))
         except Exception:
             # The reservation stays held: the key may get less than its budget, never more.
             logger.exception("settling the budget of key %s failed", budget.ask.key_id)

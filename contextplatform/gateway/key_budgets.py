@@ -183,9 +183,17 @@ def unpriced(upstream: Upstream) -> GatewayError:
     )
 
 
-def ask_of(api_key: ApiKey, asks: Sequence[tuple[int, Upstream]], output_wanted: int) -> KeyAsk:
+def ask_of(
+    api_key: ApiKey,
+    asks: Sequence[tuple[int, Upstream]],
+    output_wanted: int,
+    *,
+    spent_tokens: int = 0,
+    spent_usd: Decimal = Decimal(0),
+) -> KeyAsk:
     """The key's ask for a call that may reach each deployment of ``asks`` (with the input each
-    would count): the largest input, priced at the dearest rates among them."""
+    would count): the largest input, priced at the dearest rates among them; ``spent_tokens`` and
+    ``spent_usd``: what the call already cost (its resolve's judge), held with it."""
     needs_usd = api_key.budget_max_usd is not None
     input_tokens = max(tokens for tokens, _ in asks)
     in_rate, out_rate = Decimal(0), Decimal(0)
@@ -202,8 +210,8 @@ def ask_of(api_key: ApiKey, asks: Sequence[tuple[int, Upstream]], output_wanted:
         period=period_start(api_key.budget_period),
         limit_tokens=max_tokens if max_tokens is not None else NO_TOKEN_LIMIT,
         limit_usd=Decimal(max_usd) if max_usd is not None else NO_USD_LIMIT,
-        input_tokens=input_tokens,
-        input_usd=usd(input_tokens * in_rate),
+        input_tokens=input_tokens + spent_tokens,
+        input_usd=usd(input_tokens * in_rate + spent_usd),
         in_rate=in_rate,
         out_rate=out_rate,
         output_wanted=output_wanted,

@@ -21,6 +21,7 @@ from contextplatform.gateway.output_limits import client_output_limit
 from contextplatform.gateway.protocol import GatewayError
 from contextplatform.resolve.resolver import Resolution
 from tenants import key_rates
+from tenants.key_services import charge, judge_spend
 from tenants.models import ApiKey, Tenant
 
 
@@ -55,25 +56,34 @@ async def hold_key_limits(
     wanted = client_output_limit(resolution.rewritten) or resolution.budget.reserved_output
     if held.reservation is not None:  # the session's grant already lowered the output
         wanted = min(wanted, held.reservation.output_tokens)
+    judged, judged_usd = judge_spend(resolution.outcomes)  # spent already, by the resolve's judge
     key = KeyHolds(
         input_tokens=costliest.input_tokens,
         estimated_input=costliest.estimated_input,
         margin_key=costliest.margin_key,
+        already_spent=judged,
+        already_spent_usd=judged_usd,
     )
     held.key = key
     if held.upstream is None:
         held.upstream, held.counting, held.route = first, resolution.counting, resolution.route
-    if api_key.rate_limit_tpm:
-        hold = await sync_to_async(key_rates.hold_tokens, thread_sensitive=False)(
-            api_key, key.input_tokens + wanted
-        )
-        if isinstance(hold, key_rates.TokensLimited):
-            raise GatewayError(429, "rate_limited", hold.message, headers=hold.headers)
-        key.tokens = hold
-    if api_key.has_budget:
-        ask = ask_of(api_key, [(a.input_tokens, upstream) for a, upstream in asks], wanted)
-        key.budget = await in_tenant(tenant, lambda: reserve_key(ask))
-        key.granted_output = key.budget.output_tokens
+    try:
+        if api_key.rate_limit_tpm:
+            hold = await sync_to_async(key_rates.hold_tokens, thread_sensitive=False)(
+                api_key, judged + key.input_tokens + wanted
+            )
+            if isinstance(hold, key_rates.TokensLimited):
+                raise GatewayError(429, "rate_limited", hold.message, headers=hold.headers)
+            key.tokens = hold
+        if api_key.has_budget:
+            inputs = [(a.input_tokens, upstream) for a, upstream in asks]
+            ask = ask_of(api_key, inputs, wanted, spent_tokens=judged, spent_usd=judged_usd)
+            key.budget = await in_tenant(tenant, lambda: reserve_key(ask))
+            key.granted_output = key.budget.output_tokens
+    except GatewayError:
+        if judged and key.budget is None:  # refused, but the judge's calls were made
+            await in_tenant(tenant, lambda: charge(api_key=api_key, tokens=judged, usd=judged_usd))
+        raise
 
 
 __all__ = ["hold_key_limits", "key_rate_refusal"]

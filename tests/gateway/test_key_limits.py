@@ -1,7 +1,8 @@
 """A key's own limits through the live gateway and the loopback upstream: its budget in tokens
 and in dollars holds against concurrent calls (one atomic reservation each, settled to the
 provider's usage), a USD budget refuses a deployment without a price, and its requests and tokens
-a minute answer 429 ``rate_limited`` with ``Retry-After``; a key revoked through the API is
+a minute answer 429 ``rate_limited`` with ``Retry-After``; the resolve's judge calls count in its
+budget; a key revoked through the API is
 refused by the gateway at once."""
 
 from __future__ import annotations
@@ -17,6 +18,13 @@ import pytest
 
 from contextplatform.deployments.pricing import Price, cost_usd
 from tests.gateway.conftest import Gateway, unique
+from tests.gateway.test_judge_deployment import (  # the judged route's set-up, shared
+    QUESTION,
+    answering,
+    memory_notes,
+    setup_route,
+    teardown_route,
+)
 from tests.upstream import LoopbackUpstream
 
 CONCURRENT = 20
@@ -258,3 +266,27 @@ def test_a_key_revoked_through_the_api_is_refused_by_the_gateway(
         assert api.delete(f"/api/v1/keys/{key['id']}").status_code == 200
     with pytest.raises(openai.AuthenticationError):
         client.chat.completions.create(model=route, messages=messages(), max_tokens=16)
+
+
+def test_the_resolves_judge_calls_count_against_the_keys_budget(
+    gateway: Gateway, upstream: LoopbackUpstream, made: Any, django_db_blocker: Any
+) -> None:
+    upstream.answer_with(answering)  # judge calls scored, the others echoed
+    user = unique("u")
+    route = setup_route(gateway, may_judge=True, user=user)
+    key = made.key(budget={"max_tokens": 10**6, "period": "total"})
+    client = openai.OpenAI(base_url=gateway.openai_base_url, api_key=key["key"], max_retries=0)
+    try:
+        raw = client.chat.completions.with_raw_response.create(
+            model=route,
+            messages=[{"role": "user", "content": QUESTION}],
+            extra_headers={"x-user-id": user},
+        )
+    finally:
+        teardown_route(gateway, route, user)
+    answer = raw.parse()
+    judge = memory_notes(gateway, raw.headers["x-context-resolve-id"])["judge_usage"]
+    assert judge["calls"] == 1
+    spent, reserved, _, _ = key_spend(key["id"], django_db_blocker)
+    assert spent == answer.usage.total_tokens + judge["input_tokens"] + judge["output_tokens"]
+    assert reserved == 0

@@ -16,7 +16,7 @@ from contextplatform.core.views import ApiView
 from contextplatform.protocols.usage import usage_from_response
 from contextplatform.resolve.match_preview import preview_route
 from contextplatform.resolve.use_cases import ResolveCall, finish_turn, resolve_context
-from tenants import key_rates, rate_limits
+from tenants import key_rates, key_services, rate_limits
 
 # The arm of the route's traffic split a resolve ran (the gateway sends it too).
 VARIANT_HEADER = "x-context-variant"
@@ -84,6 +84,9 @@ class ResolveView(ApiView):
                 headers=request.headers,
             )
         )
+        # The relevance judge's calls count against the key's budget.
+        tokens, usd = key_services.judge_spend(resolution.outcomes)
+        key_services.charge(api_key=request.auth, tokens=tokens, usd=usd)
         return Response(resolution.report(), headers={VARIANT_HEADER: resolution.variant})
 
 
