@@ -147,3 +147,18 @@ def test_edit_rotate_and_revoke(acme: TenantFixture) -> None:
 def test_the_platform_host_has_no_tenant_keys_page(acme: TenantFixture) -> None:
     client = tenant_admin("public", "platform.localhost")
     assert client.get(LIST).status_code in (403, 404)
+
+
+def test_a_key_revoked_on_the_page_is_dropped_from_every_kept_lookup(acme: TenantFixture) -> None:
+    from contextplatform.core import config_cache
+    from tenants import key_services, selectors
+    from tenants.services import hash_key
+
+    issued = issue_api_key(tenant=acme.tenant, name="kept")
+    assert config_cache.wait_until_listening()
+    kept = selectors._active_keys
+    kept._keep(hash_key(issued.plain_key), issued.api_key, kept._generation)
+    assert kept.peek(hash_key(issued.plain_key))[0]
+    proxy = TenantApiKey.objects.get(pk=issued.api_key.pk)  # as the page's actions hold it
+    key_services.revoke_key(api_key=proxy)
+    assert not kept.peek(hash_key(issued.plain_key))[0]
