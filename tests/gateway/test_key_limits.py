@@ -290,3 +290,24 @@ def test_the_resolves_judge_calls_count_against_the_keys_budget(
     spent, reserved, _, _ = key_spend(key["id"], django_db_blocker)
     assert spent == answer.usage.total_tokens + judge["input_tokens"] + judge["output_tokens"]
     assert reserved == 0
+
+
+def test_a_stream_settles_the_keys_budget_with_the_reported_usage(
+    gateway: Gateway, upstream: LoopbackUpstream, made: Any, django_db_blocker: Any
+) -> None:
+    route = made.route(price=PRICE)
+    key = made.key(budget={"max_tokens": 10**6, "max_usd": 100.0, "period": "day"})
+    client = openai.OpenAI(base_url=gateway.openai_base_url, api_key=key["key"], max_retries=0)
+    stream = client.chat.completions.create(
+        model=route,
+        messages=messages(),
+        max_tokens=MAX_OUTPUT,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    usage = [chunk.usage for chunk in stream if chunk.usage is not None][-1]
+    spent, reserved, spent_usd, reserved_usd = key_spend(key["id"], django_db_blocker)
+    assert spent == usage.total_tokens and reserved == 0 and reserved_usd == 0
+    price = Price(PRICE["input_per_mtok"], PRICE["output_per_mtok"])
+    cost = cost_usd(price, input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens)
+    assert abs(spent_usd - Decimal(str(cost))) < Decimal("0.00001")
