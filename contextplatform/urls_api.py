@@ -15,6 +15,7 @@ from memory import views as memory
 from sources import knowledge_views as knowledge
 from sources import views as sources
 from sources.mcp import views as mcp
+from tenants import views as keys
 
 urlpatterns = [
     path("resolve", resolve.ResolveView.as_view(), name="resolve"),
@@ -77,6 +78,9 @@ urlpatterns = [
         deployments.DeploymentDetailView.as_view(),
         name="deployment",
     ),
+    path("keys", keys.KeyListView.as_view(), name="keys"),
+    path("keys/<str:key_id>", keys.KeyDetailView.as_view(), name="key"),
+    path("keys/<str:key_id>/rotate", keys.KeyRotateView.as_view(), name="key-rotate"),
     path("mcp-servers", mcp.McpServerListView.as_view(), name="mcp-servers"),
     path("mcp-servers/<str:name>", mcp.McpServerDetailView.as_view(), name="mcp-server"),
     path("replay", replay.ReplayListView.as_view(), name="replay-list"),

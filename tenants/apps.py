@@ -7,6 +7,7 @@ class TenantsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        import tenants.key_admin  # noqa: F401  (the tenant admin's keys page registers itself)
         from tenants import signals
         from tenants.roles import create_role_groups_after_migrate
 

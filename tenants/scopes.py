@@ -15,6 +15,7 @@ ALL_SCOPES: tuple[str, ...] = (
     "compression.read",
     "compression.preview",
     "compression.manage",
+    "keys.manage",
     "evals.run",
 )
 

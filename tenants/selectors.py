@@ -4,9 +4,16 @@ domains change."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+from typing import TypeVar
+
+from django.db.models import Q, QuerySet
+
 from contextplatform.core.config_cache import ProcessCache
-from tenants.models import ApiKey, Domain, Tenant
+from tenants.models import ApiKey, Domain, KeySpend, Tenant, period_start
 from tenants.services import hash_key
+
+K = TypeVar("K", bound=ApiKey)
 
 API_KEYS = "api_keys"
 DOMAINS = "domains"
@@ -20,7 +27,9 @@ def active_api_key(plain_key: str) -> ApiKey | None:
     if not plain_key:
         return None
     key_hash = hash_key(plain_key)
-    return _active_keys.get(key_hash, lambda: _read_active_key(key_hash))
+    api_key = _active_keys.get(key_hash, lambda: _read_active_key(key_hash))
+    # Kept until it changes, but an expiry needs no change: checked at every use.
+    return None if api_key is None or api_key.expired() else api_key
 
 
 def kept_active_key(plain_key: str | None) -> ApiKey | None:
@@ -29,15 +38,42 @@ def kept_active_key(plain_key: str | None) -> ApiKey | None:
     if not plain_key:
         return None
     found, api_key = _active_keys.peek(hash_key(plain_key))
-    return api_key if found else None
+    return api_key if found and api_key is not None and not api_key.expired() else None
 
 
 def _read_active_key(key_hash: str) -> ApiKey | None:
+    # An expired key is kept too (``active_api_key`` refuses it): it may not be expired yet.
     return (
         ApiKey.objects.select_related("tenant")
         .filter(key_hash=key_hash, revoked_at__isnull=True)
         .first()
     )
+
+
+def tenant_keys(tenant: Tenant, model: type[K] = ApiKey) -> QuerySet[K]:  # type: ignore[assignment]
+    """Every key of ``tenant``, revoked and expired ones included: the one place the tenant's own
+    key management (the API and the tenant admin, through its proxy ``model``) reads keys from,
+    so none ever reaches another tenant's."""
+    return model.objects.filter(tenant=tenant).order_by("created_at", "pk")
+
+
+def tenant_key(tenant: Tenant, public_id: str) -> ApiKey | None:
+    """The key ``key_<n>`` of ``tenant``; None when it is not one of the tenant's."""
+    number = public_id.removeprefix("key_")
+    if number == public_id or not number.isdigit() or len(number) > 18:
+        return None
+    return tenant_keys(tenant).filter(pk=int(number)).first()
+
+
+def current_spend(api_keys: list[ApiKey]) -> dict[int, tuple[int, Decimal]]:
+    """What each key has spent in its current budget period: key id → (tokens, USD)."""
+    wanted = Q(pk__in=[])
+    for api_key in api_keys:
+        wanted |= Q(key_id=api_key.pk, period_start=period_start(api_key.budget_period))
+    return {
+        row["key_id"]: (row["spent_tokens"], row["spent_usd"])
+        for row in KeySpend.objects.filter(wanted).values("key_id", "spent_tokens", "spent_usd")
+    }
 
 
 def tenant_for_host(hostname: str) -> Tenant | None:

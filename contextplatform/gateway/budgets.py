@@ -31,15 +31,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.db import connection
 
 from contextplatform.core import metrics
 from contextplatform.core.estimation import count_json, default_estimator
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.gateway.connections import in_tenant
+from contextplatform.gateway.key_budgets import (
+    KeyReservation,
+    charged_usd,
+    extend_key,
+    settle_key,
+)
 from contextplatform.gateway.margin_probes import PROBES, Probe
 from contextplatform.gateway.models import SessionSpend
 from contextplatform.gateway.output_limits import client_output_limit, with_output_limit
@@ -51,6 +59,7 @@ from contextplatform.protocols.registry import protocol_for
 from contextplatform.protocols.usage import ProviderUsage, usage_from_response
 from contextplatform.resolve.estimators import EstimatorChoice
 from contextplatform.resolve.resolver import Resolution
+from tenants.key_rates import TokenHold, settle_tokens
 from tenants.models import Tenant
 
 logger = logging.getLogger("contextplatform.gateway")
@@ -338,6 +347,19 @@ def settlement_of(
     )
 
 
+def learn_key(key: KeyHolds, granted_output: int, usage: ProviderUsage | None) -> None:
+    """A call held by its key's budget alone teaches its deployment's margin as a session's
+    does (a report past the estimate widens the next reservations; any answer marks it known)."""
+    if key.margin_key is not None:
+        expected = key.estimated_input + granted_output
+        report = (
+            Report(expected=expected, reported=usage.input + usage.output)
+            if usage is not None
+            else None
+        )
+        MARGINS.observe(key.margin_key, report)
+
+
 def learn(
     route: str, reservation: Reservation, usage: ProviderUsage | None, paid: Settlement
 ) -> None:
@@ -363,10 +385,32 @@ def learn(
 
 
 @dataclass
+class KeyHolds:
+    """What a call holds against its API key's own limits (``key_limits``): the tokens of its
+    minute (``rate_limit.tpm``) and the reservation of its budget period (``budget``)."""
+
+    input_tokens: int  # the call's input as its provider will count it, margins included
+    estimated_input: int  # the same before the deployment's learned margin
+    tokens: TokenHold | None = None
+    budget: KeyReservation | None = None
+    margin_key: MarginKey | None = None
+    granted_output: int = 0  # the output limits of every call of the loop, added up
+    # Spent before the call was admitted (the resolve's relevance judge): held with the call and
+    # charged whatever becomes of it.
+    already_spent: int = 0
+    already_spent_usd: Decimal = Decimal(0)
+
+    @property
+    def output_tokens(self) -> int | None:
+        return self.budget.output_tokens if self.budget is not None else None
+
+
+@dataclass
 class HeldBudget:
     """A gateway call's reservation while it runs (nothing to hold when its route sets no
-    session budget): settled once with what the call used, or released when it failed. When the
-    call is its cold deployment's probe, the calls waiting for it go on once it is over."""
+    session budget and its key no budget or token rate): settled once with what the call used,
+    or released when it failed. When the call is its cold deployment's probe, the calls waiting
+    for it go on once it is over."""
 
     tenant: Tenant
     reservation: Reservation | None
@@ -375,26 +419,51 @@ class HeldBudget:
     counting: EstimatorChoice | None = None
     probe: Probe | None = None
     settlement: Settlement | None = field(default=None, init=False)
+    key: KeyHolds | None = None
+    # The deployment that answered (its price is what the key's budget is charged at).
+    answering: Upstream | None = None
+
+    def output_limit(self) -> int | None:
+        limits = [
+            limit
+            for limit in (
+                self.reservation.output_tokens if self.reservation is not None else None,
+                self.key.output_tokens if self.key is not None else None,
+            )
+            if limit is not None
+        ]
+        return min(limits) if limits else None
 
     def limit_output(
         self, body: dict[str, Any], upstream: Upstream | None = None
     ) -> dict[str, Any]:
         """``body`` as it is forwarded (to ``upstream``, else the deployment reserved for): its
         output limit at most the allowance granted, in the field that deployment reads."""
-        reservation, upstream = self.reservation, upstream or self.upstream
-        if reservation is None or upstream is None:
+        upstream, limit = upstream or self.upstream, self.output_limit()
+        if limit is None or upstream is None:
             return body
-        return with_output_limit(upstream.protocol, upstream.model, body, reservation.output_tokens)
+        return with_output_limit(upstream.protocol, upstream.model, body, limit)
 
     def answered_by(self, upstream: Upstream) -> None:
         """The deployment that answered (a fallback, maybe): its follow-ups are counted as it
         counts them. A report of another deployment than the one reserved for teaches no margin:
         the estimate it would be compared with is not its own."""
-        reservation = self.reservation
-        if reservation is None or self.upstream is None or self.upstream.name == upstream.name:
+        self.answering = upstream
+        if self.upstream is None or self.upstream.name == upstream.name:
             return
         self.upstream = upstream
-        self.reservation = replace(reservation, ask=replace(reservation.ask, margin_key=None))
+        reservation = self.reservation
+        if reservation is not None:
+            self.reservation = replace(reservation, ask=replace(reservation.ask, margin_key=None))
+        if self.key is not None:
+            self.key.margin_key = None
+
+    @property
+    def holds_anything(self) -> bool:
+        key = self.key
+        return self.reservation is not None or (
+            key is not None and (key.budget is not None or key.tokens is not None)
+        )
 
     async def _close(self, spent: int | None) -> None:
         reservation, self.reservation = self.reservation, None
@@ -413,15 +482,55 @@ class HeldBudget:
             # The reservation stays held: the session may get less than its budget, never more.
             logger.exception("settling the session budget of %r failed", reservation.key[0])
 
+    async def _close_key(self, usage: ProviderUsage | None, tokens: int | None) -> None:
+        """The key's holds replaced by what the call used (``tokens`` None: it failed, nothing
+        was used): its minute's tokens, its budget's tokens and dollars at the answering
+        deployment's price."""
+        key = self.key
+        if key is None:
+            return
+        hold, budget = key.tokens, key.budget
+        key.tokens = key.budget = None
+        spent = (tokens or 0) + key.already_spent
+        if hold is not None:
+            await sync_to_async(settle_tokens, thread_sensitive=False)(hold, spent)
+        if budget is None:
+            return
+        spent_usd = key.already_spent_usd + (
+            charged_usd(self.answering, usage, tokens) if tokens else Decimal(0)
+        )
+        try:
+            await in_tenant(self.tenant, lambda: settle_key(budget, spent, spent_usd))
+        except Exception:
+            # The reservation stays held: the key may get less than its budget, never more.
+            logger.exception("settling the budget of key %s failed", budget.ask.key_id)
+
     async def extend(self, body: dict[str, Any]) -> bool:
         """Hold a follow-up call's cost too (``body``, sent with the same output limit); False
-        when the session cannot afford it."""
+        when the session or the key cannot afford it."""
         reservation, upstream, counting = self.reservation, self.upstream, self.counting
-        if reservation is None or upstream is None or counting is None:
+        key = self.key
+        key_budget = key.budget if key is not None else None
+        if (reservation is None and key_budget is None) or upstream is None or counting is None:
             return True
-        margin_key = reservation.ask.margin_key
+        margin_key = reservation.ask.margin_key if reservation is not None else None
+        if key is not None and reservation is None:
+            margin_key = key.margin_key
         estimate = input_count(count_json(body, counting.estimator), upstream, body)
         input_tokens = estimate + (MARGINS.tokens(margin_key) if margin_key else 0)
+        output_tokens = self.output_limit() or 0
+        if key is not None and key_budget is not None:
+            extended = await in_tenant(
+                self.tenant, lambda: extend_key(key_budget, input_tokens, output_tokens)
+            )
+            if extended is None:
+                return False
+            key.budget = extended
+            key.input_tokens += input_tokens
+            key.estimated_input += estimate
+            key.granted_output += output_tokens
+        if reservation is None:
+            return True
         tokens = input_tokens + reservation.output_tokens
 
         if not await in_tenant(self.tenant, lambda: extend(reservation, tokens)):
@@ -437,12 +546,21 @@ class HeldBudget:
         return True
 
     async def _settle(self, usage: ProviderUsage | None, estimated_output: int) -> None:
-        reservation = self.reservation
-        if reservation is None:
-            return
-        paid = settlement_of(reservation, usage, estimated_output)
-        self.settlement = paid
+        reservation, key = self.reservation, self.key
         try:
+            if key is not None:
+                used = (
+                    usage.input + usage.output
+                    if usage is not None
+                    else key.input_tokens + estimated_output
+                )
+                await self._close_key(usage, used)
+                if reservation is None:
+                    learn_key(key, key.granted_output, usage)
+            if reservation is None:
+                return
+            paid = settlement_of(reservation, usage, estimated_output)
+            self.settlement = paid
             await self._close(paid.charged)
             learn(self.route, reservation, usage, paid)
         finally:
@@ -450,7 +568,7 @@ class HeldBudget:
             self._end_probe()
 
     async def settle_answer(self, protocol: Protocol, payload: dict[str, Any]) -> None:
-        if self.reservation is not None:
+        if self.holds_anything:
             await self._settle(usage_from_response(payload), answer_tokens(protocol, payload))
 
     async def settle_stream(
@@ -458,12 +576,13 @@ class HeldBudget:
     ) -> None:
         """Also for a stream cut short: what the upstream generated until then was spent.
         ``usage``: what the stream's calls reported together, when it took several."""
-        if self.reservation is not None:
+        if self.holds_anything:
             reported = usage or transcript.provider_usage
             await self._settle(reported, text_tokens(transcript.text))
 
     async def release(self) -> None:
         try:
+            await self._close_key(None, None)
             await self._close(None)
         finally:
             self._end_probe()  # no report: the next waiting call becomes the probe
@@ -523,6 +642,7 @@ __all__ = [
     "SESSIONS",
     "Ask",
     "HeldBudget",
+    "KeyHolds",
     "Ledger",
     "Reservation",
     "Settlement",

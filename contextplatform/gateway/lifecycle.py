@@ -5,8 +5,8 @@ settle → finish.
   its provider's shape (``calls.gateway_call``);
 * resolve: the route's deployment checked for the protocol, then the context resolved (the parse
   of admit passed on, not repeated);
-* reserve: the session budget held for the call's cost (``budgets.hold_budget``) and the output
-  limit lowered to what it granted; the tools the gateway serves itself;
+* reserve: the session budget held for the call's cost (``budgets.hold_budget``), and the key's
+  tokens a minute and budget (``key_limits``), and the output limit lowered to what they granted; the tools the gateway serves itself;
 * forward: the rewritten request sent to the route's deployments in fallback order until one
   answers (``fallback``; a stream opened and its first byte read, or the answer read);
 * tool loop: the model's calls of the gateway's own tools answered and the model asked again
@@ -50,6 +50,7 @@ from contextplatform.gateway.forward import (
     open_stream,
 )
 from contextplatform.gateway.keepalive import keepalive_seconds, with_keepalive
+from contextplatform.gateway.key_limits import hold_key_limits
 from contextplatform.gateway.protocol import Protocol, forbidden, unauthorized
 from contextplatform.gateway.rate_limit import check_rate
 from contextplatform.gateway.served_tools import ServedTools, served_tools
@@ -259,6 +260,12 @@ class ChatCall:
         held = await hold_budget(
             tenant, resolution, upstream, call.session, call.user, fallbacks=self.upstreams[1:]
         )
+        try:  # the key's own tokens a minute and budget, for the same costliest deployment
+            api_key = getattr(self.request, "api_key", None)
+            await hold_key_limits(held, api_key, tenant, resolution, self.upstreams)
+        except BaseException:
+            await held.release()
+            raise
         return Reserved(
             held=held,
             # The output limit lowered to what the session budget granted.

@@ -7,14 +7,22 @@ from __future__ import annotations
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 
+from contextplatform.gateway.key_limits import key_rate_refusal
 from contextplatform.gateway.protocol import GatewayError
 from tenants import rate_limits
 
 
 async def check_rate(request: HttpRequest) -> None:
-    """Count the request against its key's limit (nothing to do when no limit is set)."""
+    """Count the request against the platform's limit and the key's own ``rate_limit.rpm``
+    (nothing to do when neither is set)."""
     api_key = getattr(request, "api_key", None)
-    if api_key is None or not rate_limits.enabled():
+    if api_key is None:
+        return
+    if api_key.rate_limit_rpm:
+        refused = await sync_to_async(key_rate_refusal, thread_sensitive=False)(api_key)
+        if refused is not None:
+            raise refused
+    if not rate_limits.enabled():
         return
     # Off the request's thread: the count touches the cache only, never the tenant's database.
     limited = await sync_to_async(rate_limits.refusal, thread_sensitive=False)(api_key.pk)

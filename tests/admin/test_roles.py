@@ -40,7 +40,7 @@ from sources.models import (
     McpServer,
     UserProfile,
 )
-from tenants.models import ApiKey, Tenant
+from tenants.models import ApiKey, Tenant, TenantApiKey
 from tests.admin.conftest import ACME_HOST, PLATFORM_HOST, make_user, signed_in
 from tests.admin.forms import form_data
 
@@ -80,6 +80,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     # Platform models: served on the platform host only, to nobody on a tenant's host.
     "tenants.tenant": rights(),
     "tenants.apikey": rights(),
+    # The tenant's own API keys: its superusers only (a key is a credential to everything its
+    # scopes name); revoked, never deleted.
+    "tenants.tenantapikey": rights(superuser="vac"),
 }
 
 # Custom ModelAdmin URLs (by URL name): the right on their model that opens them.
@@ -199,6 +202,7 @@ SAMPLES: dict[str, Callable[[], models.Model]] = {
     "auth.group": lambda: Group.objects.create(name="sample group"),
     "tenants.tenant": lambda: Tenant.objects.get(schema_name="acme"),
     "tenants.apikey": lambda: ApiKey.objects.filter(tenant__schema_name="acme").first(),
+    "tenants.tenantapikey": lambda: TenantApiKey.objects.filter(tenant__schema_name="acme").first(),
 }
 
 

@@ -61,11 +61,20 @@ class Owned:
     recovery_key: str
     eval_run: str
     response: str  # a response the gateway kept (``POST /v1/responses``)
+    key: str  # the id of a key of the tenant's (in the public schema, with every tenant's)
+    key_name: str
 
     def names(self) -> list[str]:
         """What a listing must not show: every name and id, but the made-up user and session
         (``u_…`` and ``s_…`` are common enough to appear in acme's own answers)."""
-        return [self.route, self.deployment, self.mcp_server, self.collection, self.record]
+        return [
+            self.route,
+            self.deployment,
+            self.mcp_server,
+            self.collection,
+            self.record,
+            self.key_name,
+        ]
 
 
 def chat(text: str) -> dict[str, Any]:
@@ -150,6 +159,8 @@ def own_everything(
     cases = [{"id": "c1", "query": secret, "user": user, "expect": {"text_containing": [secret]}}]
     created(api.put(f"/api/v1/routes/{route}/evals", {"cases": cases}), 200)
     eval_run = created(api.post(f"/api/v1/routes/{route}/evals/run"), 202)["run"]
+    key_name = f"{tag}-key-{secret}"
+    key = created(api.post("/api/v1/keys", {"name": key_name, "scopes": ["resolve"]}))["id"]
     with schema_context(schema):
         RecoveryBlob.objects.create(
             request_id=record,
@@ -185,6 +196,8 @@ def own_everything(
         recovery_key="k1",
         eval_run=eval_run,
         response=response,
+        key=key,
+        key_name=key_name,
     )
 
 
@@ -317,6 +330,16 @@ PROBES: dict[str, dict[str, Probe]] = {
     },
     "api/v1/routes/<str:name>/evals/run": {"POST": Probe(ABSENT, route_param)},
     "api/v1/eval-runs/<str:run>": {"GET": Probe(ABSENT, lambda o: {"run": o.eval_run})},
+    "api/v1/keys": {
+        "GET": Probe(OWN),
+        "POST": Probe(OWN, body=lambda o: {"name": "hijacked", "scopes": ["resolve"]}),
+    },
+    "api/v1/keys/<str:key_id>": {
+        "GET": Probe(ABSENT, lambda o: {"key_id": o.key}),
+        "PATCH": Probe(ABSENT, lambda o: {"key_id": o.key}, lambda o: {"name": "hijacked"}),
+        "DELETE": Probe(ABSENT, lambda o: {"key_id": o.key}),
+    },
+    "api/v1/keys/<str:key_id>/rotate": {"POST": Probe(ABSENT, lambda o: {"key_id": o.key})},
     "api/v1/deployments": {"GET": Probe(OWN), "POST": Probe(OWN, body=deployment_spec)},
     "api/v1/deployments/<str:name>": {
         "GET": Probe(ABSENT, lambda o: {"name": o.deployment}),

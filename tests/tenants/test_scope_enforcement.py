@@ -69,6 +69,14 @@ EXPECTED: dict[str, dict[str, str]] = {
     "api/v1/routes/<str:name>/evals": {"GET": ROUTE_READ, "PUT": ROUTE_WRITE},
     "api/v1/routes/<str:name>/evals/run": {"POST": "evals.run"},
     "api/v1/eval-runs/<str:run>": {"GET": ROUTE_READ},
+    # A tenant's own keys: one scope for all of it (a key never grants more than its creator's).
+    "api/v1/keys": {"GET": "keys.manage", "POST": "keys.manage"},
+    "api/v1/keys/<str:key_id>": {
+        "GET": "keys.manage",
+        "PATCH": "keys.manage",
+        "DELETE": "keys.manage",
+    },
+    "api/v1/keys/<str:key_id>/rotate": {"POST": "keys.manage"},
     "api/v1/deployments": {"GET": "deployments.read", "POST": "deployments.write"},
     "api/v1/deployments/<str:name>": {
         "GET": "deployments.read",

@@ -16,7 +16,7 @@ from contextplatform.core.views import ApiView
 from contextplatform.protocols.usage import usage_from_response
 from contextplatform.resolve.match_preview import preview_route
 from contextplatform.resolve.use_cases import ResolveCall, finish_turn, resolve_context
-from tenants import rate_limits
+from tenants import key_rates, key_services, rate_limits
 
 # The arm of the route's traffic split a resolve ran (the gateway sends it too).
 VARIANT_HEADER = "x-context-variant"
@@ -65,6 +65,8 @@ class ResolveView(ApiView):
     def post(self, request: Request) -> Response:
         # The gateway's limit too (one count per key across both): 429 with Retry-After.
         limited = rate_limits.refusal(request.auth.pk) if rate_limits.enabled() else None
+        # And the key's own requests a minute, when it sets them.
+        limited = limited or key_rates.rpm_refusal(request.auth)
         if limited is not None:
             return Response(
                 envelope("rate_limited", limited.message), status=429, headers=limited.headers
@@ -82,6 +84,9 @@ class ResolveView(ApiView):
                 headers=request.headers,
             )
         )
+        # The relevance judge's calls count against the key's budget.
+        tokens, usd = key_services.judge_spend(resolution.outcomes)
+        key_services.charge(api_key=request.auth, tokens=tokens, usd=usd)
         return Response(resolution.report(), headers={VARIANT_HEADER: resolution.variant})
 
 
