@@ -85,6 +85,16 @@ ROUTES = (ROUTE_BARE, ROUTE_DEMO, ROUTE_FAILOVER)
 SESSION = "s_bench_gateway"
 SESSION_CALLS = 8  # calls per session of the demo route: up to 16 messages of history
 KEY_NAME = "bench-gateway"
+# The gateway's key carries a rate limit and a budget, as an application's would: checked on
+# every call (requests and tokens a minute counted, the budget reserved and settled in SQL), set
+# high enough that no call of the run is refused.
+BENCH_KEY: dict[str, Any] = {
+    "name": KEY_NAME,
+    "scopes": ["resolve"],
+    "rate_limit": {"rpm": 1_000_000, "tpm": 1_000_000_000},
+    "budget": {"max_usd": 10_000.0, "max_tokens": None, "period": "day"},
+}
+BENCH_PRICE = {"input_per_mtok": 0.15, "output_per_mtok": 0.60}
 UPSTREAM_MODEL = "bench-model"
 FALLBACK_MODEL = "bench-model-fallback"
 ANSWER = "".join(ANSWER_PIECES)
@@ -369,8 +379,9 @@ def prepare_tenant(upstream_port: int, dead_port: int | None = None) -> Prepared
     from contextplatform.deployments.services import parse_deployment, upsert_deployment
     from contextplatform.routes.configuration.schema import validate_route_spec
     from contextplatform.routes.services import upsert_route
+    from tenants.key_schema import KeySpec
+    from tenants.key_services import create_key
     from tenants.models import Tenant
-    from tenants.services import issue_api_key
 
     tenant = demo_tenant("gateway")
     allowlist = list(tenant.outbound_allowlist or [])
@@ -391,6 +402,8 @@ def prepare_tenant(upstream_port: int, dead_port: int | None = None) -> Prepared
                     "timeout_ms": 30000,
                     # Like the demo's stand-in: it cannot judge relevance, so the local judge runs.
                     "may_judge": False,
+                    # Priced, so that the key's USD budget can hold each call's cost.
+                    "price": BENCH_PRICE,
                 },
                 prefix="bench deployment",
             )
@@ -398,8 +411,9 @@ def prepare_tenant(upstream_port: int, dead_port: int | None = None) -> Prepared
         for route in (bare_route(), demo_route(), failover_route()):
             upsert_route(spec=validate_route_spec(route))
         forget_session()
-    issued = issue_api_key(tenant=tenant, scopes=["resolve"], name=KEY_NAME)
-    return Prepared(key=issued.plain_key, key_id=issued.api_key.pk)
+    issued = create_key(tenant=tenant, spec=KeySpec(**BENCH_KEY), granter_scopes=["resolve"])
+    shown = {"rate_limit": BENCH_KEY["rate_limit"], "budget": BENCH_KEY["budget"]}
+    return Prepared(key=issued.plain_key, key_id=issued.api_key.pk, limits=shown)
 
 
 def forget_session() -> None:

@@ -37,6 +37,8 @@ ANTHROPIC_PATH = "/v1/messages"
 HANG_LIMIT_S = 60.0  # a hanging answer gives up at the latest then (or when the server stops)
 
 
+CUT_GRACE_S = 0.3  # between a cut stream's last event and the cut
+
 @dataclass(frozen=True)
 class Behaviour:
     """How the next requests are answered."""
@@ -528,6 +530,11 @@ def _handler(upstream_ref: list[LoopbackUpstream]) -> type[BaseHTTPRequestHandle
                 for sent, event in enumerate(events):
                     if cut_after is not None and sent >= cut_after:
                         self.wfile.flush()
+                        if sent:
+                            # Let the events sent reach the reader before the cut: a reader that
+                            # sees the end of the connection first fails the read, its buffered
+                            # events unread (aiohttp's), which a loaded machine makes likely.
+                            upstream.stopping.wait(CUT_GRACE_S)
                         self.close_connection = True
                         self.connection.shutdown(socket.SHUT_RDWR)
                         return
