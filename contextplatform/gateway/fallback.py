@@ -22,6 +22,7 @@ from typing import TypeVar
 
 from django.conf import settings
 
+from contextplatform.core.metrics import GATEWAY_FALLBACKS
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.gateway.forward import UpstreamRejected, UpstreamUnavailable
 
@@ -157,7 +158,8 @@ async def first_answer(
     deployment that gave it. A 4xx other than 429 passes through at once; when every deployment
     failed, the last one's error is raised."""
     last: Exception | None = None
-    for upstream in in_order(schema, upstreams):
+    ordered = in_order(schema, upstreams)
+    for place, upstream in enumerate(ordered, start=1):
         key = (schema, upstream.name)
         started = time.monotonic()
         try:
@@ -183,11 +185,14 @@ async def first_answer(
             attempts.add(Attempt(upstream.name, "answered", _elapsed_ms(started)))
             COOLDOWNS.clear(key)
             return answer, upstream
+        moves_on = place < len(ordered)
+        if moves_on:  # the call moves to the next deployment: a fallback
+            GATEWAY_FALLBACKS.labels(upstream.name, attempts.made[-1].outcome).inc()
         logger.warning(
             "the upstream deployment %r failed (%s); %s",
             upstream.name,
             attempts.made[-1].outcome,
-            "trying the next" if len(attempts.made) < len(upstreams) else "none left",
+            "trying the next" if moves_on else "none left",
         )
     assert last is not None, "a route's call has at least one deployment"
     raise last

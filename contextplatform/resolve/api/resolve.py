@@ -80,6 +80,7 @@ class ResolveView(ApiView):
                 chat_format=body.format,
                 store_memory=body.memory.store if body.memory else None,
                 headers=request.headers,
+                key_id=request.auth.pk,
             )
         )
         return Response(resolution.report(), headers={VARIANT_HEADER: resolution.variant})
