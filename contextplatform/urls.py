@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.urls import path
 
+from contextplatform.dashboard.spend import spend_page_view
 from contextplatform.dashboard.views import live_dashboard_view, live_health_view
 from contextplatform.urls_common import urlpatterns as common
 
@@ -11,6 +12,7 @@ urlpatterns = [
     # Before the admin's catch-all; the platform host (urls_public.py) has no dashboard.
     path("admin/live/", live_dashboard_view, name="live-dashboard"),
     path("admin/live/health.json", live_health_view, name="live-health"),
+    path("admin/spend/", spend_page_view, name="spend-dashboard"),
     path("admin/", admin.site.urls),
 ]
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from typing import Any
 
 from prometheus_client import Counter, Histogram
 
@@ -16,6 +15,7 @@ from contextplatform.core.live_events import EVENT_TYPE, metrics_group, publish
 from contextplatform.deployments.pricing import Price, cost_usd
 from contextplatform.gateway.fallback import Attempts
 from contextplatform.protocols.usage import ProviderUsage
+from contextplatform.resolve.live_events import call_frame
 
 logger = logging.getLogger("contextplatform.gateway")
 
@@ -28,32 +28,6 @@ def call_status(attempts: Attempts, answered: bool) -> str:
     if last.outcome == "answered":
         return "ok" if answered else "incomplete"
     return "rejected" if last.outcome == "rejected" else "failed"
-
-
-def call_event(
-    *,
-    route: str,
-    deployment: str,
-    status: str,
-    ms: float,
-    usage: ProviderUsage | None,
-    cost: float | None,
-    at: float,
-) -> dict[str, Any]:
-    """One gateway call as the live dashboard reads it (``"kind": "call"`` beside the sources'
-    events)."""
-    return {
-        "kind": "call",
-        "route": route,
-        "deployment": deployment,
-        "status": status,
-        "ms": round(ms, 2),
-        "input_tokens": usage.input if usage is not None else 0,
-        "output_tokens": usage.output if usage is not None else 0,
-        "cached_input_tokens": usage.cached_input if usage is not None else 0,
-        "cost_usd": cost,
-        "at": round(at, 3),
-    }
 
 
 def observe_call(
@@ -94,13 +68,15 @@ def observe_call(
             )
             if cost:
                 _cost(route, deployment).inc(cost)
-        event = call_event(
+        event = call_frame(
             route=route,
             deployment=deployment,
             status=status,
             ms=call_ms,
-            usage=usage,
-            cost=cost,
+            input_tokens=usage.input if usage is not None else 0,
+            output_tokens=usage.output if usage is not None else 0,
+            cached_input_tokens=usage.cached_input if usage is not None else 0,
+            cost_usd=cost,
             at=time.time(),
         )
         publish(metrics_group(schema), {"type": EVENT_TYPE, "events": [event]})
@@ -134,4 +110,4 @@ def _cost(route: str, deployment: str) -> Counter:
     return metrics.GATEWAY_COST.labels(route, deployment)
 
 
-__all__ = ["call_event", "call_status", "observe_call"]
+__all__ = ["call_status", "observe_call"]

@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from django.db import connection
 from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import Coalesce, TruncDate
 
 from contextplatform.replay.models import ReplayRecord
+from tenants.models import ApiKey
 
 GroupBy = Literal["route", "key", "deployment", "user", "day"]
 GROUP_BYS: tuple[GroupBy, ...] = ("route", "key", "deployment", "user", "day")
@@ -75,10 +77,42 @@ def spend(group_by: GroupBy, since: datetime, until: datetime) -> list[SpendRow]
     ]
 
 
+def daily_spend(stack_by: GroupBy, since: datetime, until: datetime) -> list[dict[str, Any]]:
+    """Cost and requests per day and per ``stack_by`` group (route or deployment: a chart's
+    stacks), in date order: ``{"day", "group", "requests", "cost_usd"}``."""
+    rows = (
+        ReplayRecord.objects.filter(created_at__gte=since, created_at__lt=until)
+        .annotate(day=TruncDate("created_at", tzinfo=UTC), group=F(COLUMN[stack_by]))
+        .values("day", "group")
+        .annotate(requests=Count("id"), cost=Coalesce(Sum("cost_usd"), 0.0))
+        .order_by("day", "group")
+    )
+    return [
+        {
+            "day": row["day"].isoformat(),
+            "group": present(stack_by, row["group"]),
+            "requests": row["requests"],
+            "cost_usd": round(float(row["cost"]), 9),
+        }
+        for row in rows
+    ]
+
+
+def key_names(ids: list[int]) -> dict[int, str]:
+    """The names of the tenant's API keys among ``ids`` (a key of another tenant never)."""
+    tenant = getattr(connection, "tenant", None)
+    if tenant is None or not ids:
+        return {}
+    found = ApiKey.objects.filter(tenant_id=tenant.pk, pk__in=ids).values_list(
+        "pk", "name", "prefix"
+    )
+    return {pk: f"{name} ({prefix}…)" for pk, name, prefix in found}
+
+
 def present(group_by: GroupBy, value: Any) -> Any:
     if group_by == "day":
         return value.isoformat() if value is not None else None
     return value if value not in ("", None) else None
 
 
-__all__ = ["GROUP_BYS", "GroupBy", "SpendRow", "spend"]
+__all__ = ["GROUP_BYS", "GroupBy", "SpendRow", "daily_spend", "key_names", "spend"]
