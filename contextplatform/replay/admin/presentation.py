@@ -445,12 +445,12 @@ def replay_sections(record: ReplayLike) -> dict[str, Any]:
     return {
         "tables": [
             summary_table(record),
-            *([spend] if (spend := spend_table(record)) is not None else []),
             sources_table(record.sources or []),
             *candidate_tables(record.sources or []),
             items_table(record.items or []),
             key_values("Budget", record.budget, BUDGET_ORDER),
             key_values("Tokens", record.tokens, TOKENS_ORDER),
+            *([spend] if (spend := spend_table(record)) is not None else []),
             *compression_tables(record.compression),
             *tool_calls_table(record.tool_calls or []),
         ],
