@@ -113,8 +113,8 @@ GATEWAY_CALLS = Counter(
 )
 UPSTREAM_LATENCY = Histogram(
     "context_gateway_upstream_seconds",
-    "Time a deployment took to answer a call (non-streaming: the whole answer; streaming: the "
-    "whole stream, tool-loop rounds included).",
+    "Time a deployment took to answer a call (non-streaming: the answer to the call's first "
+    "request; streaming: from the request to the stream's end, tool-loop rounds included).",
     ["deployment"],
     buckets=(*LATENCY_BUCKETS, 30.0, 60.0, 120.0),
 )

@@ -40,8 +40,10 @@ def observe_call(
     price: Price | None,
     call_ms: float,
     stream: bool,
+    stream_ms: float | None = None,
 ) -> None:
-    """The call's series moved and its live event queued; never raises into the call."""
+    """The call's series moved and its live event queued; never raises into the call.
+    ``stream_ms``: a stream's time from its request to its end (its rounds included)."""
     try:
         status = call_status(attempts, answered)
         last = attempts.made[-1] if attempts.made else None
@@ -52,7 +54,8 @@ def observe_call(
             # A stream's attempt ended at its first byte; an answer's at its last.
             if stream:
                 _ttft(deployment).observe(last.ms / 1000)
-                _latency(deployment).observe(call_ms / 1000)
+                if stream_ms is not None:
+                    _latency(deployment).observe(stream_ms / 1000)
             else:
                 _latency(deployment).observe(last.ms / 1000)
         if usage is not None:

@@ -100,6 +100,7 @@ async def finish(
     upstream: Upstream | None = None,
     started: float | None = None,
     stream: bool = False,
+    answer_started: float | None = None,
 ) -> None:
     """The call is over: what a hand-back does (the answer to the session, the hooks of the kinds
     that wait for it), done here so the client needs none, with the provider's usage (and the
@@ -108,7 +109,8 @@ async def finish(
     without an answer; ``held``: the settled session budget, whose reservation and charge the
     record keeps beside the usage; ``attempts``: the deployments tried; ``upstream``: the one
     that answered (its price prices the usage); ``started``: when the call began (monotonic), for
-    the record's ``call_ms``. The call's metrics and live event are counted here, in process. One
+    the record's ``call_ms``; ``answer_started``: when the answering deployment's stream was
+    asked for (its latency runs to the stream's end). The call's metrics and live event are counted here, in process. One
     trip to the database thread; a failure is logged, the answer is the client's already."""
     pending = resolution.pending_replay
     if pending is None or pending.submitted:
@@ -125,6 +127,9 @@ async def finish(
             price=price,
             call_ms=call_ms or 0.0,
             stream=stream,
+            stream_ms=(time.monotonic() - answer_started) * 1000
+            if answer_started is not None
+            else None,
         )
 
     def work() -> None:
@@ -207,6 +212,7 @@ class ChatCall:
         self.resolution: Resolution | None = None
         self.streaming = False  # the stream finishes the call when it ends
         self.started = time.monotonic()  # the record's call_ms counts from here
+        self.answer_started: float | None = None  # the latest attempt's start: the answer's
 
     async def run(self) -> HttpResponseBase:
         # The call's span: the resolve's and the deployment's calls are its children.
@@ -366,6 +372,7 @@ class ChatCall:
         async def send(upstream: Upstream) -> UpstreamResponse:
             # The provider's usage is asked for even when the client did not ask for it.
             body, _ = with_stream_usage(self.protocol, reserved.body_for(upstream))
+            self.answer_started = time.monotonic()
             response = await open_stream(upstream, body, **reserved.forward)
             # Until the first byte the call may still move to the next deployment.
             await first_chunk(response, upstream)
@@ -528,6 +535,7 @@ class ChatCall:
                 upstream=self.upstream,
                 started=self.started,
                 stream=True,
+                answer_started=self.answer_started,
             )
 
         response = StreamingHttpResponse(

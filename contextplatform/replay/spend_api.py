@@ -30,14 +30,14 @@ def bound(value: str | None, name: str, *, end: bool) -> datetime | None:
             start = datetime.combine(day, time.min, tzinfo=UTC)
             return start + timedelta(days=1) if end else start
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        if parsed.tzinfo is None:
+            raise invalid_request(f"{name}: include a time zone (e.g. Z)", name)
+        return parsed.astimezone(UTC)
+    except (ValueError, OverflowError):  # not a date, or past either end of the calendar in UTC
         raise invalid_request(
             f"{name}: expected an ISO 8601 date (2026-11-30) or time (2026-11-30T12:00:00Z)",
             name,
         ) from None
-    if parsed.tzinfo is None:
-        raise invalid_request(f"{name}: include a time zone (e.g. Z)", name)
-    return parsed
 
 
 def period(since_text: str | None, until_text: str | None) -> tuple[datetime, datetime]:

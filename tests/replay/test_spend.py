@@ -193,6 +193,8 @@ def test_spend_by_day_in_date_order_within_since_and_until(
         ({"group_by": "tenant"}, "group_by"),
         ({"since": "yesterday"}, "since"),
         ({"until": "2026-13-01"}, "until"),
+        ({"until": "9999-12-31"}, "until"),  # its end is past the calendar
+        ({"since": "0001-01-01T00:00:00+05:00"}, "since"),  # before it, in UTC
         ({"since": "2026-01-01T00:00:00"}, "since"),  # no time zone
         ({"since": "2026-02-01", "until": "2026-01-01"}, "since"),
         ({"since": "2020-01-01", "until": "2026-01-01"}, "since"),  # longer than a year
