@@ -110,8 +110,9 @@ async def finish(
     record keeps beside the usage; ``attempts``: the deployments tried; ``upstream``: the one
     that answered (its price prices the usage); ``started``: when the call began (monotonic), for
     the record's ``call_ms``; ``answer_started``: when the answering deployment's stream was
-    asked for (its latency runs to the stream's end). The call's metrics and live event are counted here, in process. One
-    trip to the database thread; a failure is logged, the answer is the client's already."""
+    asked for (its latency runs to the stream's end). The call's metrics and live event are
+    counted here, in process. One trip to the database thread; a failure is logged, the answer is
+    the client's already."""
     pending = resolution.pending_replay
     if pending is None or pending.submitted:
         return

@@ -148,8 +148,8 @@ class ReplayRecordAdmin(TenantOnlyAdmin):
 
     @admin.display(description="call ms", ordering="call_ms")
     def call_time(self, record: ReplayRecord) -> str:
-        # The whole call the gateway carried, the deployment's answer included ("ms" is the
-        # resolve's alone); "-" where the client called its model itself (REST resolve).
+        # The whole call the gateway carried, the deployment's answer included ("resolve ms" is
+        # the resolve's alone); "-" where the client called its model itself (REST resolve).
         return f"{record.call_ms:.0f}" if record.call_ms is not None else "-"
 
     @admin.display(description="cost $", ordering="cost_usd")
