@@ -212,3 +212,29 @@ def test_another_tenants_records_are_not_summed(
     globex_api: ApiClient, records: list[ReplayRecord]
 ) -> None:
     assert spend(globex_api)["rows"] == []
+
+
+def test_the_migration_fills_the_columns_of_records_written_before_them(
+    acme: TenantFixture,
+) -> None:
+    import importlib
+
+    backfill = importlib.import_module("contextplatform.routes.migrations.0009_replay_spend")
+    provider = {"input": 900, "output": 40, "cached_input": 300, "cache_write": 12}
+    old = [
+        record(tokens={"provider": provider, "deployment": "gpt", "answered_by": "gpt-backup"}),
+        record(tokens={"provider": {"input": 5, "output": 1}, "deployment": "claude"}),
+        record(tokens={"before": 10, "after": 8}),  # no usage came back: left as it is
+    ]
+    with schema_context(acme.schema):
+        ReplayRecord.objects.bulk_create(old)
+        with connection.cursor() as cursor:
+            cursor.execute(backfill.BACKFILL)
+        rows = {row.pk: row for row in ReplayRecord.objects.filter(pk__in=[r.pk for r in old])}
+    connection.set_schema_to_public()
+    first, second, untouched = (rows[r.pk] for r in old)
+    assert (first.input_tokens, first.output_tokens) == (900, 40)
+    assert (first.cached_input_tokens, first.cache_write_tokens) == (300, 12)
+    assert first.deployment == "gpt-backup" and first.cost_usd is None
+    assert (second.input_tokens, second.cached_input_tokens, second.deployment) == (5, 0, "claude")
+    assert (untouched.input_tokens, untouched.deployment) == (0, "")
