@@ -54,6 +54,7 @@ OPERATIONS: dict[tuple[str, str], tuple[str, str]] = {
     ("GET", "/api/v1/replay/{record_id}"): ("Replay", "getReplayRecord"),
     ("POST", "/api/v1/replay/{record_id}/rerun"): ("Replay", "rerunReplayRecord"),
     ("GET", "/api/v1/sources/health"): ("Health", "getSourceHealth"),
+    ("GET", "/api/v1/spend"): ("Replay", "getSpend"),
     ("GET", "/api/v1/routes"): ("Routes", "listRoutes"),
     ("POST", "/api/v1/routes"): ("Routes", "createRoute"),
     ("GET", "/api/v1/routes/{name}"): ("Routes", "getRoute"),

@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.urls import path
 
 from contextplatform.dashboard.playground import playground_view
+from contextplatform.dashboard.spend import spend_page_view
 from contextplatform.dashboard.views import live_dashboard_view, live_health_view
 from contextplatform.urls_common import urlpatterns as common
 
@@ -13,6 +14,7 @@ urlpatterns = [
     path("admin/live/", live_dashboard_view, name="live-dashboard"),
     path("admin/live/health.json", live_health_view, name="live-health"),
     path("admin/playground/", playground_view, name="playground"),
+    path("admin/spend/", spend_page_view, name="spend-dashboard"),
     path("admin/", admin.site.urls),
 ]
 

@@ -6,7 +6,7 @@ from compression import views as compression
 from contextplatform.deployments import views as deployments
 from contextplatform.evals import api as evals
 from contextplatform.replay import api as replay
-from contextplatform.replay import source_health_api
+from contextplatform.replay import source_health_api, spend_api
 from contextplatform.resolve.api import compression as compression_views
 from contextplatform.resolve.api import feedback, prewarm, rerun, resolve
 from contextplatform.routes import api as routes
@@ -85,6 +85,7 @@ urlpatterns = [
     path("mcp-servers/<str:name>", mcp.McpServerDetailView.as_view(), name="mcp-server"),
     path("replay", replay.ReplayListView.as_view(), name="replay-list"),
     path("sources/health", source_health_api.SourceHealthView.as_view(), name="source-health"),
+    path("spend", spend_api.SpendView.as_view(), name="spend"),
     path("replay/<str:record_id>", replay.ReplayDetailView.as_view(), name="replay-detail"),
     path("replay/<str:record_id>/rerun", rerun.ReplayRerunView.as_view(), name="replay-rerun"),
     path("users/<str:user>/profile", sources.UserProfileView.as_view(), name="user-profile"),

@@ -30,6 +30,7 @@ from asgiref.sync import sync_to_async
 from contextplatform.core import llm
 from contextplatform.core.llm import LLMDeployment, LLMError
 from contextplatform.deployments import llm as named
+from contextplatform.deployments.pricing import Price
 from sources.judge_calibration import PRIOR, JudgeCalibration, signal
 from sources.judge_lexical import bm25_signal_texts, min_max
 
@@ -194,9 +195,10 @@ def _score(value: Any, index: int) -> float:
 class LLMJudge(Judge):
     """One chat call per ``score``: every candidate in one prompt, one score each."""
 
-    def __init__(self, deployment: LLMDeployment) -> None:
+    def __init__(self, deployment: LLMDeployment, price: Price | None = None) -> None:
         self.deployment = deployment
         self.name = deployment.name
+        self.price = price  # its calls' cost, in the record's ``judge_usage``
 
     @property
     def label(self) -> str:
@@ -267,7 +269,7 @@ def judge_for(
             upstream = named.tenant_deployment(default, allowlist)
             if upstream is None or not upstream.may_judge:
                 return _LOCAL_JUDGE  # nothing named: the local judge, as without an upstream
-            return LLMJudge(upstream.llm)
+            return LLMJudge(upstream.llm, upstream.price)
         found = named.named_deployment(deployment, allowlist)
     except LLMError as error:
         raise JudgeError(str(error)) from None
@@ -275,7 +277,7 @@ def judge_for(
         raise JudgeError(unknown_deployment_message(deployment))
     if not found.may_judge:
         raise JudgeError(may_not_judge_message(deployment))
-    return LLMJudge(found.llm)
+    return LLMJudge(found.llm, found.price)
 
 
 async def judge_for_async(

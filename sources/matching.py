@@ -11,12 +11,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from contextplatform.core import metrics
 from contextplatform.core.llm import LLMError, LLMUsage, metered
 from contextplatform.deployments import llm as named
+from contextplatform.deployments.pricing import Price, cost_usd
 from sources.base import ContextRequest
 from sources.embedding import FALLBACK_RAG_MIN_SIMILARITY, Embedder
 from sources.judge import (
     LOCAL,
     JudgeCandidate,
     JudgeError,
+    LLMJudge,
     LocalFeatures,
     LocalJudge,
     asked_label,
@@ -261,14 +263,16 @@ class Decision:
         }
 
 
-def judge_usage_note(usage: LLMUsage) -> dict[str, Any]:
-    """The judge's calls as the replay record and the preview show them. No deployment carries a
-    price, so the cost is not known (null) and the tokens are what the answers reported."""
+def judge_usage_note(usage: LLMUsage, price: Price | None = None) -> dict[str, Any]:
+    """The judge's calls as the replay record and the preview show them: the tokens the answers
+    reported, their cost at the judge deployment's ``price`` (null when it has none)."""
     return {
         "calls": usage.calls,
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
-        "cost_usd": None,
+        "cost_usd": cost_usd(
+            price, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
+        ),
     }
 
 
@@ -283,6 +287,7 @@ class MatchResult:
     calibration: list[dict[str, Any]] | None = None
     # A deployment judge's calls and the tokens they reported (None for the local judge).
     judge_usage: LLMUsage | None = None
+    judge_price: Price | None = None  # the deployment judge's price
 
     @property
     def kept(self) -> list[Decision]:
@@ -303,7 +308,7 @@ class MatchResult:
         if self.calibration is not None:
             notes["judge_calibration"] = self.calibration
         if self.judge_usage is not None:
-            notes["judge_usage"] = judge_usage_note(self.judge_usage)
+            notes["judge_usage"] = judge_usage_note(self.judge_usage, self.judge_price)
         return notes
 
     @property
@@ -343,9 +348,11 @@ async def judge_and_keep(
         deployment, default = LOCAL, None  # no model call: the local judge scores
     label = asked_label(deployment, default)  # what a failure names if none is found
     usage: LLMUsage | None = None
+    price: Price | None = None
     try:
         chosen = await judge_for_async(deployment, allowlist=allowlist, default=default)
         label = chosen.label
+        price = chosen.price if isinstance(chosen, LLMJudge) else None
         judged = [
             JudgeCandidate(
                 text=d.hit.text,
@@ -378,6 +385,7 @@ async def judge_and_keep(
             judge_error=str(error),
             judge=label,
             judge_usage=usage,
+            judge_price=price,
         )
     metrics.count_judge(metrics.judge_feature(), ok=True)
     for decision, score in zip(candidates, scores, strict=True):
@@ -413,6 +421,7 @@ async def judge_and_keep(
         judge=label,
         calibration=calibration,
         judge_usage=usage,
+        judge_price=price,
     )
 
 

@@ -403,3 +403,64 @@ def test_a_refused_socket_on_the_real_server_closes_with_its_code(
         with django_db_blocker.unblock():
             revoke_api_key(api_key=resolve_only.api_key)
     assert codes == [4401, 4401, 4403]
+
+
+CALL_FIELDS = {
+    "kind",
+    "route",
+    "deployment",
+    "status",
+    "ms",
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "cost_usd",
+    "at",
+}
+
+
+def test_a_gateway_call_reaches_its_tenants_dashboards_with_its_status_tokens_and_cost(
+    acme: TenantFixture, globex: TenantFixture
+) -> None:
+    from contextplatform.deployments.pricing import Price
+    from contextplatform.gateway.call_metrics import observe_call
+    from contextplatform.gateway.fallback import Attempt, Attempts
+    from contextplatform.protocols.usage import ProviderUsage
+
+    attempts = Attempts()
+    attempts.add(Attempt("slow", "timeout", 500))
+    attempts.add(Attempt("gpt", "answered", 40))
+
+    async def scenario() -> dict[str, Any]:
+        acme_socket, globex_socket = socket(key=acme.key), socket(key=globex.key)
+        assert (await acme_socket.connect())[0] and (await globex_socket.connect())[0]
+        observe_call(
+            schema=acme.schema,
+            route="support",
+            attempts=attempts,
+            answered=True,
+            usage=ProviderUsage(input=1000, output=100, cached_input=400),
+            price=Price(1.0, 4.0, 0.5),
+            call_ms=61.234,
+            stream=False,
+        )
+        (event,) = await events_of(acme_socket, 1)
+        assert await globex_socket.receive_nothing(timeout=0.2)
+        await acme_socket.disconnect()
+        await globex_socket.disconnect()
+        return event
+
+    event = run(scenario)
+    assert set(event) == CALL_FIELDS
+    assert {k: v for k, v in event.items() if k != "at"} == {
+        "kind": "call",
+        "route": "support",
+        "deployment": "gpt",
+        "status": "ok",
+        "ms": 61.23,
+        "input_tokens": 1000,
+        "output_tokens": 100,
+        "cached_input_tokens": 400,
+        # 600 uncached at $1, 400 cached at $0.5, 100 out at $4 per million
+        "cost_usd": pytest.approx(0.0012),
+    }

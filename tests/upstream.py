@@ -39,6 +39,7 @@ HANG_LIMIT_S = 60.0  # a hanging answer gives up at the latest then (or when the
 
 CUT_GRACE_S = 0.3  # between a cut stream's last event and the cut
 
+
 @dataclass(frozen=True)
 class Behaviour:
     """How the next requests are answered."""

@@ -99,6 +99,49 @@ BUDGET_OVERSPENT_TOKENS = Counter(
     "Tokens charged past their session budget reservations (what those calls overspent).",
     ["route"],
 )
+# The gateway's calls (contextplatform/gateway/call_metrics.py). ``deployment`` is a tenant's
+# deployment name ("" when the call reached none: refused before, or every deployment failed
+# before answering counts under the last one tried); ``status`` a closed set: ok, rejected (the
+# deployment's 4xx passed on), failed (no deployment answered), refused (the platform refused
+# before any deployment was called), incomplete (answered, but the answer did not end: the client
+# went away or the stream broke).
+GATEWAY_STATUSES = ("ok", "rejected", "failed", "refused", "incomplete")
+GATEWAY_CALLS = Counter(
+    "context_gateway_calls_total",
+    "Gateway chat calls by route, deployment that answered (or was tried last) and status.",
+    ["route", "deployment", "status"],
+)
+UPSTREAM_LATENCY = Histogram(
+    "context_gateway_upstream_seconds",
+    "Time a deployment took to answer a call (non-streaming: the answer to the call's first "
+    "request; streaming: from the request to the stream's end, tool-loop rounds included).",
+    ["deployment"],
+    buckets=(*LATENCY_BUCKETS, 30.0, 60.0, 120.0),
+)
+TIME_TO_FIRST_TOKEN = Histogram(
+    "context_gateway_time_to_first_token_seconds",
+    "Time until a streaming deployment's first byte of the answer.",
+    ["deployment"],
+    buckets=(*LATENCY_BUCKETS, 30.0, 60.0),
+)
+GATEWAY_TOKENS = Counter(
+    "context_gateway_tokens_total",
+    "Tokens the deployments reported for the gateway's calls (kind: input, output, "
+    "cached_input; input counts the cached ones too).",
+    ["route", "deployment", "kind"],
+)
+GATEWAY_COST = Counter(
+    "context_gateway_cost_usd_total",
+    "What the gateway's calls cost at their deployment's price (USD; unpriced deployments add "
+    "nothing).",
+    ["route", "deployment"],
+)
+GATEWAY_FALLBACKS = Counter(
+    "context_gateway_fallbacks_total",
+    "Attempts that moved a call on to the route's next deployment (deployment: the one that "
+    "failed; outcome: status, timeout, connection).",
+    ["deployment", "outcome"],
+)
 LIVE_CONNECTIONS = Gauge(
     "context_live_stream_connections",
     "Open /ws/metrics/ connections.",

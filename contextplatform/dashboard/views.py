@@ -7,11 +7,12 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest, JsonResponse
 from django.template.response import TemplateResponse
+from django.urls import reverse
 
 from contextplatform.replay.selectors import latest_replay_records
 from contextplatform.replay.source_health_selectors import sources_health
 from contextplatform.replay.writer import flush_current_tenant
-from contextplatform.resolve.live_events import recorded_source_events
+from contextplatform.resolve.live_events import recorded_call_events, recorded_source_events
 
 SOCKET_PATH = "/ws/metrics/"  # contextplatform.live.websocket_urlpatterns
 HEALTH_PATH = "/admin/live/health.json"  # contextplatform.urls
@@ -20,10 +21,12 @@ HEALTH_PATH = "/admin/live/health.json"  # contextplatform.urls
 HISTORY_RESOLVES = 30
 
 
-def recent_source_events(limit: int = HISTORY_RESOLVES) -> list[dict[str, Any]]:
-    """The source outcomes of the tenant's latest resolves, oldest first, in the stream's frames."""
+def recent_events(limit: int = HISTORY_RESOLVES) -> list[dict[str, Any]]:
+    """The source outcomes of the tenant's latest resolves, and the gateway calls among them,
+    oldest first, in the stream's frames."""
     flush_current_tenant()  # the records this process has accepted but not yet written
-    return recorded_source_events(reversed(latest_replay_records(limit)))
+    records = list(reversed(latest_replay_records(limit)))
+    return recorded_source_events(records) + recorded_call_events(records)
 
 
 def live_dashboard(request: HttpRequest) -> TemplateResponse:
@@ -31,12 +34,13 @@ def live_dashboard(request: HttpRequest) -> TemplateResponse:
     admin session."""
     context = {
         **admin.site.each_context(request),
-        "title": "Live source metrics",
+        "title": "Live metrics",
         "socket_path": SOCKET_PATH,
-        "history": recent_source_events(),
+        "history": recent_events(),
         "history_resolves": HISTORY_RESOLVES,
         "health": health_rows(),
         "health_path": HEALTH_PATH,
+        "spend_url": reverse("spend-dashboard"),
     }
     return TemplateResponse(request, "dashboard/live.html", context)
 

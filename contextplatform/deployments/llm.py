@@ -23,6 +23,7 @@ from django_tenants.utils import get_public_schema_name
 from contextplatform.core import llm
 from contextplatform.core.errors import ApiError
 from contextplatform.core.llm import LLMDeployment, LLMError
+from contextplatform.deployments.pricing import Price, default_price
 from contextplatform.deployments.selectors import (
     Upstream,
     deployment_named,
@@ -41,6 +42,8 @@ class NamedDeployment:
     llm: LLMDeployment
     origin: Literal["tenant", "platform"]
     may_judge: bool
+    # What its tokens cost (a judge's calls are priced with it); None: unpriced.
+    price: Price | None = None
 
 
 def in_tenant_schema() -> bool:
@@ -94,7 +97,10 @@ def tenant_deployment(name: str, allowlist: Sequence[str] | None = None) -> Name
         raise LLMError(error.message) from None
     guard = current_allowlist() if allowlist is None else allowlist
     return NamedDeployment(
-        llm=llm_deployment_of(upstream, guard), origin="tenant", may_judge=upstream.may_judge
+        llm=llm_deployment_of(upstream, guard),
+        origin="tenant",
+        may_judge=upstream.may_judge,
+        price=upstream.price,
     )
 
 
@@ -108,7 +114,9 @@ def named_deployment(name: str, allowlist: Sequence[str] | None = None) -> Named
     configured = llm.configured_deployment(name)
     if configured is None:
         return None
-    return NamedDeployment(llm=configured, origin="platform", may_judge=True)
+    return NamedDeployment(
+        llm=configured, origin="platform", may_judge=True, price=default_price(configured.model)
+    )
 
 
 def known_names() -> list[str]:

@@ -46,6 +46,7 @@ class GatewayCall:
         loaded: LoadedRoute,
         *,
         defer_replay: bool = False,
+        key_id: int | None = None,
     ) -> ResolveCall:
         """The resolve this call asks for: its route already loaded (its deployment checked), the
         body parsed once, and the route's lazy search tools offered, since the gateway serves
@@ -63,6 +64,7 @@ class GatewayCall:
             loaded=loaded,
             serves_tools=True,
             defer_replay=defer_replay,
+            key_id=key_id,
         )
 
 

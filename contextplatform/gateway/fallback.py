@@ -23,6 +23,7 @@ from typing import TypeVar
 
 from django.conf import settings
 
+from contextplatform.core.metrics import GATEWAY_FALLBACKS
 from contextplatform.deployments.balancing import balanced_order
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.gateway import deployment_limits
@@ -199,7 +200,7 @@ async def first_answer(
     last: Exception | None = None
     skipped: list[deployment_limits.LimitReached] = []
     ordered = in_order(schema, upstreams, balance)
-    for upstream in ordered:
+    for place, upstream in enumerate(ordered, start=1):
         key = (schema, upstream.name)
         reached = await deployment_limits.admit(schema, upstream)
         if reached is not None:
@@ -235,11 +236,14 @@ async def first_answer(
             return answer, upstream
         finally:
             POOL_STATS.ended(key, answered_ms)
+        moves_on = place < len(ordered)
+        if moves_on:  # the call moves to the next deployment: a fallback
+            GATEWAY_FALLBACKS.labels(upstream.name, attempts.made[-1].outcome).inc()
         logger.warning(
             "the upstream deployment %r failed (%s); %s",
             upstream.name,
             attempts.made[-1].outcome,
-            "trying the next" if upstream is not ordered[-1] else "none left",
+            "trying the next" if moves_on else "none left",
         )
     if last is None:
         assert skipped, "a route's call has at least one deployment"

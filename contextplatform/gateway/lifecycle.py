@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -32,9 +33,11 @@ from django.http.response import HttpResponseBase
 from opentelemetry.trace import Span, SpanKind
 
 from contextplatform.core import tracing
+from contextplatform.core.errors import ApiError
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.gateway import deployment_limits
 from contextplatform.gateway.budgets import HeldBudget, hold_budget
+from contextplatform.gateway.call_metrics import observe_call
 from contextplatform.gateway.calls import GatewayCall, gateway_call, resolve_headers
 from contextplatform.gateway.connections import in_tenant
 from contextplatform.gateway.fallback import Attempts, first_answer
@@ -97,17 +100,41 @@ async def finish(
     first_usage: ProviderUsage | None = None,
     held: HeldBudget | None = None,
     attempts: Attempts | None = None,
+    upstream: Upstream | None = None,
+    started: float | None = None,
+    stream: bool = False,
+    answer_started: float | None = None,
 ) -> None:
     """The call is over: what a hand-back does (the answer to the session, the hooks of the kinds
     that wait for it), done here so the client needs none, with the provider's usage (and the
     deployment's calibration, from the first call: the one the estimate is of) and the served
     tool calls, into the replay record, written once; ``response`` None when the call ended
     without an answer; ``held``: the settled session budget, whose reservation and charge the
-    record keeps beside the usage; ``attempts``: the deployments tried. One trip to the database thread; a failure is logged, the
-    answer is the client's already."""
+    record keeps beside the usage; ``attempts``: the deployments tried; ``upstream``: the one
+    that answered (its price prices the usage); ``started``: when the call began (monotonic), for
+    the record's ``call_ms``; ``answer_started``: when the answering deployment's stream was
+    asked for (its latency runs to the stream's end). The call's metrics and live event are
+    counted here, in process. One trip to the database thread; a failure is logged, the answer is
+    the client's already."""
     pending = resolution.pending_replay
     if pending is None or pending.submitted:
         return
+    call_ms = (time.monotonic() - started) * 1000 if started is not None else None
+    price = upstream.price if upstream is not None else None
+    if attempts is not None:
+        observe_call(
+            schema=tenant.schema_name,
+            route=resolution.route,
+            attempts=attempts,
+            answered=response is not None,
+            usage=usage,
+            price=price,
+            call_ms=call_ms or 0.0,
+            stream=stream,
+            stream_ms=(time.monotonic() - answer_started) * 1000
+            if answer_started is not None
+            else None,
+        )
 
     def work() -> None:
         try:
@@ -121,6 +148,8 @@ async def finish(
                 tool_calls=tools.records if tools is not None else None,
                 session_budget=held.record() if held is not None else None,
                 attempts=attempts.record() if attempts is not None else None,
+                price=price,
+                call_ms=round(call_ms, 2) if call_ms is not None else None,
             )
         except Exception:
             logger.exception("completing the turn of %s failed", resolution.id)
@@ -190,6 +219,8 @@ class ChatCall:
         self.attempts = Attempts()
         self.resolution: Resolution | None = None
         self.streaming = False  # the stream finishes the call when it ends
+        self.started = time.monotonic()  # the record's call_ms counts from here
+        self.answer_started: float | None = None  # the latest attempt's start: the answer's
 
     async def run(self) -> HttpResponseBase:
         # The call's span: the resolve's and the deployment's calls are its children.
@@ -246,9 +277,32 @@ class ChatCall:
         # The deployment is checked first: a request for the wrong protocol leaves no turn behind.
         loaded, upstreams = upstreams_for(call.route, self.protocol, responses=self.responses)
         self.balance = loaded.spec.model.balance
-        resolution = resolve_context(
-            call.resolve_call(tenant, self.protocol, headers, loaded, defer_replay=True)
-        )
+        api_key = getattr(self.request, "api_key", None)
+        try:
+            resolution = resolve_context(
+                call.resolve_call(
+                    tenant,
+                    self.protocol,
+                    headers,
+                    loaded,
+                    defer_replay=True,
+                    key_id=api_key.pk if api_key is not None else None,
+                )
+            )
+        except ApiError:
+            # Refused before any deployment was called (a blocking source failed); the route
+            # exists, so its name is a bounded label.
+            observe_call(
+                schema=tenant.schema_name,
+                route=call.route,
+                attempts=Attempts(),
+                answered=False,
+                usage=None,
+                price=None,
+                call_ms=(time.monotonic() - self.started) * 1000,
+                stream=call.stream,
+            )
+            raise
         return upstreams, resolution
 
     # ------------------------------------------------------------------ reserve
@@ -333,6 +387,7 @@ class ChatCall:
         async def send(upstream: Upstream) -> UpstreamResponse:
             # The provider's usage is asked for even when the client did not ask for it.
             body, _ = with_stream_usage(self.protocol, reserved.body_for(upstream))
+            self.answer_started = time.monotonic()
             response = await open_stream(upstream, body, **reserved.forward)
             # Until the first byte the call may still move to the next deployment.
             await first_chunk(response, upstream)
@@ -386,6 +441,8 @@ class ChatCall:
             first_usage=looped.first_usage,
             held=reserved.held,
             attempts=self.attempts,
+            upstream=self.upstream,
+            started=self.started,
         )
 
     async def finish_unanswered(self) -> None:
@@ -397,7 +454,16 @@ class ChatCall:
         pending = resolution.pending_replay
         if pending is not None and not pending.submitted:
             await asyncio.shield(
-                in_background(finish(tenant, resolution, None, attempts=self.attempts))
+                in_background(
+                    finish(
+                        tenant,
+                        resolution,
+                        None,
+                        attempts=self.attempts,
+                        started=self.started,
+                        stream=bool(self.call and self.call.stream),
+                    )
+                )
             )
 
     def client_events(self, events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -493,6 +559,10 @@ class ChatCall:
                 first_usage=loop.first_usage() if loop is not None else None,
                 held=held,
                 attempts=self.attempts,
+                upstream=self.upstream,
+                started=self.started,
+                stream=True,
+                answer_started=self.answer_started,
             )
 
         response = StreamingHttpResponse(

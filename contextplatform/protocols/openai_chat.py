@@ -238,6 +238,27 @@ class OpenAIChat(ProviderProtocol):
 
     # ------------------------------------------------------------------ usage and errors
 
+    def summed_usage(self, usages: Sequence[Any]) -> dict[str, Any] | None:
+        """The base's sum, with the cached prompt tokens of every call summed too (they sit in
+        ``prompt_tokens_details``, which the base would take from the last call alone)."""
+        total = super().summed_usage(usages)
+        if total is None:
+            return None
+        cached = [
+            details.get("cached_tokens")
+            for usage in usages
+            if isinstance(usage, dict)
+            and isinstance(details := usage.get("prompt_tokens_details"), dict)
+        ]
+        counts = [c for c in cached if isinstance(c, int) and not isinstance(c, bool)]
+        if counts:
+            details = total.get("prompt_tokens_details")
+            total["prompt_tokens_details"] = {
+                **(details if isinstance(details, dict) else {}),
+                "cached_tokens": sum(counts),
+            }
+        return total
+
     def usage_in_shape(self, usage: ProviderUsage) -> dict[str, int]:
         return {
             "prompt_tokens": usage.input,

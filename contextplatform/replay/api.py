@@ -14,6 +14,7 @@ from contextplatform.core.views import ApiView
 from contextplatform.replay import selectors
 from contextplatform.replay.feedback import feedback_representation
 from contextplatform.replay.models import Feedback, ReplayRecord
+from contextplatform.replay.usage_records import usage_of_record
 
 
 def replay_summary(record: ReplayRecord) -> dict[str, Any]:
@@ -27,9 +28,15 @@ def replay_summary(record: ReplayRecord) -> dict[str, Any]:
         "format": record.format,
         "created_at": record.created_at.isoformat(),
         "ms": record.duration_ms,
+        "call_ms": record.call_ms,
         "sources": record.sources,
         "tokens": record.tokens,
         "error": record.error,
+        "deployment": record.deployment or None,
+        "key_id": record.key_id,
+        "usage": usage_of_record(record),
+        "cost_usd": record.cost_usd,
+        "cost_breakdown": (record.tokens or {}).get("cost"),
     }
 
 

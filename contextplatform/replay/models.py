@@ -33,11 +33,26 @@ class ReplayRecord(models.Model):
     tool_calls = models.JSONField(default=list, blank=True)
     # The arm of the route's traffic split this resolve ran ("main": the route's own context).
     variant = models.CharField(max_length=64, default="main", blank=True)
+    # What the call spent, as columns so that spend is summed in SQL (``replay.spend_selectors``):
+    # the provider's usage over every upstream call of the request (tool-loop rounds included),
+    # its cost at the answering deployment's price plus the judge's calls (None: unpriced), the
+    # deployment that answered and the API key that made the call.
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cached_input_tokens = models.PositiveIntegerField(default=0)
+    cache_write_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.FloatField(null=True, blank=True)
+    deployment = models.CharField(max_length=100, blank=True, default="")
+    key_id = models.BigIntegerField(null=True, blank=True)
+    # The whole call the gateway carried, the deployment's answer included (``duration_ms`` is
+    # the resolve's alone); None where the platform did not carry the call (REST resolve).
+    call_ms = models.FloatField(null=True, blank=True)
 
     class Meta:
         app_label = "routing"  # its table and admin pages kept their names when it moved apps
         ordering = ["-created_at", "-id"]
         indexes = [
+            models.Index(fields=["created_at", "route"], name="replay_spend_time"),
             models.Index(fields=["route", "-created_at"], name="replay_route_time"),
             models.Index(fields=["user_id", "-created_at"], name="replay_user_time"),
             models.Index(fields=["status", "-created_at"], name="replay_status_time"),

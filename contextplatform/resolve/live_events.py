@@ -88,6 +88,72 @@ def recorded_source_events(records: Iterable[Any]) -> list[dict[str, Any]]:
     ]
 
 
+def call_frame(
+    *,
+    route: str,
+    deployment: str,
+    status: str,
+    ms: float,
+    input_tokens: int,
+    output_tokens: int,
+    cached_input_tokens: int,
+    cost_usd: float | None,
+    at: float,
+) -> dict[str, Any]:
+    """One gateway call as the dashboards read it (``"kind": "call"``, beside the sources'
+    frames): its status (``core.metrics.GATEWAY_STATUSES``), the deployment that answered, the
+    whole call's time, its tokens and cost (None: unpriced)."""
+    return {
+        "kind": "call",
+        "route": route,
+        "deployment": deployment,
+        "status": status,
+        "ms": round(ms, 2),
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cached_input_tokens": cached_input_tokens,
+        "cost_usd": cost_usd,
+        "at": round(at, 3),
+    }
+
+
+def recorded_status(record: Any) -> str:
+    """A recorded gateway call's status, as the live frame of the call said it."""
+    tokens = record.tokens or {}
+    attempts = tokens.get("attempts") or []
+    if not attempts:
+        return "refused"
+    last = attempts[-1] if isinstance(attempts[-1], dict) else {}
+    if last.get("outcome") == "answered":
+        return (
+            "ok" if record.response_received_at is not None or record.input_tokens else "incomplete"
+        )
+    return "rejected" if last.get("outcome") == "rejected" else "failed"
+
+
+def recorded_call_events(records: Iterable[Any]) -> list[dict[str, Any]]:
+    """The gateway calls among replay records (those with a ``call_ms``), in the call frames,
+    marked ``"history": true``."""
+    return [
+        {
+            **call_frame(
+                route=record.route,
+                deployment=record.deployment,
+                status=recorded_status(record),
+                ms=record.call_ms,
+                input_tokens=record.input_tokens,
+                output_tokens=record.output_tokens,
+                cached_input_tokens=record.cached_input_tokens,
+                cost_usd=record.cost_usd,
+                at=record.created_at.timestamp(),
+            ),
+            "history": True,
+        }
+        for record in records
+        if record.call_ms is not None
+    ]
+
+
 def publish_source_events(
     schema: str,
     route: str,

@@ -103,6 +103,8 @@ class ResolveRequest:
     # The arm of the route's traffic split to run when the mode does not choose one (a rerun:
     # the record's); None or an arm the route no longer has: the route's own context.
     variant: str | None = None
+    # The API key that made the call (the replay record's ``key_id``: spend per key).
+    key_id: int | None = None
 
 
 @dataclass
@@ -535,6 +537,7 @@ def record(request: ResolveRequest, mode: Mode, resolution: Resolution) -> None:
             session=request.session,
             capture_content=request.capture_content,
             defer=request.defer_replay,
+            key_id=request.key_id,
         )
     if resolution.refusal() is not None:
         return

@@ -17,6 +17,7 @@ from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.selectors import deployment_to_call
 from contextplatform.replay.item_keys import item_id
 from contextplatform.replay.models import ReplayRecord
+from contextplatform.replay.usage_records import set_cost
 from contextplatform.replay.writer import REPLAY_WRITER, PendingReplay
 from contextplatform.resolve.budget import Budget
 from contextplatform.resolve.chat import ChatRequest
@@ -188,11 +189,14 @@ def save_replay(
     session: str | None,
     capture_content: bool,
     defer: bool = False,
+    key_id: int | None = None,
 ) -> ReplayRecord:
     """Build the resolve's replay record and hand it to the writer (written off the resolve path;
     see ``replay.writer``), or, with ``defer``, leave it pending on the resolution for the caller
     to complete and submit when its call is over (the gateway)."""
-    record = build_replay(resolution, user=user, session=session, capture_content=capture_content)
+    record = build_replay(
+        resolution, user=user, session=session, capture_content=capture_content, key_id=key_id
+    )
     if defer:
         resolution.pending_replay = PendingReplay(tenant_schema, record)
     else:
@@ -206,8 +210,10 @@ def build_replay(
     user: str | None,
     session: str | None,
     capture_content: bool,
+    key_id: int | None = None,
 ) -> ReplayRecord:
-    """The resolve's replay record, not yet written."""
+    """The resolve's replay record, not yet written: its cost so far is its judge's calls (the
+    model's answer adds its own when it comes, ``usage_records.apply_usage``)."""
     refusal = resolution.refusal()
     error = {"code": refusal.code, "message": refusal.message} if refusal else None
     record = ReplayRecord(
@@ -228,5 +234,7 @@ def build_replay(
         request_body=resolution.chat.body if capture_content else None,
         rewritten_body=resolution.rewritten if capture_content and refusal is None else None,
         variant=resolution.variant,
+        key_id=key_id,
     )
+    set_cost(record, model=None)
     return record

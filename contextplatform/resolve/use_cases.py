@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from contextplatform.core.errors import ApiError
 from contextplatform.core.estimation import TokenEstimator
+from contextplatform.deployments.pricing import Price
 from contextplatform.protocols.usage import ProviderUsage
 from contextplatform.replay.models import ReplayRecord
 from contextplatform.replay.usage_records import apply_usage
@@ -52,6 +53,8 @@ class ResolveCall:
     # The entry point completes the call itself (the gateway): the replay record is written once,
     # when ``finish_turn`` is given the answer, instead of at resolve.
     defer_replay: bool = False
+    # The API key that made the call, for the record (spend per key).
+    key_id: int | None = None
 
 
 def tenant_request(tenant: Tenant, **fields: Any) -> ResolveRequest:
@@ -94,7 +97,7 @@ def count_request(call: ResolveCall) -> Resolution:
     asked = {
         field.name: getattr(call, field.name)
         for field in fields(call)
-        if field.name not in ("tenant", "defer_replay")
+        if field.name not in ("tenant", "defer_replay", "key_id")
     }
     run = resolve(tenant_request(tenant, **asked), modes.COUNT)
     resolution = run.resolution
@@ -231,6 +234,8 @@ def finish_turn(
     tool_calls: list[dict[str, Any]] | None = None,
     session_budget: dict[str, Any] | None = None,
     attempts: list[dict[str, Any]] | None = None,
+    price: Price | None = None,
+    call_ms: float | None = None,
 ) -> dict[str, Any]:
     """The model's answer to a resolve, for REST (POST /resolve/{id}/response) and the gateway
     alike: stored in the session, handed to the after-response hooks of the source kinds
@@ -241,7 +246,8 @@ def finish_turn(
     ``resolution``: the gateway's own resolve, whose replay record was left pending; the answer,
     usage, served ``tool_calls`` and ``session_budget`` go into it and it is submitted, once
     (``response`` None when the call ended without an answer), with the ``attempts`` of the
-    route's deployments (the deployment that answered named beside them). Only the kinds whose after-resolve
+    route's deployments (the deployment that answered named beside them), the usage priced at
+    ``price`` (the answering deployment's) and the whole call's ``call_ms``. Only the kinds whose after-resolve
     hook queued something hear the answer. Without it (REST), the resolve's record is awaited
     (another worker may still be writing it), locked and completed; a refused resolve answers 409.
     The session's message is written before this returns (the conversation's next call reads it).
@@ -270,9 +276,14 @@ def finish_turn(
             )
         if attempts:
             record.tokens = {**(record.tokens or {}), **attempts_record(attempts)}
+        answered_by = (record.tokens or {}).get("answered_by")
+        record.call_ms = call_ms
+        if answered_by:
+            record.deployment = answered_by
         if usage is not None:
-            calibration = apply_usage(record, usage, first_call)
-            answered_by = (record.tokens or {}).get("answered_by")
+            calibration = apply_usage(
+                record, usage, first_call, price=price, deployment=answered_by
+            )
             if answered_by is not None and answered_by != (record.tokens or {}).get("deployment"):
                 # A fallback answered: the estimate was counted for the first deployment.
                 calibration = None

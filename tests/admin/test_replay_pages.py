@@ -226,6 +226,7 @@ def test_sections_of_an_empty_record() -> None:
         "Items",
         "Budget",
         "Tokens",
+        "Usage and cost",
         "Compression",
     ]
     assert sections["bodies"] == [] and "raw" not in sections

@@ -47,7 +47,12 @@ def judging(upstream: LoopbackUpstream) -> Iterator[LoopbackUpstream]:
     yield upstream
 
 
-def setup_route(gateway: Gateway, *, may_judge: bool, user: str) -> str:
+PRICE = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}
+
+
+def setup_route(
+    gateway: Gateway, *, may_judge: bool, user: str, price: dict[str, float] | None = None
+) -> str:
     """A deployment on the upstream, a route forwarding to it with a judged memory source, and
     the user's memories; the route's name."""
     name = unique("judged")
@@ -59,6 +64,7 @@ def setup_route(gateway: Gateway, *, may_judge: bool, user: str) -> str:
             "model": "upstream-judge",
             "api_key": OPENAI_KEY,
             "may_judge": may_judge,
+            **({"price": price} if price is not None else {}),
         }
         assert api.post("/api/v1/deployments", json=deployment).status_code == 201
         memory = {
@@ -107,10 +113,11 @@ def test_the_routes_deployment_judges_then_answers(
     gateway: Gateway, judging: LoopbackUpstream
 ) -> None:
     user = unique("u")
-    route = setup_route(gateway, may_judge=True, user=user)
+    route = setup_route(gateway, may_judge=True, user=user, price=PRICE)
     before = judging.hits  # the upstream is the package's: earlier tests' requests stay
     try:
         resolve_id = call(gateway, route, user)
+        record = gateway.replay(resolve_id)
     finally:
         teardown_route(gateway, route, user)
     seen = judging.requests[before:]
@@ -127,14 +134,27 @@ def test_the_routes_deployment_judges_then_answers(
     assert "window seats" not in sent  # dropped by it
     notes = memory_notes(gateway, resolve_id)
     assert (notes["judge"], notes["judge_fallback"]) == (f"deployment:{route}", False)
-    # The judge's call and the tokens its answer reported; no deployment has a price.
+    # The judge's call, the tokens its answer reported, and their cost at its deployment's price.
+    judge_in, judge_out = prompt_tokens(judged.body), notes["judge_usage"]["output_tokens"]
+    judge_cost = (judge_in * PRICE["input_per_mtok"] + judge_out * PRICE["output_per_mtok"]) / 1e6
     assert notes["judge_usage"] == {
         "calls": 1,
-        "input_tokens": prompt_tokens(judged.body),
-        "output_tokens": notes["judge_usage"]["output_tokens"],
-        "cost_usd": None,
+        "input_tokens": judge_in,
+        "output_tokens": judge_out,
+        "cost_usd": pytest.approx(judge_cost),
     }
-    assert notes["judge_usage"]["output_tokens"] > 0
+    assert judge_out > 0
+    # The record's cost: the answer's calls and the judge's, each part named.
+    usage = record["usage"]
+    model_cost = (
+        usage["input_tokens"] * PRICE["input_per_mtok"]
+        + usage["output_tokens"] * PRICE["output_per_mtok"]
+    ) / 1e6
+    assert record["cost_breakdown"] == {
+        "model": pytest.approx(model_cost),
+        "judge": pytest.approx(judge_cost),
+    }
+    assert record["cost_usd"] == pytest.approx(model_cost + judge_cost)
 
 
 def test_the_preview_reports_the_judges_calls_per_source(

@@ -138,6 +138,9 @@ def test_openai_retrieve_call_is_served_and_followed_up(
     ]
     assert record["tool_calls"][0]["bytes"] == len(LOG.encode())
     assert record["tokens"]["provider"]["input"] == completion.usage.prompt_tokens
+    # The record's usage columns sum both calls too (what spend adds up).
+    assert record["usage"]["input_tokens"] == completion.usage.prompt_tokens
+    assert record["usage"]["output_tokens"] == completion.usage.completion_tokens
 
 
 def conversation_tool() -> dict[str, Any]:

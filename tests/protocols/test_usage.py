@@ -95,3 +95,34 @@ def test_anthropic_stream_keeps_cached_counts_from_message_start() -> None:
     stream.feed({"type": "message_start", "message": {"usage": start}})
     stream.feed({"type": "message_delta", "usage": {"output_tokens": 12}})
     assert stream.usage == ProviderUsage(input=904, output=12, cached_input=900)
+
+
+def test_the_usage_of_several_calls_sums_their_cached_input_too() -> None:
+    """A tool loop's answer carries the usage of every call: the cached reads (OpenAI's
+    ``prompt_tokens_details``, Anthropic's cache fields) are summed like the rest."""
+    from contextplatform.protocols.registry import protocol_for
+
+    openai_calls = [
+        {
+            "prompt_tokens": 100,
+            "completion_tokens": 5,
+            "prompt_tokens_details": {"cached_tokens": 64},
+        },
+        {
+            "prompt_tokens": 150,
+            "completion_tokens": 7,
+            "prompt_tokens_details": {"cached_tokens": 128},
+        },
+    ]
+    total = protocol_for("openai").summed_usage(openai_calls)
+    assert usage_of(total) == ProviderUsage(input=250, output=12, cached_input=192)
+    assert protocol_for("openai").summed_usage([{"prompt_tokens": 3, "completion_tokens": 1}]) == {
+        "prompt_tokens": 3,
+        "completion_tokens": 1,
+    }
+    anthropic_calls = [
+        {"input_tokens": 10, "output_tokens": 2, "cache_read_input_tokens": 90},
+        {"input_tokens": 20, "output_tokens": 3, "cache_creation_input_tokens": 40},
+    ]
+    total = protocol_for("anthropic").summed_usage(anthropic_calls)
+    assert usage_of(total) == ProviderUsage(input=160, output=5, cached_input=90, cache_write=40)

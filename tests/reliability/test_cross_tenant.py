@@ -366,6 +366,11 @@ PROBES: dict[str, dict[str, Probe]] = {
         "GET": Probe(OWN),
         "GET?": Probe(OWN, query=lambda o: {"route": o.route}),
     },
+    # Globex's spend is never summed into acme's: no route, user or deployment of its is named.
+    "api/v1/spend": {
+        "GET": Probe(OWN),
+        "GET?": Probe(OWN, query=lambda o: {"group_by": "user"}),
+    },
     "api/v1/users/<str:user>/profile": {
         "GET": Probe(ABSENT, user_param),
         "PUT": Probe(OWN, user_param, lambda o: {"attributes": {"plan": "hijacked"}}),

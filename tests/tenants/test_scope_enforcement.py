@@ -93,6 +93,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     # tests: the draft may call sources).
     "api/v1/replay/<str:record_id>/rerun": {"POST": "replay.read"},
     "api/v1/sources/health": {"GET": "replay.read"},
+    "api/v1/spend": {"GET": "replay.read"},
     # A user's profile and sessions are read and written with the memory scopes.
     "api/v1/users/<str:user>/profile": {"GET": MEMORY_READ, "PUT": MEMORY_WRITE},
     "api/v1/users/<str:user>/memories": {

@@ -405,8 +405,33 @@ def summary_table(record: ReplayLike) -> Table:
             "session": record.session_key,
             "created at": record.created_at,
             "duration ms": record.duration_ms,
+            # The whole call the gateway carried (the deployment's answer included).
+            "call ms": getattr(record, "call_ms", None),
             "error": record.error,
             "response received at": record.response_received_at,
+        },
+    )
+
+
+def spend_table(record: ReplayLike) -> Table | None:
+    """What the call spent: the provider's usage over all its upstream calls, its cost and the
+    parts of it, the deployment that answered and the API key that called (a record of the
+    gateway's or the REST API's; a draft's trial has none)."""
+    if not hasattr(record, "cost_usd"):
+        return None
+    cost = (record.tokens or {}).get("cost") or {}
+    return key_values(
+        "Usage and cost",
+        {
+            "deployment": getattr(record, "deployment", "") or None,
+            "API key id": getattr(record, "key_id", None),
+            "input tokens": getattr(record, "input_tokens", 0),
+            "cached input tokens": getattr(record, "cached_input_tokens", 0),
+            "cache write tokens": getattr(record, "cache_write_tokens", 0),
+            "output tokens": getattr(record, "output_tokens", 0),
+            "cost USD": record.cost_usd,
+            "model cost USD": cost.get("model"),
+            "judge cost USD": cost.get("judge"),
         },
     )
 
@@ -425,6 +450,7 @@ def replay_sections(record: ReplayLike) -> dict[str, Any]:
             items_table(record.items or []),
             key_values("Budget", record.budget, BUDGET_ORDER),
             key_values("Tokens", record.tokens, TOKENS_ORDER),
+            *([spend] if (spend := spend_table(record)) is not None else []),
             *compression_tables(record.compression),
             *tool_calls_table(record.tool_calls or []),
         ],

@@ -82,6 +82,7 @@ class ResolveView(ApiView):
                 chat_format=body.format,
                 store_memory=body.memory.store if body.memory else None,
                 headers=request.headers,
+                key_id=request.auth.pk,
             )
         )
         # The relevance judge's calls count against the key's budget.

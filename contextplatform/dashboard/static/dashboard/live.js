@@ -7,6 +7,10 @@
 // Each source's health per route (#live-health at load, then data-health-path every
 // HEALTH_REFRESH_MS and shortly after new events: GET /api/v1/sources/health's rows) marks the
 // sources that raise an alert (stopped_returning_hits, failing, slow) in the sources table.
+// A frame with "kind": "call" is one call the gateway carried (contextplatform/gateway/call_metrics.py):
+//   {kind, route, deployment, status, ms, input_tokens, output_tokens, cached_input_tokens, cost_usd, at}
+//   status: ok, rejected, failed, refused, incomplete; cost_usd null when the deployment is unpriced.
+// The calls table sums them per route and deployment, with the page's totals above it.
 "use strict";
 
 (() => {
@@ -52,6 +56,8 @@
   const sources = new Map();
   // "route/source" -> a row of GET /api/v1/sources/health
   const health = new Map();
+  // "route/deployment" -> {route, deployment, calls, errors, totalMs, lastMs, input, cached, output, cost}
+  const calls = new Map();
   let renderQueued = false;
   let healthQueued = false;
 
@@ -87,6 +93,55 @@
     source.lastMs = event.ms;
     source.points.push({ at: event.at, ms: event.ms, failed });
     if (source.points.length > MAX_POINTS_PER_SOURCE) source.points.shift();
+  }
+
+  function recordCall(event) {
+    const key = `${event.route}/${event.deployment}`;
+    let group = calls.get(key);
+    if (!group) {
+      group = { route: event.route, deployment: event.deployment, calls: 0, errors: 0, totalMs: 0,
+                lastMs: 0, input: 0, cached: 0, output: 0, cost: 0 };
+      calls.set(key, group);
+    }
+    group.calls += 1;
+    group.errors += event.status === "ok" ? 0 : 1;
+    group.totalMs += event.ms;
+    group.lastMs = event.ms;
+    group.input += event.input_tokens;
+    group.cached += event.cached_input_tokens;
+    group.output += event.output_tokens;
+    group.cost += event.cost_usd || 0;
+  }
+
+  function dollars(value) {
+    return value >= 0.01 ? value.toFixed(2) : value.toPrecision(2);
+  }
+
+  function renderCalls(root) {
+    const groups = [...calls.values()].sort((a, b) => b.cost - a.cost || b.calls - a.calls);
+    const rows = groups.map((group) => {
+      const row = document.createElement("tr");
+      row.dataset.route = group.route;
+      row.dataset.deployment = group.deployment;
+      row.append(
+        cell("td", group.route),
+        cell("td", group.deployment || "-"),
+        cell("td", group.calls, "live-calls"),
+        cell("td", group.errors, group.errors ? "live-failing" : ""),
+        cell("td", Math.round(group.totalMs / group.calls)),
+        cell("td", Math.round(group.lastMs)),
+        cell("td", group.input),
+        cell("td", group.cached),
+        cell("td", group.output),
+        cell("td", dollars(group.cost), "live-spend"),
+      );
+      return row;
+    });
+    root.querySelector("#live-calls tbody").replaceChildren(...rows);
+    const sum = (field) => groups.reduce((total, group) => total + group[field], 0);
+    root.querySelector("#live-calls-count").textContent = sum("calls");
+    root.querySelector("#live-calls-errors").textContent = sum("errors");
+    root.querySelector("#live-calls-spend").textContent = `$${dollars(sum("cost"))}`;
   }
 
   function addEventRow(tbody, event) {
@@ -225,6 +280,7 @@
       renderChart(root.querySelector("#live-latency"));
       renderLegend(root.querySelector("#live-legend"));
       renderSources(root.querySelector("#live-sources tbody"));
+      renderCalls(root);
     });
   }
 
@@ -268,6 +324,11 @@
     };
     socket.onmessage = (message) => {
       const event = JSON.parse(message.data);
+      if (event.kind === "call") {
+        recordCall(event);
+        scheduleRender(root);
+        return;
+      }
       record(event);
       addEventRow(root.querySelector("#live-events tbody"), event);
       scheduleRender(root);
@@ -292,6 +353,10 @@
     const events = root.querySelector("#live-events tbody");
     takeHealth(JSON.parse(document.getElementById("live-health")?.textContent || "[]"));
     for (const event of history) {
+      if (event.kind === "call") {
+        recordCall(event);
+        continue;
+      }
       record(event);
       addEventRow(events, event);
     }
