@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contextplatform.protocols.usage import ProviderUsage
+
 MAX_PRICE_PER_MTOK = 10_000.0
 
 
@@ -153,3 +155,14 @@ def cost_usd(
         + max(output_tokens, 0) * price.output_per_mtok
     )
     return round(micro / 1_000_000, 9)
+
+
+def usage_cost(price: Price | None, usage: ProviderUsage) -> float | None:
+    """What a provider's reported usage cost at ``price`` (None when unpriced)."""
+    return cost_usd(
+        price,
+        input_tokens=usage.input,
+        output_tokens=usage.output,
+        cached_input_tokens=usage.cached_input,
+        cache_write_tokens=usage.cache_write,
+    )

@@ -19,7 +19,7 @@ from contextplatform.core.read_back import without_read_only
 from contextplatform.core.views import ApiView, replacement_body
 from contextplatform.deployments import selectors, services
 from contextplatform.deployments.models import Deployment
-from contextplatform.deployments.schema import DeploymentSpec
+from contextplatform.deployments.schema import READ_ONLY_FIELDS, DeploymentSpec
 
 
 def written_fields(deployment: Deployment) -> dict[str, Any]:
@@ -42,18 +42,7 @@ def written_fields(deployment: Deployment) -> dict[str, Any]:
 # What a deployment's representation adds to what it writes; a write ignores them
 # (core/read_back.py). ``api_key_set`` and ``headers_set`` among them: a body without ``api_key``
 # (``headers``) keeps the stored key (headers).
-READ_ONLY = frozenset(
-    {
-        "api_key_set",
-        "headers_set",
-        "calibration",
-        "calibration_samples",
-        "effective_price",
-        "price_source",
-        "created_at",
-        "updated_at",
-    }
-)
+READ_ONLY = frozenset(READ_ONLY_FIELDS)
 
 
 def deployment_representation(deployment: Deployment) -> dict[str, Any]:

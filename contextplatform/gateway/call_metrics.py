@@ -12,7 +12,7 @@ from prometheus_client import Counter, Histogram
 
 from contextplatform.core import metrics
 from contextplatform.core.live_events import EVENT_TYPE, metrics_group, publish
-from contextplatform.deployments.pricing import Price, cost_usd
+from contextplatform.deployments.pricing import Price, usage_cost
 from contextplatform.gateway.fallback import Attempts
 from contextplatform.protocols.usage import ProviderUsage
 from contextplatform.resolve.live_events import call_frame
@@ -62,13 +62,7 @@ def observe_call(
             _tokens(route, deployment, "input").inc(usage.input)
             _tokens(route, deployment, "output").inc(usage.output)
             _tokens(route, deployment, "cached_input").inc(usage.cached_input)
-            cost = cost_usd(
-                price,
-                input_tokens=usage.input,
-                output_tokens=usage.output,
-                cached_input_tokens=usage.cached_input,
-                cache_write_tokens=usage.cache_write,
-            )
+            cost = usage_cost(price, usage)
             if cost:
                 _cost(route, deployment).inc(cost)
         event = call_frame(

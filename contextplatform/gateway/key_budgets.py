@@ -27,7 +27,7 @@ from typing import Any
 
 from django.db import connection
 
-from contextplatform.deployments.pricing import Price, cost_usd
+from contextplatform.deployments.pricing import Price, usage_cost
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.gateway.protocol import GatewayError
 from contextplatform.protocols.usage import ProviderUsage
@@ -294,14 +294,7 @@ def charged_usd(upstream: Upstream | None, usage: ProviderUsage | None, tokens: 
         return Decimal(0)
     if usage is None:
         return usd(tokens * max(dearest_input_rate(price), output_rate(price)))
-    cost = cost_usd(
-        price,
-        input_tokens=usage.input,
-        output_tokens=usage.output,
-        cached_input_tokens=usage.cached_input,
-        cache_write_tokens=usage.cache_write,
-    )
-    return usd(cost or 0.0)
+    return usd(usage_cost(price, usage) or 0.0)
 
 
 __all__ = [

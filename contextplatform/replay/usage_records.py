@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db import transaction
 
-from contextplatform.deployments.pricing import Price, cost_usd
+from contextplatform.deployments.pricing import Price, usage_cost
 from contextplatform.deployments.selectors import deployment_to_call
 from contextplatform.deployments.services import CalibrationStep
 from contextplatform.protocols.usage import (
@@ -87,16 +87,6 @@ def apply_usage(
     if not isinstance(estimated_for, str) or estimate is None:
         return None
     return CalibrationStep(estimated_for, (first_call or usage).input, estimate)
-
-
-def usage_cost(price: Price | None, usage: ProviderUsage) -> float | None:
-    return cost_usd(
-        price,
-        input_tokens=usage.input,
-        output_tokens=usage.output,
-        cached_input_tokens=usage.cached_input,
-        cache_write_tokens=usage.cache_write,
-    )
 
 
 def judge_cost(sources: Any) -> float | None:

@@ -105,7 +105,14 @@ CUSTOM_VIEWS: dict[str, str] = {
 
 # Views of the tenant host's admin outside the ModelAdmins (by URL name): "staff" = any staff user.
 # The live page's health rows show what the page itself shows: its sources' outcomes.
-SITE_VIEWS: dict[str, str] = {"live-dashboard": "staff", "live-health": "staff"}
+# "model:right": what the role may do to that model decides (the playground calls a route's
+# deployment, and spends: those who may change routes).
+SITE_VIEWS: dict[str, str] = {
+    "live-dashboard": "staff",
+    "live-health": "staff",
+    "spend-dashboard": "staff",
+    "playground": "routing.route:c",
+}
 
 # Fields an add form needs that the change form of the sample does not show.
 ADD_FORM_EXTRAS: dict[str, dict[str, str]] = {
@@ -483,9 +490,11 @@ def test_every_site_view_is_classified() -> None:
 
 @pytest.mark.parametrize(("role", "name"), [(r, n) for n in sorted(SITE_VIEWS) for r in ROLES])
 def test_site_views(role: str, name: str, admin_client_for: Callable[[str], Client]) -> None:
-    assert SITE_VIEWS[name] == "staff"
+    need = SITE_VIEWS[name]
+    model, _, right = need.partition(":")
     url = reverse(name)
-    assert admin_client_for(role).get(url).status_code == 200
+    want = 200 if need == "staff" or right in allowed(model, role) else 403
+    assert admin_client_for(role).get(url).status_code == want
     anonymous = Client(HTTP_HOST=ACME_HOST).get(url)
     assert anonymous.status_code == 302 and "/admin/login/" in anonymous["Location"]
 

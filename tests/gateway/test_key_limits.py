@@ -8,6 +8,7 @@ refused by the gateway at once."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -30,6 +31,7 @@ from tests.upstream import LoopbackUpstream
 CONCURRENT = 20
 MAX_OUTPUT = 200
 FITS = 5
+SETTLE_WAIT_S = 5.0
 PRICE = {"input_per_mtok": 1000.0, "output_per_mtok": 3000.0}  # dear, so that cents count
 
 
@@ -306,7 +308,11 @@ def test_a_stream_settles_the_keys_budget_with_the_reported_usage(
         stream_options={"include_usage": True},
     )
     usage = [chunk.usage for chunk in stream if chunk.usage is not None][-1]
-    spent, reserved, spent_usd, reserved_usd = key_spend(key["id"], django_db_blocker)
+    # A stream settles when it ends on the gateway's side, just after the client read its end.
+    deadline = time.monotonic() + SETTLE_WAIT_S
+    while (found := key_spend(key["id"], django_db_blocker))[1] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    spent, reserved, spent_usd, reserved_usd = found
     assert spent == usage.total_tokens and reserved == 0 and reserved_usd == 0
     price = Price(PRICE["input_per_mtok"], PRICE["output_per_mtok"])
     cost = cost_usd(price, input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens)

@@ -219,7 +219,7 @@ def test_the_migration_fills_the_columns_of_records_written_before_them(
 ) -> None:
     import importlib
 
-    backfill = importlib.import_module("contextplatform.routes.migrations.0009_replay_spend")
+    backfill = importlib.import_module("contextplatform.routes.migrations.0010_replay_spend")
     provider = {"input": 900, "output": 40, "cached_input": 300, "cache_write": 12}
     old = [
         record(tokens={"provider": provider, "deployment": "gpt", "answered_by": "gpt-backup"}),
