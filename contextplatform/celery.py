@@ -3,12 +3,20 @@
 import os
 import sys
 
+from kombu import Queue
 from tenant_schemas_celery.app import CeleryApp
+
+from contextplatform.queues import all_queues, default_queue, task_routes
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextplatform.settings")
 
 app = CeleryApp("contextplatform")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+# One queue per kind of work (contextplatform/queues.py), all declared: a worker without -Q
+# consumes every one. Eager runs (the tests, the embedded default) run a task in its caller.
+app.conf.task_default_queue = default_queue()
+app.conf.task_routes = task_routes()
+app.conf.task_queues = [Queue(name) for name in all_queues()]
 app.autodiscover_tasks()
 
 

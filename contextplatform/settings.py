@@ -243,6 +243,7 @@ if REDIS_URL:
     CELERY_BROKER_URL = f"{REDIS_URL.rstrip('/')}"
     CELERY_RESULT_BACKEND = CELERY_BROKER_URL
     CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+    # Each kind of work has its queue under this name (contextplatform/queues.py).
     CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery")
     # A task is acknowledged once it has run, and one whose worker died under it (SIGKILL, the
     # machine gone) goes back to the queue rather than being marked failed: its writes are

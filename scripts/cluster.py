@@ -29,19 +29,20 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import IO
-from urllib.parse import quote, unquote, urlsplit
 
 import httpx
 import psutil
 import psycopg
 from psycopg import sql
 
+from contextplatform import queues
+from scripts import pgbouncer
 from scripts.bench_server import free_port, python_m
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,7 +85,9 @@ def web_command(host: str, port: int, workers: int) -> list[str]:
     ]
 
 
-def worker_command(name: str, concurrency: int) -> list[str]:
+def worker_command(name: str, concurrency: int, queues: Sequence[str] = ()) -> list[str]:
+    """A Celery worker consuming ``queues`` (contextplatform/queues.py), every queue if none."""
+    consumed = ["--queues", ",".join(queues)] if queues else []
     return python_m(
         "celery",
         "-A",
@@ -96,6 +99,7 @@ def worker_command(name: str, concurrency: int) -> list[str]:
         str(concurrency),
         "--loglevel",
         "INFO",
+        *consumed,
     )
 
 
@@ -116,53 +120,12 @@ def migrate_command() -> list[str]:
     return [sys.executable, "manage.py", "migrate_schemas", "--noinput", "-v", "0"]
 
 
-PGBOUNCER = "pgbouncer"  # Debian's package (`make pgbouncer`)
-
-
-def pgbouncer_config(
-    *, listen_port: int, server_url: str, pool_size: int, auth_file: Path
-) -> tuple[str, str]:
-    """PgBouncer's ini and auth file for ``server_url``'s database, in transaction pooling.
-
-    Clients log in with the server's user and password (SCRAM against the auth file); PgBouncer
-    logs in to PostgreSQL with the same. ``pool_size`` server connections per user and database
-    are shared by every process of the cluster."""
-    server = urlsplit(server_url)
-    user = unquote(server.username or "postgres")
-    password = unquote(server.password or "")
-    database = unquote(server.path.lstrip("/")) or "postgres"
-    target = f"host={server.hostname or '127.0.0.1'} port={server.port or 5432} dbname={database}"
-    ini = f"""\
-[databases]
-{database} = {target}
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = {listen_port}
-unix_socket_dir =
-auth_type = scram-sha-256
-auth_file = {auth_file}
-pool_mode = transaction
-default_pool_size = {pool_size}
-min_pool_size = 0
-reserve_pool_size = 0
-max_client_conn = 1000
-; a client waits this long for a server connection, then gets an error (PostgreSQL down)
-query_wait_timeout = 30
-; PostgreSQL restarted: logins are tried again after a second, not fifteen
-server_login_retry = 1
-ignore_startup_parameters = extra_float_digits
-"""
-    users = f'"{user}" "{password}"\n'
-    return ini, users
-
-
-def pooled_url(server_url: str, listen_port: int) -> str:
-    server = urlsplit(server_url)
-    credentials = quote(unquote(server.username or "postgres"), safe="")
-    if server.password:
-        credentials += ":" + quote(unquote(server.password), safe="")
-    return f"postgresql://{credentials}@127.0.0.1:{listen_port}{server.path or '/postgres'}"
+def pgbouncer_command(listen: str, pool_size: int, folder: Path) -> list[str]:
+    """PgBouncer in front of ``DATABASE_DIRECT_URL`` (scripts/pgbouncer.py)."""
+    return [
+        *python_m("scripts.pgbouncer", "--listen", listen),
+        *("--pool-size", str(pool_size), "--dir", str(folder)),
+    ]
 
 
 def postgres_bin() -> Path:
@@ -210,7 +173,8 @@ class Cluster:
     pooled: bool = True  # through PgBouncer (transaction pooling); False: straight to PostgreSQL
     pool_size: int = 10  # PgBouncer's server connections, shared by every process
     web_workers: int = 2
-    celery_workers: int = 2
+    # One Celery worker per kind of work, each on its queue; worker0 writes memories.
+    worker_kinds: tuple[str, ...] = queues.WORKER_KINDS
     celery_concurrency: int = 1
     extra_env: dict[str, str] = field(default_factory=dict)
     parts: dict[str, Part] = field(default_factory=dict)
@@ -301,7 +265,9 @@ class Cluster:
         self.start_standin()
         self.start_web()
         for index in range(self.celery_workers):
-            self.start_worker(index)
+            self.spawn_worker(index)  # all at once: each takes seconds to load the application
+        for index in range(self.celery_workers):
+            self.wait_for_log(f"worker{index}", " ready.")
         self.start_beat()
 
     def stop(self) -> None:
@@ -323,13 +289,14 @@ class Cluster:
         *,
         user: str | None = None,
         stop_signal: int = signal.SIGTERM,
+        extra: dict[str, str] | None = None,
     ) -> Part:
         log = self.logs / f"{name}.log"
         with log.open("ab") as output:
             process = subprocess.Popen(
                 args,
                 cwd=ROOT,
-                env=self.env,
+                env={**self.env, **(extra or {})},
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
@@ -470,24 +437,16 @@ class Cluster:
         """PgBouncer in transaction pooling in front of ``database_url``, its ini and auth file
         written under ``root/pgbouncer`` from the database's credentials; the application's
         ``DATABASE_URL`` becomes ``pooled_url``."""
+        self.pgbouncer_port = self.pgbouncer_port or free_port()
+        listen = f"127.0.0.1:{self.pgbouncer_port}"
         folder, user = self.root / "pgbouncer", system_user()
         folder.mkdir(parents=True, exist_ok=True)
-        self.pgbouncer_port = self.pgbouncer_port or free_port()
-        auth_file = folder / "userlist.txt"
-        ini, users = pgbouncer_config(
-            listen_port=self.pgbouncer_port,
-            server_url=self.database_url,
-            pool_size=self.pool_size,
-            auth_file=auth_file,
-        )
-        auth_file.write_text(users)
-        auth_file.chmod(0o600)
-        (folder / "pgbouncer.ini").write_text(ini)
-        if user:  # PgBouncer refuses to run as root: as PostgreSQL's user
-            for path in (folder, auth_file, folder / "pgbouncer.ini"):
-                shutil.chown(path, user, user)
-        self.spawn("pgbouncer", [PGBOUNCER, str(folder / "pgbouncer.ini")], user=user)
-        self.pooled_url = pooled_url(self.database_url, self.pgbouncer_port)
+        if user:  # PgBouncer refuses to run as root: as PostgreSQL's user, writing its files here
+            shutil.chown(folder, user, user)
+        args = pgbouncer_command(listen, self.pool_size, folder)
+        extra = {"DATABASE_DIRECT_URL": self.database_url}
+        self.spawn("pgbouncer", args, user=user, extra=extra)
+        self.pooled_url = pgbouncer.pooled_url(self.database_url, listen)
 
         def accepts() -> bool:
             with psycopg.connect(self.pooled_url, connect_timeout=2, autocommit=True) as conn:
@@ -569,10 +528,21 @@ class Cluster:
     def stop_web(self) -> int | None:
         return self.stop_part("web")
 
-    def start_worker(self, index: int) -> Part:
+    @property
+    def celery_workers(self) -> int:
+        return len(self.worker_kinds)
+
+    def worker_queues(self, index: int) -> list[str]:
+        return [queues.queue_name(self.worker_kinds[index], queues.default_queue())]
+
+    def spawn_worker(self, index: int) -> Part:
         name = f"worker{index}"
-        part = self.spawn(name, worker_command(name, self.celery_concurrency))
-        self.wait_for_log(name, " ready.")
+        queues_consumed = self.worker_queues(index)
+        return self.spawn(name, worker_command(name, self.celery_concurrency, queues_consumed))
+
+    def start_worker(self, index: int) -> Part:
+        part = self.spawn_worker(index)
+        self.wait_for_log(part.name, " ready.")
         return part
 
     def kill_worker(self, index: int) -> None:
