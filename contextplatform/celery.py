@@ -3,7 +3,7 @@
 import os
 import sys
 
-from kombu import Queue
+from kombu.entity import Queue
 from tenant_schemas_celery.app import CeleryApp
 
 from contextplatform.queues import all_queues, default_queue, task_routes
@@ -16,7 +16,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 # consumes every one. Eager runs (the tests, the embedded default) run a task in its caller.
 app.conf.task_default_queue = default_queue()
 app.conf.task_routes = task_routes()
-app.conf.task_queues = [Queue(name) for name in all_queues()]
+app.conf.task_queues = [Queue(name) for name in all_queues()]  # type: ignore[no-untyped-call]
 app.autodiscover_tasks()
 
 
