@@ -3,7 +3,7 @@
 import os
 import sys
 
-from kombu.entity import Queue
+from kombu.entity import Exchange, Queue
 from tenant_schemas_celery.app import CeleryApp
 
 from contextplatform.queues import all_queues, default_queue, task_routes
@@ -16,7 +16,12 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 # consumes every one. Eager runs (the tests, the embedded default) run a task in its caller.
 app.conf.task_default_queue = default_queue()
 app.conf.task_routes = task_routes()
-app.conf.task_queues = [Queue(name) for name in all_queues()]  # type: ignore[no-untyped-call]
+# Each bound by its own name, as Celery binds a queue a route names: a queue declared by name
+# alone is bound to the default exchange and routing key, and a task sent to any would go to all.
+app.conf.task_queues = [
+    Queue(name, Exchange(name), routing_key=name)  # type: ignore[no-untyped-call]
+    for name in all_queues()
+]
 app.autodiscover_tasks()
 
 

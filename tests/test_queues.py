@@ -64,6 +64,20 @@ def test_a_worker_without_queues_consumes_every_one() -> None:
     assert {routed_queue(task) for task in registered_tasks()} <= declared
 
 
+def test_a_task_reaches_its_queue_only() -> None:
+    """Each queue bound by its own name: a task published for one lands in that one alone (a
+    queue declared by name only is bound to the default routing key, shared by all)."""
+    declared = app.amqp.queues
+    for task in registered_tasks():
+        queue = app.amqp.router.route({}, task)["queue"]
+        bound_alike = [
+            name
+            for name, other in declared.items()
+            if other.exchange.name == queue.exchange.name and other.routing_key == queue.routing_key
+        ]
+        assert bound_alike == [queue.name], task
+
+
 def test_a_default_queue_of_its_own_takes_every_kind_with_it() -> None:
     """Two deployments (or a test run) on one Redis never share a queue."""
     assert queues.queue_of("memory.write_turn", "test-1234") == "test-1234.memory"
