@@ -28,7 +28,7 @@ from contextplatform import queues
 from scripts.cluster import Cluster
 
 JOB_SIZE = 250
-WORDS = 260  # about two chunks a document (chunks of 200 words, 40 overlapping)
+WORDS = 60  # one chunk a document (chunks of 200 words): a support article's paragraph
 COLLECTION = "bench-ingestion"
 VOCABULARY = [
     "refund",
