@@ -2,7 +2,8 @@
 
 For each worker count: a cluster (``scripts.cluster``: PostgreSQL behind PgBouncer, Redis, one web
 worker, N Celery workers on ``celery.ingestion`` and one on the default queue), one collection,
-DOCUMENTS documents posted in jobs of JOB_SIZE (so that N workers have jobs to share), then the
+``--documents`` documents of WORDS words (one chunk each) posted in jobs of JOB_SIZE (so that N
+workers have jobs to share; of a burst of jobs the last calibrates the collection), then the
 wall time from the first post to the last job done and the CPU time every process of the cluster
 spent meanwhile (the workers, PostgreSQL, PgBouncer, web). onnxruntime spreads one embedding call
 over every core, so a worker is not one core: throughput per core is chunks per CPU-second.
