@@ -29,9 +29,19 @@ TASK_KINDS = {
     "evals.run_evaluation": EVALUATION,
 }
 
-# The cluster shape's workers (scripts/cluster.py) and deploy/'s, one per kind. The first writes
-# memories: the fault tests kill it in the middle of a write.
+# deploy/'s workers: one per kind, each scaled on its own.
 WORKER_KINDS: tuple[str, ...] = (MEMORY, INGESTION, EVALUATION, DEFAULT)
+
+# The cluster shape's workers on one machine (scripts/cluster.py), the kinds each consumes: two
+# write memories, so that one killed in the middle of a write (the fault tests kill worker0)
+# leaves the other writing; evaluation runs share a worker with the default queue's maintenance,
+# both rare, which keeps the machine to four workers.
+CLUSTER_WORKERS: tuple[tuple[str, ...], ...] = (
+    (MEMORY,),
+    (MEMORY,),
+    (INGESTION,),
+    (EVALUATION, DEFAULT),
+)
 
 
 def default_queue() -> str:

@@ -102,7 +102,7 @@ def cpu_seconds(cluster: Cluster) -> float:
 
 
 def run(workers: int, documents: int) -> dict[str, Any]:
-    kinds = (queues.INGESTION,) * workers + (queues.DEFAULT,)
+    kinds = ((queues.INGESTION,),) * workers + ((queues.DEFAULT,),)
     with tempfile.TemporaryDirectory(prefix="bench-ingestion-") as root:
         Path(root).chmod(0o755)  # PostgreSQL's own user reads its data folder under it
         cluster = Cluster(root=Path(root), web_workers=1, worker_kinds=kinds)

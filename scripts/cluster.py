@@ -165,8 +165,8 @@ class Cluster:
     pooled: bool = True  # through PgBouncer (transaction pooling); False: straight to PostgreSQL
     pool_size: int = 10  # PgBouncer's server connections, shared by every process
     web_workers: int = 2
-    # One Celery worker per kind of work, each on its queue; worker0 writes memories.
-    worker_kinds: tuple[str, ...] = queues.WORKER_KINDS
+    # The Celery workers, the kinds of work each consumes; worker0 writes memories.
+    worker_kinds: tuple[tuple[str, ...], ...] = queues.CLUSTER_WORKERS
     celery_concurrency: int = 1
     extra_env: dict[str, str] = field(default_factory=dict)
     parts: dict[str, Part] = field(default_factory=dict)
@@ -528,7 +528,8 @@ class Cluster:
         return len(self.worker_kinds)
 
     def worker_queues(self, index: int) -> list[str]:
-        return [queues.queue_name(self.worker_kinds[index], queues.default_queue())]
+        default = queues.default_queue()
+        return [queues.queue_name(kind, default) for kind in self.worker_kinds[index]]
 
     def spawn_worker(self, index: int) -> Part:
         name = f"worker{index}"

@@ -66,9 +66,8 @@ def test_compose_and_procfile_name_the_same_commands_as_the_cluster() -> None:
         "web": cluster.web_command("127.0.0.1", 8000, 2),
         "beat": cluster.beat_command(schedule),
     }
-    shape = cluster.Cluster(root=Path("/nonexistent"))
-    for index, kind in enumerate(shape.worker_kinds):
-        consumed = shape.worker_queues(index)
+    for index, kind in enumerate(queues.WORKER_KINDS):
+        consumed = [queues.queue_name(kind, "celery")]
         launched[f"worker_{kind}"] = cluster.worker_command(f"worker{index}", 1, consumed)
     for process, command in launched.items():
         assert normalised(command) == normalised(processes[process]), process
