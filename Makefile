@@ -19,7 +19,7 @@ CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends
 
-.PHONY: install browser promtool run cluster test reliability lint format bench clean
+.PHONY: install browser promtool pgbouncer run cluster test reliability lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,14 @@ promtool:
 		{ $(SUDO) apt-get update -q && $(APT_INSTALL) prometheus; }
 	@test -x $(PROMTOOL) || { echo "$(PROMTOOL) is missing after apt-get install prometheus" >&2; exit 1; }
 
+# PgBouncer pools the cluster shape's connections in transaction mode (scripts/cluster.py,
+# docs/deploy.md "Connection pooling"): Debian's package, installed here when missing.
+PGBOUNCER := /usr/sbin/pgbouncer
+pgbouncer:
+	@test -x $(PGBOUNCER) || $(APT_INSTALL) pgbouncer || \
+		{ $(SUDO) apt-get update -q && $(APT_INSTALL) pgbouncer; }
+	@test -x $(PGBOUNCER) || { echo "$(PGBOUNCER) is missing after apt-get install pgbouncer" >&2; exit 1; }
+
 # Without OPENAI_API_KEY or ANTHROPIC_API_KEY the demo deployment is the local stand-in model
 # (STANDIN_PORT, default 8001): started here in the background, it exits when its parent, this
 # shell that then becomes the server (exec keeps the pid), is gone, so Ctrl-C leaves no process.
@@ -62,9 +70,10 @@ run: install
 
 # The distributed shape on this machine (scripts/cluster.py): PostgreSQL over TCP (the embedded
 # distribution's binaries, or DATABASE_URL), Redis (or REDIS_URL), the migrations as their own
-# step, gunicorn with two uvicorn workers on PORT, two Celery workers and beat. Data and logs in
+# step, gunicorn with two uvicorn workers on PORT, two Celery workers and beat; every process
+# reaches PostgreSQL through PgBouncer in transaction pooling (--direct: without). Data and logs in
 # var/cluster; Ctrl-C stops every part. deploy/ holds the same processes for a real deployment.
-cluster: install
+cluster: install pgbouncer
 	exec $(PY) -m scripts.cluster --port $(PORT)
 
 test: install browser promtool
@@ -74,7 +83,7 @@ test: install browser promtool
 # PostgreSQL, an ASGI worker, SIGTERM; test_fault_*.py: Redis down under hand-backs and under
 # gateway load) and the other reliability tests; `make test` leaves out
 # the tests that need a cluster (tests/reliability/conftest.py).
-reliability: install
+reliability: install pgbouncer
 	$(PY) -m pytest -m reliability tests/reliability
 
 # ruff, the import contracts of pyproject.toml ([tool.importlinter]) and mypy strict on the pure

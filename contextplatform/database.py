@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
+from django.core.exceptions import ImproperlyConfigured
+
 # django-tenants' backend, cheaper per connection checkout (contextplatform/postgresql).
 TENANT_ENGINE = "contextplatform.postgresql"
 EMBEDDED_DATABASE_NAME = "contextplatform"
@@ -46,7 +48,47 @@ def database_config(base_dir: Path) -> dict[str, Any]:
     # after PostgreSQL restarts or fails over, the broken ones are replaced there, and only the
     # requests that were in flight fail (503 database_unavailable), not one per kept connection.
     config.setdefault("CONN_HEALTH_CHECKS", True)
+    if env_flag("DATABASE_POOLED"):
+        transaction_pooled(config)
     return config
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def transaction_pooled(config: dict[str, Any]) -> None:
+    """``DATABASE_URL`` names a pooler in transaction mode (PgBouncer's ``pool_mode =
+    transaction``): a server connection serves one transaction of this process, then another
+    client's. What a session would keep is not kept, so nothing may rely on it:
+
+    - the tenant's ``search_path`` is set in every statement's own transaction
+      (``TRANSACTION_POOLED``: ``contextplatform/postgresql/pooled.py``), which needs Django's
+      client-side binding (one statement string, sent whole);
+    - no server-side prepared statements (``prepare_threshold`` None): a statement prepared on
+      one server connection does not exist on the next;
+    - no server-side cursors (``DISABLE_SERVER_SIDE_CURSORS``): a cursor lives in its session;
+    - LISTEN needs a session of its own: the configuration cache listens on
+      ``DATABASE_DIRECT_URL``, which names PostgreSQL itself (``direct_url``).
+    """
+    if not direct_url():
+        raise ImproperlyConfigured(
+            "DATABASE_POOLED needs DATABASE_DIRECT_URL: the configuration cache LISTENs on a "
+            "session of its own, which a transaction pool does not keep"
+        )
+    if config["OPTIONS"].get("server_side_binding"):
+        raise ImproperlyConfigured(
+            "DATABASE_POOLED needs client-side binding (server_side_binding)"
+        )
+    config["TRANSACTION_POOLED"] = True
+    config["DISABLE_SERVER_SIDE_CURSORS"] = True
+    config["OPTIONS"]["prepare_threshold"] = None
+
+
+def direct_url() -> str:
+    """PostgreSQL itself, for what a transaction pool cannot carry (LISTEN); empty when
+    ``DATABASE_URL`` is already direct."""
+    return os.environ.get("DATABASE_DIRECT_URL", "").strip()
 
 
 def from_url(url: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from contextplatform.database import database_config
+from contextplatform.database import database_config, direct_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -152,6 +152,9 @@ ASGI_APPLICATION = "contextplatform.asgi.application"
 WSGI_APPLICATION = None
 
 DATABASES = {"default": database_config(BASE_DIR)}
+# PostgreSQL itself when DATABASE_URL names a transaction pool (DATABASE_POOLED): the
+# configuration cache LISTENs there (contextplatform/database.py, transaction_pooled).
+DATABASE_DIRECT_URL = direct_url()
 # Under the tenant backend: Django's, counting statements for /metrics.
 ORIGINAL_BACKEND = "contextplatform.postgresql.counted"
 DATABASE_ROUTERS = ("django_tenants.routers.TenantSyncRouter",)
@@ -240,6 +243,7 @@ if REDIS_URL:
     CELERY_BROKER_URL = f"{REDIS_URL.rstrip('/')}"
     CELERY_RESULT_BACKEND = CELERY_BROKER_URL
     CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+    # Each kind of work has its queue under this name (contextplatform/queues.py).
     CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery")
     # A task is acknowledged once it has run, and one whose worker died under it (SIGKILL, the
     # machine gone) goes back to the queue rather than being marked failed: its writes are

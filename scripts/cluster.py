@@ -1,7 +1,9 @@
 """``make cluster``: the distributed shape on one machine, each part its own process.
 
 PostgreSQL as its own server over TCP (the embedded distribution's ``initdb`` and ``postgres``,
-pgvector included; or any server through ``DATABASE_URL``), a Redis server of its own (or
+pgvector included; or any server through ``DATABASE_URL``), PgBouncer in transaction pooling in
+front of it (every application process connects through it; migrations and the configuration
+cache's LISTEN go to PostgreSQL directly), a Redis server of its own (or
 ``REDIS_URL``), the migrations as their own step, then the demo's data, the stand-in model,
 gunicorn with two uvicorn workers on one port, two Celery workers and beat. The parts find each
 other through the environment only, as in ``deploy/`` (the same commands: ``web_command``,
@@ -13,7 +15,7 @@ reaches the launcher alone, which stops them in order (web first, so requests dr
 last); each also gets SIGTERM from the kernel if the launcher dies without stopping them, so
 nothing is left running either way.
 
-    python -m scripts.cluster [--root var/cluster] [--port 8000] [--fresh]
+    python -m scripts.cluster [--root var/cluster] [--port 8000] [--fresh] [--direct]
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +39,10 @@ from typing import IO
 import httpx
 import psutil
 import psycopg
+from psycopg import sql
 
+from contextplatform import queues
+from scripts import pgbouncer
 from scripts.bench_server import free_port, python_m
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +85,9 @@ def web_command(host: str, port: int, workers: int) -> list[str]:
     ]
 
 
-def worker_command(name: str, concurrency: int) -> list[str]:
+def worker_command(name: str, concurrency: int, queues: Sequence[str] = ()) -> list[str]:
+    """A Celery worker consuming ``queues`` (contextplatform/queues.py), every queue if none."""
+    consumed = ["--queues", ",".join(queues)] if queues else []
     return python_m(
         "celery",
         "-A",
@@ -91,6 +99,7 @@ def worker_command(name: str, concurrency: int) -> list[str]:
         str(concurrency),
         "--loglevel",
         "INFO",
+        *consumed,
     )
 
 
@@ -153,8 +162,11 @@ class Cluster:
     database_url: str = ""
     redis_url: str = ""
     redis_port: int = 0
+    pooled: bool = True  # through PgBouncer (transaction pooling); False: straight to PostgreSQL
+    pool_size: int = 10  # PgBouncer's server connections, shared by every process
     web_workers: int = 2
-    celery_workers: int = 2
+    # The Celery workers, the kinds of work each consumes; worker0 writes memories.
+    worker_kinds: tuple[tuple[str, ...], ...] = queues.CLUSTER_WORKERS
     celery_concurrency: int = 1
     extra_env: dict[str, str] = field(default_factory=dict)
     parts: dict[str, Part] = field(default_factory=dict)
@@ -165,6 +177,9 @@ class Cluster:
         self.root = self.root.resolve()
         self.port = self.port or free_port()
         self.postgres_port = 0
+        self.pgbouncer_port = 0
+        self.postgres_password = secrets.token_urlsafe(18)
+        self.pooled_url = ""  # PgBouncer's address, once started
         self.standin_port = free_port()
         self.logs = self.root / "logs"
 
@@ -187,15 +202,21 @@ class Cluster:
 
     @property
     def env(self) -> dict[str, str]:
-        """What every application process is given: where the others are."""
-        environment = {
-            key: value
-            for key, value in os.environ.items()
-            if key not in {"PGSERVER_DATADIR", "DATABASE_URL", "REDIS_URL"}
-        }
+        """What every application process is given: where the others are. Through PgBouncer:
+        ``DATABASE_URL`` is the pool, ``DATABASE_DIRECT_URL`` PostgreSQL itself."""
+        unset = {"PGSERVER_DATADIR", "DATABASE_URL", "DATABASE_DIRECT_URL", "DATABASE_POOLED"}
+        environment = {key: value for key, value in os.environ.items() if key not in unset}
+        environment.update({"DATABASE_URL": self.database_url})
+        if self.pooled_url:
+            environment.update(
+                {
+                    "DATABASE_URL": self.pooled_url,
+                    "DATABASE_DIRECT_URL": self.database_url,
+                    "DATABASE_POOLED": "1",
+                }
+            )
         environment.update(
             {
-                "DATABASE_URL": self.database_url,
                 "REDIS_URL": self.redis_url,
                 "CELERY_TASK_ALWAYS_EAGER": "0",
                 "PROMETHEUS_MULTIPROC_DIR": str(self.root / "prometheus"),
@@ -206,6 +227,16 @@ class Cluster:
                 **self.extra_env,
             }
         )
+        return environment
+
+    @property
+    def direct_env(self) -> dict[str, str]:
+        """``env`` with PostgreSQL itself as the database (the migrations' step: DDL that may not
+        run inside a transaction, and no pool in their way)."""
+        environment = self.env
+        environment["DATABASE_URL"] = self.database_url
+        environment.pop("DATABASE_DIRECT_URL", None)
+        environment.pop("DATABASE_POOLED", None)
         return environment
 
     def start(self) -> None:
@@ -219,19 +250,23 @@ class Cluster:
             self.start_postgres()
         if not self.redis_url:
             self.start_redis()
+        if self.pooled:
+            self.start_pgbouncer()
         self.migrate()
         self.bootstrap_demo()
         self.start_standin()
         self.start_web()
         for index in range(self.celery_workers):
-            self.start_worker(index)
+            self.spawn_worker(index)  # all at once: each takes seconds to load the application
+        for index in range(self.celery_workers):
+            self.wait_for_log(f"worker{index}", " ready.")
         self.start_beat()
 
     def stop(self) -> None:
         """Web first (requests in flight complete), then beat and the workers (warm shutdown:
-        their running tasks finish), then the model, Redis and PostgreSQL."""
+        their running tasks finish), then the model, Redis, PgBouncer and PostgreSQL."""
         order = ["web", "beat"] + [name for name in self.parts if name.startswith("worker")]
-        order += ["standin", "redis", "postgres"]
+        order += ["standin", "redis", "pgbouncer", "postgres"]
         for name in order:
             self.stop_part(name)
         for name in list(self.parts):
@@ -301,10 +336,16 @@ class Cluster:
             time.sleep(0.1)
         raise RuntimeError(f"{name} did not log {text!r}: {part.log_text()[-3000:]}")
 
-    def run_step(self, name: str, args: list[str]) -> str:
-        """A one-shot step (migrations, the demo's data): its output, or an error with its log."""
+    def run_step(self, name: str, args: list[str], *, direct: bool = False) -> str:
+        """A one-shot step (migrations, the demo's data): its output, or an error with its log.
+        ``direct``: on PostgreSQL itself, not through PgBouncer."""
         completed = subprocess.run(
-            args, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=600
+            args,
+            cwd=ROOT,
+            env=self.direct_env if direct else self.env,
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
         (self.logs / f"{name}.log").write_text(completed.stdout + completed.stderr)
         if completed.returncode != 0:
@@ -333,9 +374,16 @@ class Cluster:
         # SIGINT is PostgreSQL's fast shutdown: sessions are closed, what was committed stays.
         self.spawn("postgres", args, user=user, stop_signal=signal.SIGINT)
         self.wait_for_postgres()
-        self.database_url = f"postgresql://postgres@127.0.0.1:{self.postgres_port}/{DATABASE_NAME}"
+        credentials = f"postgres:{self.postgres_password}"
+        self.database_url = (
+            f"postgresql://{credentials}@127.0.0.1:{self.postgres_port}/{DATABASE_NAME}"
+        )
         admin = f"postgresql://postgres@127.0.0.1:{self.postgres_port}/postgres"
         with psycopg.connect(admin, autocommit=True) as connection:
+            # PostgreSQL trusts loopback here; the password is what PgBouncer's clients present.
+            connection.execute(
+                sql.SQL("ALTER USER postgres PASSWORD {}").format(self.postgres_password)
+            )
             exists = connection.execute(
                 "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]
             ).fetchone()
@@ -374,6 +422,34 @@ class Cluster:
     def stop_postgres(self) -> None:
         self.stop_part("postgres")
 
+    # --- PgBouncer ----------------------------------------------------------------------------
+
+    def start_pgbouncer(self) -> None:
+        """PgBouncer in transaction pooling in front of ``database_url``, its ini and auth file
+        written under ``root/pgbouncer`` from the database's credentials; the application's
+        ``DATABASE_URL`` becomes ``pooled_url``."""
+        self.pgbouncer_port = self.pgbouncer_port or free_port()
+        listen = f"127.0.0.1:{self.pgbouncer_port}"
+        folder, user = self.root / "pgbouncer", system_user()
+        # The files deploy/'s `python -m scripts.pgbouncer` writes, written here: PgBouncer
+        # refuses to run as root, and as PostgreSQL's user it runs as that user from the start
+        # (no setuid of its own, which would drop the signal it gets when the launcher dies).
+        ini = pgbouncer.write_config(
+            folder, listen=listen, server_url=self.database_url, pool_size=self.pool_size
+        )
+        if user:
+            for path in (folder, ini, folder / "userlist.txt"):
+                shutil.chown(path, user, user)
+        self.spawn("pgbouncer", [pgbouncer.PGBOUNCER, str(ini)], user=user)
+        self.pooled_url = pgbouncer.pooled_url(self.database_url, listen)
+
+        def accepts() -> bool:
+            with psycopg.connect(self.pooled_url, connect_timeout=2, autocommit=True) as conn:
+                conn.execute("SELECT 1")
+                return True
+
+        self.wait_until_serving("pgbouncer", accepts, psycopg.OperationalError, pause_s=0.1)
+
     # --- Redis ----------------------------------------------------------------------------------
 
     def start_redis(self) -> None:
@@ -400,12 +476,14 @@ class Cluster:
         """Stop the server part ``name`` (``postgres`` or ``redis``) and start it again; its data
         stays."""
         self.stop_part(name)
-        {"postgres": self.start_postgres, "redis": self.start_redis}[name]()
+        starts = {"postgres": self.start_postgres, "redis": self.start_redis}
+        starts["pgbouncer"] = self.start_pgbouncer
+        starts[name]()
 
     # --- the application ------------------------------------------------------------------------
 
     def migrate(self) -> None:
-        self.run_step("migrate", migrate_command())
+        self.run_step("migrate", migrate_command(), direct=True)
 
     def bootstrap_demo(self) -> None:
         """The demo tenant, its route and data; its API key read from what the command prints."""
@@ -445,10 +523,22 @@ class Cluster:
     def stop_web(self) -> int | None:
         return self.stop_part("web")
 
-    def start_worker(self, index: int) -> Part:
+    @property
+    def celery_workers(self) -> int:
+        return len(self.worker_kinds)
+
+    def worker_queues(self, index: int) -> list[str]:
+        default = queues.default_queue()
+        return [queues.queue_name(kind, default) for kind in self.worker_kinds[index]]
+
+    def spawn_worker(self, index: int) -> Part:
         name = f"worker{index}"
-        part = self.spawn(name, worker_command(name, self.celery_concurrency))
-        self.wait_for_log(name, " ready.")
+        queues_consumed = self.worker_queues(index)
+        return self.spawn(name, worker_command(name, self.celery_concurrency, queues_consumed))
+
+    def start_worker(self, index: int) -> Part:
+        part = self.spawn_worker(index)
+        self.wait_for_log(part.name, " ready.")
         return part
 
     def kill_worker(self, index: int) -> None:
@@ -459,7 +549,11 @@ class Cluster:
 
     def summary(self) -> Iterator[str]:
         yield f"web: {self.base_url} (gunicorn, {self.web_workers} uvicorn workers)"
-        yield f"DATABASE_URL={self.database_url}"
+        if self.pooled_url:
+            yield f"DATABASE_URL={self.pooled_url} (PgBouncer, transaction pooling)"
+            yield f"DATABASE_DIRECT_URL={self.database_url}"
+        else:
+            yield f"DATABASE_URL={self.database_url}"
         yield f"REDIS_URL={self.redis_url}"
         for name, part in self.parts.items():
             yield f"  {name:<9} pid {part.pid:<7} log {part.log}"
@@ -481,6 +575,9 @@ def main(argv: list[str] | None = None, out: IO[str] = sys.stdout) -> int:
     parser.add_argument("--root", type=Path, default=ROOT / "var" / "cluster")
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT") or 8000))
     parser.add_argument("--fresh", action="store_true", help="start from empty data")
+    parser.add_argument(
+        "--direct", action="store_true", help="no PgBouncer: every process on PostgreSQL itself"
+    )
     options = parser.parse_args(argv)
     if options.fresh:
         shutil.rmtree(options.root, ignore_errors=True)
@@ -489,6 +586,7 @@ def main(argv: list[str] | None = None, out: IO[str] = sys.stdout) -> int:
         port=options.port,
         database_url=os.environ.get("DATABASE_URL", "").strip(),
         redis_url=os.environ.get("REDIS_URL", "").strip(),
+        pooled=not options.direct,
         web_workers=int(os.environ.get("WEB_CONCURRENCY") or 2),
         celery_concurrency=int(os.environ.get("CELERY_CONCURRENCY") or 1),
     )

@@ -29,6 +29,7 @@ from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar, cast
 
 import psycopg
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
 logger = logging.getLogger("contextplatform.config_cache")
@@ -241,7 +242,15 @@ class _Listener:
 
 
 def _connection_params() -> dict[str, object]:
-    params = dict(connections[DEFAULT_DB_ALIAS].get_connection_params())
+    """The database's own connection, or PostgreSQL itself (``DATABASE_DIRECT_URL``) where the
+    database is reached through a transaction pool: LISTEN belongs to a session, and a pool that
+    lends a server connection per transaction would give the LISTEN's session to other clients
+    and deliver nothing here."""
+    direct = getattr(settings, "DATABASE_DIRECT_URL", "")
+    if direct:
+        params: dict[str, object] = {"conninfo": direct}
+    else:
+        params = dict(connections[DEFAULT_DB_ALIAS].get_connection_params())
     for django_only in ("cursor_factory", "context", "prepare_threshold"):
         params.pop(django_only, None)
     params.setdefault("connect_timeout", 5)

@@ -13,6 +13,11 @@ gives it back at its end, and each checkout used to cost two statements before t
   it, and the server reports the old value), so the connection's reported value is the truth:
   when it already is the schema this request wants, the ``SET`` is skipped. Servers that do not
   report it (before 18) get the ``SET`` at every checkout, as before.
+
+Behind a transaction pool (PgBouncer, ``DATABASE_POOLED``: the settings entry
+``TRANSACTION_POOLED``) neither holds: a session's state is not the connection's, so no ``SET``
+at checkout is sent or skipped; every statement carries a ``SET LOCAL search_path`` instead
+(``contextplatform/postgresql/pooled.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from django_tenants.postgresql_backend import base as tenants
 from django_tenants.utils import get_limit_set_calls
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
+
+from contextplatform.postgresql.pooled import pooled_cursor
 
 FRESH_CHECKOUT_S = 1.0
 
@@ -49,6 +56,22 @@ def check_unless_fresh(connection: Connection[Any]) -> None:
 
 class DatabaseWrapper(tenants.DatabaseWrapper):  # type: ignore[misc]
     @property
+    def transaction_pooled(self) -> bool:
+        return bool(self.settings_dict.get("TRANSACTION_POOLED"))
+
+    def get_connection_params(self) -> dict[str, Any]:
+        params: dict[str, Any] = super().get_connection_params()
+        if self.transaction_pooled:
+            params["cursor_factory"] = pooled_cursor(params["cursor_factory"])
+        return params
+
+    def create_cursor(self, name: str | None = None) -> Any:
+        cursor = super().create_cursor(name)
+        if self.transaction_pooled:
+            cursor.search_path_of = self
+        return cursor
+
+    @property
     def pool(self) -> ConnectionPool[Any] | None:
         pool: ConnectionPool[Any] | None = super().pool
         # Django builds the pool with psycopg's own check when CONN_HEALTH_CHECKS is on; the
@@ -64,6 +87,13 @@ class DatabaseWrapper(tenants.DatabaseWrapper):  # type: ignore[misc]
         return super()._close()
 
     def _handle_search_path(self, cursor: Any = None) -> None:
+        if self.transaction_pooled:
+            # Each statement sets its own (pooled.py); a session-wide SET would only leave a
+            # tenant's path on whichever server connection ran it.
+            if not self.schema_name:
+                super()._handle_search_path(cursor)  # django-tenants' error for a missing schema
+            self.search_path_set_schemas = self._get_cursor_search_paths()
+            return
         if self._search_path_already_current():
             return
         super()._handle_search_path(cursor)

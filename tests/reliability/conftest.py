@@ -50,14 +50,16 @@ def free_redis_port() -> int:
 def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     """A whole cluster under a fresh directory of ``CLUSTER_ROOT`` (kept, with its logs), else of
     the system's temporary one (removed), its Redis on a port of ``REDIS_PORTS``; a module's
-    ``CLUSTER_ENV`` is given to every process of its cluster."""
+    ``CLUSTER_ENV`` is given to every process of its cluster, its ``CLUSTER_OPTIONS`` to the
+    ``Cluster`` (``pool_size``: PgBouncer's server connections)."""
     parent = os.environ.get("CLUSTER_ROOT") or None
     if parent:
         Path(parent).mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="cluster-", dir=parent))
     root.chmod(0o755)  # PostgreSQL's own user reads its data folder under it
     extra_env = dict(getattr(request.module, "CLUSTER_ENV", {}))
-    launched = Cluster(root=root, redis_port=free_redis_port(), extra_env=extra_env)
+    options = dict(getattr(request.module, "CLUSTER_OPTIONS", {}))
+    launched = Cluster(root=root, redis_port=free_redis_port(), extra_env=extra_env, **options)
     pids: list[int] = []
     try:
         launched.start()

@@ -12,19 +12,26 @@ from pathlib import Path
 
 import yaml
 
+from contextplatform import queues
 from scripts import cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 # Options whose values are the deployment's own (ports, counts, paths, names): compared by name.
 VALUED = {"--workers", "--bind", "--concurrency", "--hostname", "--schedule"}
-# Procfile process → Compose service.
-SERVICES = {"release": "migrate", "web": "web", "worker": "worker", "beat": "beat"}
+VALUED |= {"--listen", "--pool-size", "--dir"}
+# Procfile process → Compose service; one worker per kind of work (contextplatform/queues.py).
+WORKERS = {f"worker_{kind}": f"worker-{kind}" for kind in queues.WORKER_KINDS}
+SERVICES = {"release": "migrate", "pgbouncer": "pgbouncer", "web": "web", "beat": "beat", **WORKERS}
 
 
 def normalised(args: list[str]) -> list[str]:
     """A command with its program named plainly (``celery``, ``gunicorn``, ``python``) and the
     deployment's own option values left out."""
+    if args[0] == "env":  # the Procfile's release sets its own variables first
+        args = args[1:]
+        while "=" in args[0]:
+            args = args[1:]
     words = [Path(word).name if word.startswith("/") else word for word in args]
     if words[:3] == [Path(sys.executable).name, "-m", "celery"]:
         words = ["celery", *words[3:]]
@@ -57,9 +64,11 @@ def test_compose_and_procfile_name_the_same_commands_as_the_cluster() -> None:
     launched = {
         "release": cluster.migrate_command(),
         "web": cluster.web_command("127.0.0.1", 8000, 2),
-        "worker": cluster.worker_command("worker0", 1),
         "beat": cluster.beat_command(schedule),
     }
+    for index, kind in enumerate(queues.WORKER_KINDS):
+        consumed = [queues.queue_name(kind, "celery")]
+        launched[f"worker_{kind}"] = cluster.worker_command(f"worker{index}", 1, consumed)
     for process, command in launched.items():
         assert normalised(command) == normalised(processes[process]), process
 
@@ -68,9 +77,14 @@ def test_compose_runs_migrations_once_before_the_application_and_probes_it() -> 
     services = compose()
     assert services["postgres"]["image"] == "pgvector/pgvector:pg16"
     assert services["migrate"]["restart"] == "no"
-    for name in ("web", "worker", "beat"):
+    for name in ("web", "beat", *WORKERS.values()):
         needs = services[name]["depends_on"]
         assert needs["migrate"] == {"condition": "service_completed_successfully"}, name
+        assert needs["pgbouncer"] == {"condition": "service_healthy"}, name
+    # The migrations on PostgreSQL itself, everything else through the pool.
+    assert services["migrate"]["environment"]["DATABASE_POOLED"] == "0"
+    assert "@postgres:5432/" in services["migrate"]["environment"]["DATABASE_URL"]
+    assert "@pgbouncer:6432/" in services["web"]["environment"]["DATABASE_URL"]
     probe = " ".join(services["web"]["healthcheck"]["test"])
     assert "/healthz" in probe and "/readyz" in probe
     redis = services["redis"]["command"]
