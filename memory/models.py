@@ -87,6 +87,8 @@ class MemoryTurn(models.Model):
     # When the answer arrived and the write was sent; a turn still pending long after it was
     # handed back lost its send (the broker was down) and is sent again (memory.resend_stranded).
     handed_back_at = models.DateTimeField(null=True, blank=True)
+    # The API key whose resolve started the turn: the extractor's call is charged to its budget.
+    key_id = models.BigIntegerField(null=True, blank=True)
     written_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:

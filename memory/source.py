@@ -379,6 +379,7 @@ class MemorySource(ContextSource):
             user=turn.user,
             user_text=turn.user_text,
             extractor=settings.store.extractor,
+            key_id=turn.key_id,
         )
         return True
 

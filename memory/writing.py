@@ -22,10 +22,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from contextplatform.core.errors import ApiError
+from contextplatform.core.llm import metered
 from memory.extraction.llm import LLMExtractor
 from memory.extraction.local import extract_local, topic_of
 from memory.extraction.planning import SUPERSEDING_TOPICS, plan_writes
 from memory.extraction.types import ExistingMemory, MemoryDecision
+from memory.key_spend import charge_extraction
 from memory.metrics import MEMORY_EXTRACTION, MEMORY_STORE_OPERATIONS
 from memory.models import Memory, MemoryTurn
 from memory.stores import get_store
@@ -42,11 +44,23 @@ RELATED_MIN_SIMILARITY = 0.3
 
 
 def queue_turn(
-    *, resolve_id: str, route: str, user: str, user_text: str, extractor: str
+    *,
+    resolve_id: str,
+    route: str,
+    user: str,
+    user_text: str,
+    extractor: str,
+    key_id: int | None = None,
 ) -> MemoryTurn:
     turn, _ = MemoryTurn.objects.get_or_create(
         resolve_id=resolve_id,
-        defaults={"route": route, "user_id": user, "user_text": user_text, "extractor": extractor},
+        defaults={
+            "route": route,
+            "user_id": user,
+            "user_text": user_text,
+            "extractor": extractor,
+            "key_id": key_id,
+        },
     )
     return turn
 
@@ -221,15 +235,19 @@ def write_turn(resolve_id: str, embedder: Embedder) -> MemoryTurn:
             return turn  # already written (or never queued): idempotent
         extractor = extractor_kind(turn.extractor)
         try:
-            decisions, known_vectors = decide(
-                user_id=turn.user_id,
-                user_text=turn.user_text,
-                assistant_text=turn.assistant_text,
-                extractor=turn.extractor,
-                observed_at=turn.created_at,
-                embedder=embedder,
-            )
+            with metered() as usage:
+                decisions, known_vectors = decide(
+                    user_id=turn.user_id,
+                    user_text=turn.user_text,
+                    assistant_text=turn.assistant_text,
+                    extractor=turn.extractor,
+                    observed_at=turn.created_at,
+                    embedder=embedder,
+                )
         except Exception as error:
+            # An answer the extractor refused was still paid for; charged with the turn's outcome,
+            # so a write rolled back (and retried) charges nothing twice.
+            charge_extraction(key_id=turn.key_id, extractor=turn.extractor, usage=usage)
             MEMORY_EXTRACTION.labels(extractor=extractor, status="error").inc()
             turn.status, turn.error = "failed", f"{type(error).__name__}: {error}"[:2000]
             turn.save(update_fields=["status", "error"])
@@ -237,6 +255,7 @@ def write_turn(resolve_id: str, embedder: Embedder) -> MemoryTurn:
                 "memory_extraction_failed", extra={"resolve_id": resolve_id, "error": turn.error}
             )
             return turn
+        charge_extraction(key_id=turn.key_id, extractor=turn.extractor, usage=usage)
         origin = TurnOrigin(turn.user_id, turn.created_at, turn.resolve_id, f"{turn.resolve_id}#0")
         counts, _ = apply_decisions(origin, decisions, embedder, known_vectors, label=resolve_id)
         MEMORY_EXTRACTION.labels(extractor=extractor, status="ok").inc()

@@ -121,6 +121,7 @@ class ResolvedTurn:
     user_text: str
     # The request's own say on storing the turn: True asks for it, False opts out, None is silent.
     store_requested: bool | None = None
+    key_id: int | None = None  # the API key that asked: what the turn's later calls are charged to
 
 
 class ContextSource(ABC):

@@ -549,6 +549,7 @@ def record(request: ResolveRequest, mode: Mode, resolution: Resolution) -> None:
             session=request.session,
             user_text=resolution.chat.query,
             store_requested=request.store_memory,
+            key_id=request.key_id,
         )
         for source in resolution.sources:
             if source.settings.enabled and source.after_resolve(turn):
