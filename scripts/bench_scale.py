@@ -62,7 +62,7 @@ def sizes(quick: bool) -> list[int]:
     return list(QUICK_SIZES if quick else FULL_SIZES)
 
 
-def scratch_env() -> dict[str, str]:
+def scale_env_database() -> dict[str, str]:
     """This process's environment, pointed at the scale bench's own database, without Redis."""
     env = dict(os.environ)
     env["REDIS_URL"] = ""
@@ -107,7 +107,7 @@ def run_scale(quick: bool) -> ScaleResults:
     command += ["--quick"] if quick else []
     log(f"scale: tenants at {sizes(quick)}, in their own database …")
     try:
-        results.returncode = subprocess.run(command, cwd=ROOT, env=scratch_env()).returncode
+        results.returncode = subprocess.run(command, cwd=ROOT, env=scale_env_database()).returncode
         if out.exists():
             results.run = json.loads(out.read_text())
             shutil.copyfile(out, KEPT_RESULTS)  # the page can be written again from it
@@ -134,11 +134,6 @@ def per_tenant_seconds(results: ScaleResults, key: str) -> float:
     return median([value for step in results.steps for value in step[key]])
 
 
-def migrated_step(results: ScaleResults) -> dict[str, Any]:
-    """The largest tenant count whose migrations were measured."""
-    return [step for step in results.steps if step["migrate_s"]][-1]
-
-
 def migrate_per_tenant(results: ScaleResults, label: str) -> float:
     """Seconds per tenant of ``label``: the slope between the smallest and the largest count
     measured (a run's start-up, the same at every count, cancels out)."""
@@ -148,6 +143,20 @@ def migrate_per_tenant(results: ScaleResults, label: str) -> float:
         return float(last["migrate_s"][label]) / max(last["tenants"], 1)
     rise = float(last["migrate_s"][label]) - float(first["migrate_s"][label])
     return rise / (last["tenants"] - first["tenants"])
+
+
+def migration_slopes(results: ScaleResults) -> str:
+    measured = [step for step in results.steps if step["migrate_s"]]
+    if not measured:
+        return "`migrate_schemas` not measured in this run. "
+    return (
+        f"`migrate_schemas` per added tenant (the slope from {measured[0]['tenants']:,} to "
+        f"{measured[-1]['tenants']:,} tenants, the command's start-up left out): "
+        + ", ".join(
+            f"{label} {migrate_per_tenant(results, label) * 1000:.0f} ms" for label in MIGRATIONS
+        )
+        + ". "
+    )
 
 
 def rows(results: ScaleResults) -> list[list[str]]:
@@ -348,13 +357,7 @@ def scale_section(results: ScaleResults, commit: str) -> str:
         table(HEADER, rows(results)),
         "",
         f"Per tenant, over the run: created through the normal path {normal:.2f} s, cloned "
-        f"{cloned:.2f} s (median); `migrate_schemas` per added tenant (the slope from "
-        f"{results.steps[0]['tenants']:,} to {migrated_step(results)['tenants']:,} tenants, "
-        "the command's start-up left out): "
-        + ", ".join(
-            f"{label} {migrate_per_tenant(results, label) * 1000:.0f} ms" for label in MIGRATIONS
-        )
-        + ". ",
+        f"{cloned:.2f} s (median). " + migration_slopes(results),
         "docs/scale.md extrapolates these to 10,000 and 100,000 tenants.",
         "",
         "![Tenant creation, migrations, catalog, latency, RSS and connections against the "
