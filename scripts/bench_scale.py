@@ -330,8 +330,8 @@ def scale_section(results: ScaleResults, commit: str) -> str:
         "`scripts/bench_scale.py` (measuring in `scripts/bench_scale_run.py`); "
         "`BENCH_ONLY=scale make bench` refreshes this section alone. Load average at the end of "
         f"the run: {results.load_average} (each row: at the end of its tenant count). "
-        f"Database: {run.get('database', '?')}, a scratch data folder of its own, removed "
-        "afterwards; no Redis (process cache, inline tasks)." + quick_note(results.quick),
+        f"Database: {run.get('database', '?')} of the bench's own, removed afterwards; no "
+        "Redis (process cache, inline tasks)." + quick_note(results.quick),
         "",
         table(["check", "target", "measured", "result"], check_rows(scale_checks(results))),
         "",
