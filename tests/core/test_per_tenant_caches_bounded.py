@@ -78,3 +78,20 @@ def test_every_process_cache_drops_its_least_recent_past_its_bound(db: Any) -> N
         config_cache._caches.pop("scale_bounded_test", None)
     for name, kept in config_cache._caches.items():
         assert 0 < kept.max_entries <= 100_000, name
+
+
+def test_the_vector_collections_a_worker_has_opened_are_bounded() -> None:
+    from sources.rag import milvus, qdrant
+    from sources.rag.vector_backends import OpenedCollections
+
+    assert isinstance(milvus._OPENED, OpenedCollections)
+    assert isinstance(qdrant._OPENED, OpenedCollections)
+    opened: OpenedCollections[int] = OpenedCollections(limit=KEPT)
+    key = ("http://milvus.internal:19530",)
+    # On the platform's server every tenant's collection is one of its own: <schema>__<name>.
+    for index in range(TOUCHED):
+        opened[(key, f"scale_t{index}__docs")] = index
+        assert opened.get((key, f"scale_t{index}__docs")) == index
+    assert len(opened) == KEPT
+    assert opened.get((key, "scale_t0__docs")) is None
+    assert opened.get((key, f"scale_t{TOUCHED - 1}__docs")) == TOUCHED - 1
