@@ -114,6 +114,9 @@ SHOW_PUBLIC_IF_NO_TENANT_FOUND = True
 # a transaction that is rolled back, and the backend forgets its bookkeeping on rollback, on
 # savepoint rollback and on close (tests/tenants/test_search_path.py holds it to that).
 TENANT_LIMIT_SET_CALLS = True
+# ``migrate_schemas --executor=multiprocessing`` migrates this many schemas at once (docs/scale.md:
+# with thousands of tenants a migration's time is the schemas' count times a schema's migration).
+TENANT_MULTIPROCESSING_MAX_PROCESSES = env_int("TENANT_MULTIPROCESSING_MAX_PROCESSES", 2)
 
 # Django's and django-prometheus's middleware as they are, their hooks run on the event loop
 # (contextplatform.core.inline_middleware): only the tenant's selection goes to the request's thread.

@@ -21,7 +21,9 @@ on the demo route (``scripts/bench_lazy.py``; ``BENCH_ONLY=lazy``); (14) evaluat
 ``BENCH_ONLY=evals``); (16) provider prompt caching: the prefix kept from turn to turn with
 context injected (``scripts/bench_prompt_cache.py``; ``BENCH_ONLY=prompt_cache``); (15) re-runs: a recorded request re-run as is and against a draft beside
 its live resolve, and a draft tried on the last 50 and 200 records (``scripts/bench_rerun.py``;
-``BENCH_ONLY=rerun``); the HTTP path under wrk
+``BENCH_ONLY=rerun``); (16) thousands of tenants: creation, migrations, catalog, latency, RSS and
+connections against the tenant count, in a database of its own (``scripts/bench_scale.py``;
+``BENCH_ONLY=scale``); the HTTP path under wrk
 (``BENCH_ONLY=http_path``), the request path's profile (``BENCH_ONLY=request_profile``); (12) a
 hanging source's work after its deadline (``BENCH_ONLY=hanging``); (13) the soak: the cluster
 shape of ``make cluster`` under a fixed rate of mixed work for ten minutes
@@ -99,6 +101,7 @@ from scripts.bench_resolver import (
     prepare_routes,
 )
 from scripts.bench_retrieval import RetrievalResults, run_retrieval
+from scripts.bench_scale import print_scale, run_scale, write_scale
 from scripts.bench_setup import (
     BENCH_TENANT,
     ROOT,
@@ -318,6 +321,8 @@ SECTIONS = {
     "evals": Section(run_evals, write_evals, print_evals),
     "rerun": Section(run_rerun, write_rerun, print_rerun),
     "prompt_cache": Section(run_prompt_cache, write_prompt_cache, print_prompt_cache),
+    # Thousands of tenants in a database of its own (var/bench/scale, removed afterwards).
+    "scale": Section(run_scale, write_scale, print_scale, database=False),
     "http_path": Section(run_http_path, write_http_path, print_http_path),
     "request_profile": Section(run_profile, write_profile, print_profile),
     "hanging": Section(run_hanging, write_hanging, print_hanging),

@@ -27,6 +27,7 @@ import weakref
 from time import monotonic
 from typing import Any
 
+from cachetools import LRUCache
 from django_tenants.postgresql_backend import base as tenants
 from django_tenants.utils import get_limit_set_calls
 from psycopg import Connection
@@ -42,7 +43,11 @@ _returned_lock = threading.Lock()
 
 # The search_path value PostgreSQL reports after this process set a given list of schemas
 # (``demo, public`` for ``SET search_path = "demo","public"``): the server quotes and spaces it.
-_reported_search_path: dict[tuple[str, ...], str] = {}
+# One entry per tenant a process has served: bounded, as a worker touching thousands of tenants
+# would otherwise keep one for each forever; a dropped entry costs one ``SET`` the next time.
+SEARCH_PATHS_KEPT = 4096
+_reported_search_path: LRUCache[tuple[str, ...], str] = LRUCache(maxsize=SEARCH_PATHS_KEPT)
+_reported_lock = threading.Lock()  # an LRUCache reorders itself on reads
 
 
 def check_unless_fresh(connection: Connection[Any]) -> None:
@@ -100,7 +105,8 @@ class DatabaseWrapper(tenants.DatabaseWrapper):  # type: ignore[misc]
         if self.search_path_set_schemas and self.connection is not None:
             reported = self.connection.info.parameter_status("search_path")
             if reported is not None:
-                _reported_search_path[tuple(self.search_path_set_schemas)] = reported
+                with _reported_lock:
+                    _reported_search_path[tuple(self.search_path_set_schemas)] = reported
 
     def _search_path_already_current(self) -> bool:
         """The session already searches the schemas wanted (PostgreSQL says so): no ``SET``."""
@@ -113,7 +119,8 @@ class DatabaseWrapper(tenants.DatabaseWrapper):  # type: ignore[misc]
         ):
             return False
         wanted = self._get_cursor_search_paths()
-        expected = _reported_search_path.get(tuple(wanted))
+        with _reported_lock:
+            expected = _reported_search_path.get(tuple(wanted))
         if expected is None or self.connection.info.parameter_status("search_path") != expected:
             return False
         self.search_path_set_schemas = wanted

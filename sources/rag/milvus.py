@@ -27,6 +27,7 @@ from sources.rag.backends import BackendError
 from sources.rag.vector_backends import (
     ClientPool,
     EngineBackend,
+    OpenedCollections,
     Search,
     Target,
     check_dimensions,
@@ -61,7 +62,7 @@ class Opened:
 
 
 # (connection key, collection) -> Opened: collections this process has loaded.
-_OPENED: dict[tuple[tuple[str, ...], str], Opened] = {}
+_OPENED: OpenedCollections[Opened] = OpenedCollections()
 
 
 def lite_file_held_elsewhere(path: str) -> bool:

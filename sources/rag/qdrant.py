@@ -23,6 +23,7 @@ from sources.rag.backends import BackendError
 from sources.rag.vector_backends import (
     ClientPool,
     EngineBackend,
+    OpenedCollections,
     Search,
     Target,
     check_dimensions,
@@ -51,7 +52,7 @@ class Opened:
     distance: str
 
 
-_OPENED: dict[tuple[tuple[str, ...], str], Opened] = {}
+_OPENED: OpenedCollections[Opened] = OpenedCollections()
 
 
 def open_client(target: Target, seconds: float) -> Any:

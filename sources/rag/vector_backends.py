@@ -25,9 +25,10 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from cachetools import LRUCache
 from django.conf import settings
 
 from contextplatform.core.outbound.policy import OutboundError
@@ -40,6 +41,7 @@ from sources.recall import RecallHit
 from sources.secret_settings import SecretUnavailable, SecretValue
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 # Threads that may wait on vector databases at once, per process.
 ENGINE_THREADS = 8
@@ -182,6 +184,35 @@ class ClientPool:
             keys = list(self.clients)
         for key in keys:
             self.drop(key)
+
+
+class OpenedCollections(Generic[V]):
+    """What a process read of each collection it opened, by (connection, collection): bounded,
+    least recently used dropped, since on the platform's servers every tenant's collections are
+    collections of their own (a dropped one is described again when next opened)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.kept: LRUCache[tuple[tuple[str, ...], str], V] = LRUCache(maxsize=limit)
+        self.lock = threading.Lock()  # an LRUCache reorders itself on reads
+
+    def get(self, key: tuple[tuple[str, ...], str]) -> V | None:
+        with self.lock:
+            return self.kept.get(key)
+
+    def __setitem__(self, key: tuple[tuple[str, ...], str], value: V) -> None:
+        with self.lock:
+            self.kept[key] = value
+
+    def pop(self, key: tuple[tuple[str, ...], str], default: V | None = None) -> V | None:
+        with self.lock:
+            return self.kept.pop(key, default)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.kept.clear()
+
+    def __len__(self) -> int:
+        return len(self.kept)
 
 
 def close_quietly(client: Any) -> None:

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Collection, Iterable
 
+from cachetools import TTLCache
 from django.db import connection
 
 from contextplatform.core import metrics
@@ -24,7 +25,12 @@ logger = logging.getLogger("contextplatform.replay")
 
 BASELINE_KEPT_S = 60.0
 
-_baselines: dict[tuple[str, Pair], tuple[float, Counts]] = {}
+# Keyed by tenant schema, route and source: bounded and expiring, so a process writing records
+# for thousands of tenants keeps only the recent ones (a dropped baseline is read again).
+BASELINES_KEPT = 4096
+_baselines: TTLCache[tuple[str, Pair], tuple[float, Counts]] = TTLCache(
+    maxsize=BASELINES_KEPT, ttl=BASELINE_KEPT_S, timer=time.monotonic
+)
 _lock = threading.Lock()
 
 
