@@ -21,7 +21,8 @@ from contextplatform.core import metrics
 from contextplatform.resolve.modes import PREVIEW
 from contextplatform.resolve.pipeline import ResolveRequest
 from contextplatform.resolve.pipeline import resolve as run_resolve
-from memory.source import BACKEND
+
+BACKEND = "postgres"  # the default memory store's label
 from sources.matching import JudgeConfig, judge_and_keep
 from sources.recall import RecallHit
 from tests.conftest import ApiClient, TenantFixture
