@@ -53,6 +53,20 @@ def database_config(base_dir: Path) -> dict[str, Any]:
     return config
 
 
+def replica_config(primary: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``replica`` alias from ``DATABASE_REPLICA_URL`` (None when unset): PostgreSQL's
+    streaming copy of the primary, for the reads that tolerate lag
+    (``contextplatform/database_routing.py``). The same tenant engine and options as ``default``
+    (pool, health checks, transaction pooling), only the server differs. In tests it mirrors
+    ``default``: no database of its own is created for it."""
+    url = os.environ.get("DATABASE_REPLICA_URL", "").strip()
+    if not url:
+        return None
+    parsed = from_url(url)
+    options = {**primary["OPTIONS"], **parsed.pop("OPTIONS")}
+    return {**primary, **parsed, "OPTIONS": options, "TEST": {"MIRROR": "default"}}
+
+
 def env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 

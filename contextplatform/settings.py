@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from contextplatform.database import database_config, direct_url
+from contextplatform.database import database_config, direct_url, replica_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -155,12 +155,19 @@ ASGI_APPLICATION = "contextplatform.asgi.application"
 WSGI_APPLICATION = None
 
 DATABASES = {"default": database_config(BASE_DIR)}
+# A read replica for the reads that tolerate lag (DATABASE_REPLICA_URL; unset: none).
+if (_replica := replica_config(DATABASES["default"])) is not None:
+    DATABASES["replica"] = _replica
 # PostgreSQL itself when DATABASE_URL names a transaction pool (DATABASE_POOLED): the
 # configuration cache LISTENs there (contextplatform/database.py, transaction_pooled).
 DATABASE_DIRECT_URL = direct_url()
 # Under the tenant backend: Django's, counting statements for /metrics.
 ORIGINAL_BACKEND = "contextplatform.postgresql.counted"
-DATABASE_ROUTERS = ("django_tenants.routers.TenantSyncRouter",)
+# Before django-tenants' router: nothing migrates through the replica.
+DATABASE_ROUTERS = (
+    "contextplatform.database_routing.ReplicaRouter",
+    "django_tenants.routers.TenantSyncRouter",
+)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -11,6 +11,7 @@ from datetime import datetime
 from django.db.models import Q
 
 from contextplatform.core.errors import invalid_request
+from contextplatform.database_routing import lag_tolerant
 from contextplatform.replay.models import ReplayRecord
 from contextplatform.replay.writer import flush_current_tenant
 
@@ -59,9 +60,10 @@ def replay_page(
     cursor: str | None = None,
     limit: int = 50,
 ) -> ReplayPage:
-    """Newest first, keyset-paginated on (created_at, id)."""
+    """Newest first, keyset-paginated on (created_at, id). From the replica when there is one
+    (``lag_tolerant``): a list may be a moment behind; a record read by its id is not."""
     flush_current_tenant()
-    records = ReplayRecord.objects.all()
+    records = ReplayRecord.objects.using(lag_tolerant()).all()
     if route:
         records = records.filter(route=route)
     if user:

@@ -1,6 +1,9 @@
 """Spend over the replay records of the tenant whose schema the connection is in: requests,
 tokens and cost summed in SQL per route, API key, deployment, user or day (the record's columns
-``input_tokens`` … ``cost_usd``, set when the call's usage came back)."""
+``input_tokens`` … ``cost_usd``, set when the call's usage came back).
+
+Read from the replica when there is one (``lag_tolerant``): a sum over a period may miss the last
+moment's calls without anyone noticing, and it is the heaviest read of a dashboard."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from django.db import connection
 from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import Coalesce, TruncDate
 
+from contextplatform.database_routing import lag_tolerant
 from contextplatform.replay.models import ReplayRecord
 from tenants.models import ApiKey
 
@@ -45,7 +49,9 @@ class SpendRow:
 def spend(group_by: GroupBy, since: datetime, until: datetime) -> list[SpendRow]:
     """One row per group of the records created in [since, until): by cost, the costliest first
     (by day: in date order)."""
-    records = ReplayRecord.objects.filter(created_at__gte=since, created_at__lt=until)
+    records = ReplayRecord.objects.using(lag_tolerant()).filter(
+        created_at__gte=since, created_at__lt=until
+    )
     if group_by == "day":
         grouped = records.annotate(group=TruncDate("created_at", tzinfo=UTC)).values("group")
     else:
@@ -81,7 +87,8 @@ def daily_spend(stack_by: GroupBy, since: datetime, until: datetime) -> list[dic
     """Cost and requests per day and per ``stack_by`` group (route or deployment: a chart's
     stacks), in date order: ``{"day", "group", "requests", "cost_usd"}``."""
     rows = (
-        ReplayRecord.objects.filter(created_at__gte=since, created_at__lt=until)
+        ReplayRecord.objects.using(lag_tolerant())
+        .filter(created_at__gte=since, created_at__lt=until)
         .annotate(day=TruncDate("created_at", tzinfo=UTC), group=F(COLUMN[stack_by]))
         .values("day", "group")
         .annotate(requests=Count("id"), cost=Coalesce(Sum("cost_usd"), 0.0))
@@ -103,8 +110,10 @@ def key_names(ids: list[int]) -> dict[int, str]:
     tenant = getattr(connection, "tenant", None)
     if tenant is None or not ids:
         return {}
-    found = ApiKey.objects.filter(tenant_id=tenant.pk, pk__in=ids).values_list(
-        "pk", "name", "prefix"
+    found = (
+        ApiKey.objects.using(lag_tolerant())
+        .filter(tenant_id=tenant.pk, pk__in=ids)
+        .values_list("pk", "name", "prefix")
     )
     return {pk: f"{name} ({prefix}…)" for pk, name, prefix in found}
 

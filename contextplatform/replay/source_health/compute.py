@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS
 from django.db.models import F, Max, Q, QuerySet, Sum
 from django.db.models.expressions import Func
 from django.utils import timezone
@@ -88,13 +89,15 @@ def source_health(
     pairs: Collection[Pair] | None = None,
     now: datetime | None = None,
     baseline: dict[Pair, Counts] | None = None,
+    using: str = DEFAULT_DB_ALIAS,
 ) -> list[SourceHealth]:
     """The health of every source with outcomes in the last hour or the week before (of one
-    route, or of the given pairs), by route and source. ``baseline``: counts already known."""
+    route, or of the given pairs), by route and source. ``baseline``: counts already known.
+    ``using``: the database alias read (the replica for a reader that tolerates lag)."""
     start = window_start(now or timezone.now())
     since = start - timedelta(days=BASELINE_DAYS)
-    minutes = SourceHealthMinute.objects.all()
-    streaks = SourceHealthStreak.objects.all()
+    minutes = SourceHealthMinute.objects.using(using).all()
+    streaks = SourceHealthStreak.objects.using(using).all()
     if route is not None:
         minutes, streaks = minutes.filter(route=route), streaks.filter(route=route)
     if pairs is not None:
