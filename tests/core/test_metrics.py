@@ -22,13 +22,13 @@ from contextplatform.resolve.modes import PREVIEW
 from contextplatform.resolve.pipeline import ResolveRequest
 from contextplatform.resolve.pipeline import resolve as run_resolve
 
-BACKEND = "postgres"  # the default memory store's label
 from sources.matching import JudgeConfig, judge_and_keep
 from sources.recall import RecallHit
 from tests.conftest import ApiClient, TenantFixture
 from tests.resolve import source_kinds_for_tests  # noqa: F401  (registers test_hang)
 from tests.sources.knowledge.conftest import SUPPORT_DOCS, make_collection, rag_route
 
+BACKEND = "postgres"  # the default memory store's label
 ROOT = Path(__file__).resolve().parents[2]
 USER = "user-7f3a9c-private"
 SESSION = "session-5d1e-private"
