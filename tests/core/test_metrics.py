@@ -21,7 +21,6 @@ from contextplatform.core import metrics
 from contextplatform.resolve.modes import PREVIEW
 from contextplatform.resolve.pipeline import ResolveRequest
 from contextplatform.resolve.pipeline import resolve as run_resolve
-
 from sources.matching import JudgeConfig, judge_and_keep
 from sources.recall import RecallHit
 from tests.conftest import ApiClient, TenantFixture
