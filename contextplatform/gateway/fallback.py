@@ -27,7 +27,7 @@ from contextplatform.core.metrics import GATEWAY_FALLBACKS
 from contextplatform.deployments.balancing import balanced_order
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.gateway import deployment_limits
-from contextplatform.gateway.forward import UpstreamRejected, UpstreamUnavailable
+from contextplatform.gateway.forward import UpstreamRejected, UpstreamUnavailable, connect_retries
 from contextplatform.gateway.pool_stats import POOL_STATS
 from contextplatform.gateway.protocol import GatewayError
 from contextplatform.routes.configuration.schema import BalanceSettings
@@ -211,7 +211,9 @@ async def first_answer(
         POOL_STATS.started(key)
         answered_ms: float | None = None
         try:
-            answer = await send(upstream)
+            # A deployment that cannot be reached is left at once while another one remains.
+            with connect_retries(place == len(ordered)):
+                answer = await send(upstream)
             answered_ms = (time.monotonic() - started) * 1000
         except UpstreamRejected as error:
             if error.status != RATE_LIMITED:

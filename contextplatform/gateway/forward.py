@@ -7,9 +7,11 @@ the tenant's allow-list, like every other outbound URL."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict, Unpack
 
@@ -257,7 +259,24 @@ def connection_failure(error: BaseException) -> str:
     return "could not be reached"
 
 
+# Whether a deployment that cannot be connected to is tried again before the call gives up on it:
+# not while another deployment of the call's fallbacks is left, which answers sooner than a
+# backoff does; the last one is (a single deployment's blip is retried, as before).
+_RETRY_CONNECT: ContextVar[bool] = ContextVar("retry_connect", default=True)
+
+
+@contextlib.contextmanager
+def connect_retries(allowed: bool) -> Iterator[None]:
+    token = _RETRY_CONNECT.set(allowed)
+    try:
+        yield
+    finally:
+        _RETRY_CONNECT.reset(token)
+
+
 def connect_attempts() -> int:
+    if not _RETRY_CONNECT.get():
+        return 1
     retries = int(getattr(settings, "GATEWAY_CONNECT_RETRIES", DEFAULT_CONNECT_RETRIES))
     return 1 + max(retries, 0)
 
