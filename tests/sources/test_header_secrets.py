@@ -274,6 +274,8 @@ def test_the_migration_encrypts_the_header_values_deployments_stored_in_plain_te
         cursor.execute(
             "ALTER TABLE deployments_deployment ADD COLUMN headers jsonb NOT NULL DEFAULT '{}'"
         )
+        # Columns added after 0003 are unknown to the historical model: they take their default.
+        cursor.execute("ALTER TABLE deployments_deployment ALTER COLUMN limits SET DEFAULT '{}'")
         try:
             historical = state.apps.get_model("deployments", "Deployment")
             historical.objects.create(

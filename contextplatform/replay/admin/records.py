@@ -63,9 +63,7 @@ class ReplayRecordAdmin(TenantOnlyAdmin):
         "source_outcomes",
         "kept_items",
         "token_counts",
-        "duration",
-        "call_time",
-        "cost",
+        "timing",
     )
     list_filter = ("status", "route", "variant", UserIdFilter, CreatedFromFilter, CreatedToFilter)
     date_hierarchy = "created_at"
@@ -142,19 +140,12 @@ class ReplayRecordAdmin(TenantOnlyAdmin):
             moment.strftime("%m-%d %H:%M"),
         )
 
-    @admin.display(description="resolve ms", ordering="duration_ms")
-    def duration(self, record: ReplayRecord) -> str:
-        return f"{record.duration_ms:.0f}"
-
-    @admin.display(description="call ms", ordering="call_ms")
-    def call_time(self, record: ReplayRecord) -> str:
-        # The whole call the gateway carried, the deployment's answer included ("resolve ms" is
-        # the resolve's alone); "-" where the client called its model itself (REST resolve).
-        return f"{record.call_ms:.0f}" if record.call_ms is not None else "-"
-
-    @admin.display(description="cost $", ordering="cost_usd")
-    def cost(self, record: ReplayRecord) -> str:
-        return f"{record.cost_usd:.6f}" if record.cost_usd is not None else "-"
+    @admin.display(description="ms", ordering="duration_ms")
+    def timing(self, record: ReplayRecord) -> str:
+        # The resolve's time, then the whole call the gateway carried (the deployment's answer
+        # included); a REST resolve's client called its model itself: no call time.
+        resolve = f"{record.duration_ms:.0f}"
+        return resolve if record.call_ms is None else f"{resolve} / {record.call_ms:.0f}"
 
     @admin.display(description="tokens")
     def token_counts(self, record: ReplayRecord) -> str:

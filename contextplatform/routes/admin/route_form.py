@@ -611,29 +611,22 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
     upstream = forms.ChoiceField(
         required=False,
         label="Upstream deployment",
-        help_text="The deployment of this tenant the gateway forwards the route's calls to "
-        "(blank: none; add one under Deployments). A list of deployments in fallback order "
-        "(the next answers when one fails or is rate limited) is written through the API's "
-        "model.upstream; such a list shows here as one choice and is kept on save. It also judges each rag source whose "
-        "match.judge names no deployment (when it may judge): one extra call to it per request "
-        "and source (the judge's cost).",
+        help_text="The deployment the gateway forwards the route's calls to (blank: none). A "
+        "fallback list, written through the API's model.upstream, shows as one choice and is kept. "
+        "It also judges rag sources naming no judge deployment: one extra call per request and "
+        "source (the judge's cost).",
     )
     prompt_cache = forms.BooleanField(
         required=False,
         label="Provider prompt cache",
-        help_text="Mark the stable start of each request (tools, system prompt, the conversation "
-        "so far) for Anthropic's prompt cache and inject context after it, so each turn of a "
-        "session reads the previous one's prefix from the cache. OpenAI caches prefixes by "
-        "itself; the placement helps it too.",
+        help_text="Mark the stable start of each request for Anthropic's cache; context goes after it.",
     )
     balance = JsonTextField(
         indent=None,
         label="Load balancing",
-        help_text="Balance calls over the fallback list above: the strategy picks the deployment "
-        "tried first per call, the others stay fallbacks. Blank: plain fallback order. Example: "
-        '{"strategy": "weighted", "weights": {"dep-a": 3, "dep-b": 1}}; strategies: weighted, '
-        "least_busy, latency (the default).",
-        widget=forms.Textarea(attrs={"rows": 2, "cols": 70}),
+        help_text='Over the list above; blank: fallback order. {"strategy": "latency"}, or '
+        '"weighted" with "weights", or "least_busy".',
+        widget=forms.TextInput(attrs={"size": 70}),
     )
     enabled = forms.TypedChoiceField(
         required=False,
@@ -680,6 +673,8 @@ class RouteForm(CompressTargetFields, forms.ModelForm):
     class Meta:
         model = Route
         fields = ["name", "description", "recipe", "context_window", "max_output_tokens"]
+        # A line or two says what a route is for; the page is long enough below.
+        widgets = {"description": forms.Textarea(attrs={"rows": 3, "cols": 60})}
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
