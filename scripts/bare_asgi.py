@@ -9,6 +9,7 @@ server which writes them as two segments shows it here too.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 BODY = b'{"status": "ok"}'
@@ -18,15 +19,26 @@ HEADERS = [
 ]
 
 
+async def serve_lifespan(
+    receive: Any, send: Any, on_shutdown: Callable[[], Awaitable[None]] | None = None
+) -> None:
+    """The lifespan protocol answered (``on_shutdown`` run before shutdown completes); the bench's
+    other bare apps (``scripts/bench_bare_proxy.py``) answer it the same way."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            if on_shutdown is not None:
+                await on_shutdown()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await serve_lifespan(receive, send)
+        return
     if scope["type"] != "http":
         return
     # The request body, read to its end as a real app would (wrk's POSTs carry one).

@@ -18,6 +18,8 @@ from typing import Any
 
 import aiohttp
 
+from scripts.bare_asgi import serve_lifespan
+
 Scope = dict[str, Any]
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -40,6 +42,11 @@ def session() -> aiohttp.ClientSession:
     return _session
 
 
+async def close_session() -> None:
+    if _session is not None:
+        await _session.close()
+
+
 async def read_body(receive: Receive) -> bytes:
     body = b""
     while True:
@@ -51,15 +58,8 @@ async def read_body(receive: Receive) -> bytes:
 
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                if _session is not None:
-                    await _session.close()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await serve_lifespan(receive, send, on_shutdown=close_session)
+        return
     if scope["type"] != "http":
         return
     if scope["method"] != "POST":

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contextplatform.protocols.prompt_cache import common_prefix_length
 from scripts.bench_env import load_average, utc_now
 from scripts.bench_setup import DEMO_TENANT, demo_tenant, ensure_demo_documents, log
 from scripts.report import Check, check_rows, print_checks, quick_note, table, write_section
@@ -119,14 +120,6 @@ def serialised(body: dict[str, Any]) -> tuple[str, list[int]]:
     return text, ends
 
 
-def unchanged_chars(previous: str, current: str) -> int:
-    limit = min(len(previous), len(current))
-    index = 0
-    while index < limit and previous[index] == current[index]:
-        index += 1
-    return index
-
-
 def prepare() -> tuple[Any, dict[str, str]]:
     from django_tenants.utils import schema_context
 
@@ -196,7 +189,7 @@ def conversation(tenant: Any, route: str, session: str, turns: int, result: ArmR
         )
         current = serialised(resolution.rewritten)
         if previous is not None:
-            same = unchanged_chars(previous[0], current[0])
+            same = common_prefix_length(previous[0], current[0])
             cached = max((end for end in previous[1] if end <= same), default=0)
             result.unchanged.append(same / len(current[0]))
             result.read_from_cache.append(cached / len(current[0]))

@@ -108,13 +108,18 @@ def with_cache_markers(body: dict[str, Any]) -> dict[str, Any]:
     return marked
 
 
+def common_prefix_length(previous: str, current: str) -> int:
+    """How many characters ``current`` shares with ``previous`` from its start."""
+    limit = min(len(previous), len(current))
+    index = 0
+    while index < limit and previous[index] == current[index]:
+        index += 1
+    return index
+
+
 def common_prefix_share(previous: str, current: str) -> float:
     """The share of ``current`` that ``previous`` begins with (both serialised the same way):
     how much of a request is unchanged from the previous turn's, from its start."""
     if not current:
         return 1.0
-    limit = min(len(previous), len(current))
-    index = 0
-    while index < limit and previous[index] == current[index]:
-        index += 1
-    return index / len(current)
+    return common_prefix_length(previous, current) / len(current)
