@@ -8,7 +8,7 @@ a tenant's table lives in the tenant's own schema, so it cannot reach another te
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -262,6 +262,49 @@ def supersede_memories(
         invalidate_prewarm(connection.schema_name, user=user_id)
         memories_written.send(Memory, ids=marked_ids)
     return marked
+
+
+def revise_memory(
+    *,
+    memory: Memory,
+    content: str,
+    embedder: Embedder,
+    kind: str | None = None,
+    vector: Sequence[float] | None = None,
+    observed_at: datetime | None = None,
+    source_request_id: str = "",
+    source_turn: str = "",
+    write: Callable[..., Memory] | None = None,
+) -> Memory:
+    """A new wording of ``memory`` (the extractor's update: the same fact said better, or
+    corrected): written as a new memory that supersedes the old one, so the old wording stays as
+    the user's history (listed, exported, under retention and erasure) and is no longer recalled.
+    The new memory takes the old one's kind unless ``kind`` is given, and keeps its metadata,
+    expiry and strength (what the tenant set and what recall earned belong to the fact, not to
+    its wording). ``write`` stores it (the route's store's ``write``; ``create_memory`` when not
+    given). Said in the same words, nothing is lost: the memory is dated anew in place."""
+    if content == memory.content:
+        return update_memory(
+            memory=memory,
+            kind=kind,
+            embedder=embedder,
+            observed_at=observed_at if observed_at is not None else UNSET,
+        )
+    revised: Memory = (write or create_memory)(
+        user_id=memory.user_id,
+        content=content,
+        kind=kind or memory.kind,
+        metadata=dict(memory.metadata or {}),
+        expires_at=memory.expires_at,
+        strength=memory.strength,
+        source_request_id=source_request_id,
+        source_turn=source_turn,
+        embedder=embedder,
+        vector=vector,
+        observed_at=observed_at,
+    )
+    supersede_memories(user_id=memory.user_id, memory_ids=[memory.pk], by=revised)
+    return revised
 
 
 def erase_user(*, user_id: str) -> int:
