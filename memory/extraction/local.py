@@ -361,7 +361,9 @@ def extract_local(
             continue
         for clause in clauses(sentence):
             memory = extract_clause(clause)
-            current = current_fact(clause, observed_at)
+            # without the turn's date, only a clause kept already can be a change (undated)
+            changes = memory is not None or observed_at is not None
+            current = current_fact(clause, observed_at) if changes else None
             if memory is None and (current is None or current[1] != "pet"):
                 continue  # "we adopted a dog": the household's pet is the user's too
             if current is not None:
