@@ -281,6 +281,9 @@ def test_a_plain_statement_of_a_new_home_or_job_supersedes_the_old(
     found = [hit["content"] for hit in search(acme_api, question)]
     assert found == [new]
     assert old not in [hit["content"] for hit in search(acme_api, old, hybrid=True)]
+    report = resolve(acme_api, question, memory={"store": False}).json()
+    injected = json.dumps(report["request"]["messages"][1:])
+    assert new in injected and old not in injected
 
 
 def test_a_plain_statement_restating_the_same_home_keeps_the_dated_memory(
