@@ -369,7 +369,8 @@ def delete_older_than(*, max_age_days: int, now: datetime | None = None) -> int:
 
 def prune_weakest(*, max_per_user: int) -> int:
     """For each user with more than ``max_per_user`` memories, delete the weakest beyond that
-    count: lowest strength first, then oldest."""
+    count: superseded history first (a past home must never push out a current fact), then lowest
+    strength, then oldest."""
     name = table()
     return deleted_ids(
         f"""
@@ -377,7 +378,8 @@ def prune_weakest(*, max_per_user: int) -> int:
                 SELECT "id" FROM (
                     SELECT "id", row_number() OVER (
                         PARTITION BY "user_id"
-                        ORDER BY "strength" DESC, "created_at" DESC, "id" DESC
+                        ORDER BY ("superseded_at" IS NULL) DESC, "strength" DESC,
+                                 "created_at" DESC, "id" DESC
                     ) AS "position"
                     FROM {name}
                     WHERE "user_id" IN (
