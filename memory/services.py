@@ -8,7 +8,7 @@ a tenant's table lives in the tenant's own schema, so it cannot reach another te
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -264,6 +264,49 @@ def supersede_memories(
     return marked
 
 
+def revise_memory(
+    *,
+    memory: Memory,
+    content: str,
+    embedder: Embedder,
+    kind: str | None = None,
+    vector: Sequence[float] | None = None,
+    observed_at: datetime | None = None,
+    source_request_id: str = "",
+    source_turn: str = "",
+    write: Callable[..., Memory] | None = None,
+) -> Memory:
+    """A new wording of ``memory`` (the extractor's update: the same fact said better, or
+    corrected): written as a new memory that supersedes the old one, so the old wording stays as
+    the user's history (listed, exported, under retention and erasure) and is no longer recalled.
+    The new memory takes the old one's kind unless ``kind`` is given, and keeps its metadata,
+    expiry and strength (what the tenant set and what recall earned belong to the fact, not to
+    its wording). ``write`` stores it (the route's store's ``write``; ``create_memory`` when not
+    given). Said in the same words, nothing is lost: the memory is dated anew in place."""
+    if content == memory.content:
+        return update_memory(
+            memory=memory,
+            kind=kind,
+            embedder=embedder,
+            observed_at=observed_at if observed_at is not None else UNSET,
+        )
+    revised: Memory = (write or create_memory)(
+        user_id=memory.user_id,
+        content=content,
+        kind=kind or memory.kind,
+        metadata=dict(memory.metadata or {}),
+        expires_at=memory.expires_at,
+        strength=memory.strength,
+        source_request_id=source_request_id,
+        source_turn=source_turn,
+        embedder=embedder,
+        vector=vector,
+        observed_at=observed_at,
+    )
+    supersede_memories(user_id=memory.user_id, memory_ids=[memory.pk], by=revised)
+    return revised
+
+
 def erase_user(*, user_id: str) -> int:
     """Delete every memory of one user, and nobody else's: one indexed ``DELETE ... WHERE
     user_id = %s`` in the current tenant's schema. Refuses an empty user id."""
@@ -326,7 +369,8 @@ def delete_older_than(*, max_age_days: int, now: datetime | None = None) -> int:
 
 def prune_weakest(*, max_per_user: int) -> int:
     """For each user with more than ``max_per_user`` memories, delete the weakest beyond that
-    count: lowest strength first, then oldest."""
+    count: superseded history first (a past home must never push out a current fact), then lowest
+    strength, then oldest."""
     name = table()
     return deleted_ids(
         f"""
@@ -334,7 +378,8 @@ def prune_weakest(*, max_per_user: int) -> int:
                 SELECT "id" FROM (
                     SELECT "id", row_number() OVER (
                         PARTITION BY "user_id"
-                        ORDER BY "strength" DESC, "created_at" DESC, "id" DESC
+                        ORDER BY ("superseded_at" IS NULL) DESC, "strength" DESC,
+                                 "created_at" DESC, "id" DESC
                     ) AS "position"
                     FROM {name}
                     WHERE "user_id" IN (

@@ -2,8 +2,10 @@
 
 At resolve, a route whose memory source writes (``store.auto``, or a request that asks where the
 route leaves it unset) queues the turn with the user's message. When the answer is handed back,
-the task extracts memories and adds, updates or deletes them. Writes are idempotent per turn: a
-turn is written once, however often it is handed back or the task is retried.
+the task extracts memories and adds, updates or deletes them. An update keeps what it replaces:
+the new wording is a new memory superseding the old one, kept as the user's history. Writes are
+idempotent per turn: a turn is written once, however often it is handed back or the task is
+retried.
 
 A memory the turn adds or updates keeps the turn's time as its ``observed_at``: when the user said
 it (the turn was queued at resolve), not when the task ran, so "when did I ..." has an answer.
@@ -25,8 +27,8 @@ from contextplatform.core.errors import ApiError
 from contextplatform.core.llm import metered
 from memory.extraction.llm import LLMExtractor
 from memory.extraction.local import extract_local, topic_of
-from memory.extraction.planning import SUPERSEDING_TOPICS, plan_writes
-from memory.extraction.types import ExistingMemory, MemoryDecision
+from memory.extraction.planning import plan_writes
+from memory.extraction.types import SUPERSEDING_TOPICS, ExistingMemory, MemoryDecision
 from memory.key_spend import charge_extraction
 from memory.metrics import MEMORY_EXTRACTION, MEMORY_STORE_OPERATIONS
 from memory.models import Memory, MemoryTurn
@@ -274,8 +276,10 @@ def apply_decision(
     vector: list[float] | None = None,
 ) -> Memory | bool:
     """Apply one decision; ``vector`` is the decision's content embedded by ``embedder``, if known.
-    The memory added or updated; for a delete, whether one was deleted."""
-    from memory.services import delete_memory, supersede_memories, update_memory
+    The memory added or written by the update (``revise_memory``: the old wording superseded,
+    not overwritten); for a delete, whether one was deleted."""
+    from memory.selectors import live_memories
+    from memory.services import delete_memory, revise_memory, supersede_memories
 
     if decision.action == "add":
         added = get_store().write(
@@ -292,16 +296,21 @@ def apply_decision(
             supersede_memories(user_id=origin.user_id, memory_ids=decision.supersedes, by=added)
         return added
     if decision.action == "update":
-        memory = Memory.objects.filter(user_id=origin.user_id, pk=decision.target_id).first()
+        # Only a live memory is revised: one superseded meanwhile is history already, and a new
+        # wording of it would bring back what the user has since replaced.
+        memory = live_memories(origin.user_id).filter(pk=decision.target_id).first()
         if memory is None:
             return False
-        return update_memory(
+        return revise_memory(
             memory=memory,
             content=decision.content,
             kind=decision.kind,
             embedder=embedder,
             vector=vector,
             observed_at=origin.observed_at,  # said again: dated by the latest turn
+            source_request_id=origin.source_request_id,
+            source_turn=origin.source_turn,
+            write=get_store().write,
         )
     return delete_memory(user_id=origin.user_id, memory_id=decision.target_id)
 

@@ -38,7 +38,12 @@ import numpy as np
 from scripts import bench_memory_data as data
 from scripts.bench_env import load_average, utc_now
 from scripts.bench_http import running_server
-from scripts.bench_memory_extraction import ExtractionResult, run_extraction, run_questions
+from scripts.bench_memory_extraction import (
+    ExtractionResult,
+    run_extraction,
+    run_questions,
+    run_superseding,
+)
 from scripts.bench_memory_scale import ScaleResult, run_scale
 from scripts.bench_setup import ROOT, ensure_tenant, log
 
@@ -643,6 +648,7 @@ def run_memory(quick: bool) -> MemoryResults:
         data.conversations(sizes.conversations, sizes.turns, sizes.facts, QUALITY_SEED)
     )
     extraction.questions = run_questions()
+    extraction.superseding = run_superseding()
     scale_tenant = f"{SCALE_TENANT}_quick" if quick else SCALE_TENANT
     ensure_tenant(scale_tenant)
     scale = run_scale(scale_tenant, quick)

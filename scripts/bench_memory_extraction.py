@@ -31,6 +31,18 @@ threshold* (in the top ``LOCAL_MEMORY_TOP_K`` with a cosine at least
 by the default search* (in the top 5 of ``POST /memories/search`` without ``min_similarity``).
 Before: the local extractor as commit ``BEFORE_CURRENT_FACTS`` had it (it wrote the change as
 said, and took no date); after: today's, given the turn's date as ``memory.writing`` gives it.
+
+Then *a newer home or job said plainly* (``run_superseding``): a user told where they live or
+work, then later said a new one without a time ("I live in Berlin now", "I work at Acme as a
+nurse", "I moved to Lisbon"), and asked "Where do I live?" / "Where do I work?". Each case is a
+user whose memories are what the extractor and the planning (``memory.extraction.planning``)
+leave of the earlier statement and the same ``OTHER_TURNS``, then of the later statement, written
+as ``memory.writing`` applies the decisions (an add's superseded memories, and after, the old
+wording of an update, kept as history and never recalled); the question is ranked against the
+live memories by cosine. Counted: the newer fact's memory *recalled at the default threshold*, the
+older one *not recalled*, and both (*right*). Before: the local extractor and the planning as
+commit ``BEFORE_PLAIN_SUPERSEDING`` had them (only a dated change superseded, an update wrote over
+the memory); after: today's.
 """
 
 from __future__ import annotations
@@ -53,6 +65,8 @@ PREVIOUS = "a361bd1"
 # The last commit whose local extractor wrote a change in the user's life as said ("User moved to
 # Lisbon last month") rather than as what is true now.
 BEFORE_CURRENT_FACTS = "422a1da"
+# The last commit where only a dated move or new job superseded the old home or job.
+BEFORE_PLAIN_SUPERSEDING = "dfe0a26"
 
 TARGET = 0.95  # of the planted facts stored (issue 13)
 
@@ -122,6 +136,7 @@ class ExtractionResult:
     turns: int
     counts: list[ExtractorCount]
     questions: QuestionsResult | None = None  # run_questions, when the embedder was there
+    superseding: SupersedingResult | None = None  # run_superseding, likewise
 
     def count(self, name: str) -> ExtractorCount | None:
         return next((count for count in self.counts if count.name == name), None)
@@ -333,6 +348,228 @@ def print_questions(result: QuestionsResult) -> None:
         print(f"    {case.question!r} <- {case.statement!r}: {cells}")
 
 
+# --- a newer home or job said plainly ------------------------------------------------------
+
+SAID_LATER = datetime(2025, 6, 2, 18, 5, tzinfo=UTC)
+# (the earlier statement, the later one, the question, what the newer memory holds, the older)
+SUPERSEDING_CASES: tuple[tuple[str, str, str, str, str], ...] = (
+    ("I live in Porto.", "I live in Berlin now.", "Where do I live?", "Berlin", "Porto"),
+    (
+        "I'm based in Madrid.",
+        "I live in Rome these days.",
+        "Which city do I live in?",
+        "Rome",
+        "Madrid",
+    ),
+    ("I live in Lyon.", "I'm living in Marseille.", "Where do I live?", "Marseille", "Lyon"),
+    ("I live in Porto.", "I moved to Lisbon.", "Where do I live?", "Lisbon", "Porto"),
+    ("I work at Siemens.", "I work at Acme as a nurse.", "Where do I work?", "Acme", "Siemens"),
+    ("I work for Google.", "I work at Spotify now.", "Who is my employer?", "Spotify", "Google"),
+    ("I work at Airbus.", "I'm working at Boeing.", "Where do I work?", "Boeing", "Airbus"),
+    (
+        "I work as a teacher.",
+        "I work as a nurse now.",
+        "What do I do for work?",
+        "nurse",
+        "teacher",
+    ),
+)
+SUPERSEDING_TOPICS = frozenset({"home", "work"})
+
+
+@dataclass
+class Live:
+    """One memory of the simulated user: its words, embedding, topic, and whether superseded."""
+
+    content: str
+    vector: Any
+    topic: str | None
+    superseded: bool = False
+
+
+@dataclass
+class SupersedingCase:
+    earlier: str
+    later: str
+    question: str
+    new: str
+    old: str
+    newer: dict[str, str | None] = field(default_factory=dict)  # side -> the newer fact's memory
+    new_recalled: dict[str, bool] = field(default_factory=dict)
+    old_recalled: dict[str, bool] = field(default_factory=dict)
+    history: dict[str, bool] = field(default_factory=dict)  # the older memory kept, superseded
+
+
+@dataclass
+class SupersedingResult:
+    threshold: float
+    top_k: int
+    embedder: str
+    sides: list[tuple[str, str]]
+    cases: list[SupersedingCase]
+
+    def count(self, side: str, what: str) -> int:
+        if what == "right":
+            return sum(c.new_recalled[side] and not c.old_recalled[side] for c in self.cases)
+        values = {
+            "new": [c.new_recalled[side] for c in self.cases],
+            "old": [c.old_recalled[side] for c in self.cases],
+            "history": [c.history[side] for c in self.cases],
+        }[what]
+        return sum(values)
+
+
+@dataclass
+class Writer:
+    """A side of the comparison: its extractor, planning and topic reader, and whether an
+    update keeps the old wording as history (else it writes over the memory)."""
+
+    extract: Callable[[str, datetime], list[ExtractedMemory]]
+    plan: Callable[..., list[Any]]
+    topic_of: Callable[[str], str | None]
+    keeps_history: bool
+
+
+def superseding_writers() -> list[tuple[str, str, Writer]]:
+    from memory.extraction import planning
+
+    found: list[tuple[str, str, Writer]] = []
+    try:
+        old_local = module_at(
+            BEFORE_PLAIN_SUPERSEDING,
+            "memory/extraction/local.py",
+            "memory_extraction_local_before_plain_superseding",
+        )
+        old_planning = module_at(
+            BEFORE_PLAIN_SUPERSEDING,
+            "memory/extraction/planning.py",
+            "memory_extraction_planning_before_plain_superseding",
+        )
+    except (OSError, subprocess.SubprocessError):
+        old_local = old_planning = None
+    if old_local is not None and old_planning is not None:
+        before = Writer(
+            lambda text, said: old_local.extract_local(text, "", observed_at=said),
+            old_planning.plan_writes,
+            old_local.topic_of,
+            keeps_history=False,
+        )
+        found.append(("before", f"dated changes only (commit {BEFORE_PLAIN_SUPERSEDING})", before))
+    after = Writer(
+        lambda text, said: local.extract_local(text, "", observed_at=said),
+        planning.plan_writes,
+        local.topic_of,
+        keeps_history=True,
+    )
+    found.append(("after", "plain statements too (memory.extraction)", after))
+    return found
+
+
+def write_statement(
+    writer: Writer, memories: list[Live], text: str, said: datetime, embed: Callable[..., Any]
+) -> None:
+    """One turn written as ``memory.writing.write_turn`` writes it: extracted, planned against
+    the user's live memories (near-duplicates by cosine, the current home and job by topic), and
+    applied; a superseded memory stays in ``memories``, marked."""
+    from memory.extraction.types import ExistingMemory
+
+    extracted = writer.extract(text, said)
+    if not extracted:
+        return
+    vectors = [list(v) for v in embed([e.content for e in extracted])]
+    live = {str(i): m for i, m in enumerate(memories) if not m.superseded}
+    existing = [ExistingMemory(i, m.content, list(m.vector)) for i, m in live.items()]
+    topics = {e.topic for e in extracted if e.topic in SUPERSEDING_TOPICS}
+    current = [
+        ExistingMemory(i, m.content, topic=writer.topic_of(m.content))
+        for i, m in live.items()
+        if writer.topic_of(m.content) in topics
+    ]
+    decisions = writer.plan(extracted, existing, vectors, 0.9, current=current)
+    known = {e.content: v for e, v in zip(extracted, vectors, strict=True)}
+    for decision in decisions:
+        vector = known.get(decision.content)
+        if vector is None:
+            vector = embed([decision.content])[0]
+        if decision.action == "add":
+            memories.append(Live(decision.content, vector, writer.topic_of(decision.content)))
+            for replaced in decision.supersedes:
+                live[str(replaced)].superseded = True
+        elif decision.action == "update":
+            target = live[str(decision.target_id)]
+            if decision.content == target.content:
+                continue
+            if writer.keeps_history:
+                target.superseded = True
+                memories.append(Live(decision.content, vector, writer.topic_of(decision.content)))
+            else:
+                target.content, target.vector = decision.content, vector
+
+
+def run_superseding(embedder: Any = None) -> SupersedingResult:
+    """Every case of ``SUPERSEDING_CASES`` before and after, ranked by the platform's
+    embedder."""
+    import numpy as np
+
+    from sources.embedding import LOCAL_MEMORY_MIN_SIMILARITY, LOCAL_MEMORY_TOP_K, get_embedder
+
+    embedder = embedder or get_embedder()
+    sides = superseding_writers()
+    cases = [SupersedingCase(*case) for case in SUPERSEDING_CASES]
+
+    def recalled(question: Any, memories: list[Live]) -> list[str]:
+        live = [m for m in memories if not m.superseded]
+        vectors = np.asarray([m.vector for m in live], dtype=np.float64)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        cosines = vectors @ (question / np.linalg.norm(question))
+        order = np.argsort(-cosines, kind="stable")[:LOCAL_MEMORY_TOP_K]
+        return [live[i].content for i in order if cosines[i] >= LOCAL_MEMORY_MIN_SIMILARITY]
+
+    for name, _, writer in sides:
+        for case in cases:
+            memories: list[Live] = []
+            for text in (case.earlier, *OTHER_TURNS):
+                write_statement(writer, memories, text, SAID_ON, embedder.embed)
+            write_statement(writer, memories, case.later, SAID_LATER, embedder.embed)
+            question = np.asarray(embedder.embed_query(case.question), dtype=np.float64)
+            found = recalled(question, memories)
+            holds = lambda text, value: value.lower() in text.lower()  # noqa: E731
+            live = [m.content for m in memories if not m.superseded]
+            case.newer[name] = next((c for c in live if holds(c, case.new)), None)
+            case.new_recalled[name] = any(holds(c, case.new) for c in found)
+            case.old_recalled[name] = any(holds(c, case.old) for c in found)
+            case.history[name] = any(m.superseded and holds(m.content, case.old) for m in memories)
+    return SupersedingResult(
+        threshold=LOCAL_MEMORY_MIN_SIMILARITY,
+        top_k=LOCAL_MEMORY_TOP_K,
+        embedder=embedder.identity,
+        sides=[(name, label) for name, label, _ in sides],
+        cases=cases,
+    )
+
+
+def print_superseding(result: SupersedingResult) -> None:
+    total = len(result.cases)
+    print(
+        f"a newer home or job said plainly: {total} cases, {result.embedder}, default "
+        f"threshold {result.threshold} / top {result.top_k}"
+    )
+    for name, label in result.sides:
+        print(
+            f"  {label:<48} newer recalled {result.count(name, 'new')}/{total}; older recalled "
+            f"{result.count(name, 'old')}/{total}; right (newer, not older) "
+            f"{result.count(name, 'right')}/{total}; older kept as history "
+            f"{result.count(name, 'history')}/{total}"
+        )
+    for case in result.cases:
+        cells = "; ".join(
+            f"{name}: {case.newer.get(name)!r} new {'y' if case.new_recalled[name] else 'n'} "
+            f"old {'y' if case.old_recalled[name] else 'n'}"
+            for name, _ in result.sides
+        )
+        print(f"    {case.question!r} <- {case.earlier!r} then {case.later!r}: {cells}")
+
+
 def main() -> None:
     """``python -m scripts.bench_memory_extraction``: the figures at the bench's full sizes."""
     from scripts.bench_memory import FULL_SIZES, QUALITY_SEED
@@ -353,6 +590,7 @@ def main() -> None:
             print(f"    missed: {dict(count.missed)}")
     setup_django()  # the embedder reads the settings
     print_questions(run_questions())
+    print_superseding(run_superseding())
 
 
 if __name__ == "__main__":

@@ -31,11 +31,14 @@ from scripts.bench_memory import (
 from scripts.bench_memory_data import ABOUT_ME, CHITCHAT, FACTS
 from scripts.bench_memory_extraction import (
     BEFORE_CURRENT_FACTS,
+    BEFORE_PLAIN_SUPERSEDING,
     OTHER_TURNS,
     SAID_ON,
     SEARCH_LIMIT,
     ExtractionResult,
     QuestionsResult,
+    SupersedingCase,
+    SupersedingResult,
 )
 from scripts.bench_memory_extraction import TARGET as EXTRACTION_TARGET
 from scripts.bench_memory_scale import (
@@ -465,6 +468,54 @@ def questions_table(questions: QuestionsResult) -> str:
     )
 
 
+def superseding_text(result: SupersedingResult) -> str:
+    return (
+        f"A newer home or job said plainly ({len(result.cases)} cases, "
+        "`scripts/bench_memory_extraction.py` `run_superseding`): a user told where they live or "
+        'work, then later a new one without a time ("I live in Berlin now", "I work at Acme as a '
+        'nurse", "I moved to Lisbon"), and asked "Where do I live?" or "Where do I work?". Each '
+        "case is a user whose memories are what the extractor and the planning leave of the "
+        f"earlier statement and the same {len(OTHER_TURNS)} other turns, then of the later one, "
+        "the decisions applied as the write after the response applies them; embedded by "
+        f"`{result.embedder}`, the question ranked against the live memories by cosine in "
+        f"process. *Recalled*: in the top {result.top_k} with a cosine at least "
+        f"{result.threshold}. *Right*: the newer fact recalled and the older not. Before: the "
+        f"extractor and planning at commit {BEFORE_PLAIN_SUPERSEDING} (only a dated change "
+        "superseded; an update wrote over the memory); after: today's (the older kept as "
+        "history). The cases were written with the wording they measure: a check, not a "
+        "held-out test."
+    )
+
+
+def superseding_table(result: SupersedingResult) -> str:
+    def mark(case: SupersedingCase, side: str) -> str:
+        new = "yes" if case.new_recalled[side] else "no"
+        old = "yes" if case.old_recalled[side] else "no"
+        return f"{case.newer.get(side) or '(nothing)'} · newer {new} · older {old}"
+
+    total = len(result.cases)
+    rows = [
+        [case.question, f"{case.earlier} → {case.later}"]
+        + [mark(case, name) for name, _ in result.sides]
+        for case in result.cases
+    ]
+    rows.append(
+        ["**right · older kept as history**", ""]
+        + [
+            f"{result.count(name, 'right')}/{total} · {result.count(name, 'history')}/{total}"
+            for name, _ in result.sides
+        ]
+    )
+    return report.table(
+        [
+            "question",
+            "said, then said later",
+            *(f"{label}: newer memory · recalled" for _, label in result.sides),
+        ],
+        rows,
+    )
+
+
 def extraction_rows(quality: QualityResult) -> list[list[str]]:
     by_key = {template.key: template for template in FACTS}
     rows = []
@@ -667,6 +718,14 @@ def section(results: MemoryResults, commit: str) -> str:
             if results.extraction is not None and results.extraction.questions is not None
             else []
         ),
+        *(
+            [
+                superseding_text(results.extraction.superseding),
+                superseding_table(results.extraction.superseding),
+            ]
+            if results.extraction is not None and results.extraction.superseding is not None
+            else []
+        ),
         f"![Memory benchmark](bench/{PLOT})",
         END,
     ]
@@ -739,6 +798,15 @@ def print_memory(results: MemoryResults) -> None:
                     f"  questions unlike the statement, {label}: recalled at the default "
                     f"threshold {questions.recalled(name)}/{len(questions.cases)}, found by the "
                     f"default search {questions.found(name)}/{len(questions.cases)}"
+                )
+        superseding = results.extraction.superseding
+        if superseding is not None:
+            total = len(superseding.cases)
+            for name, label in superseding.sides:
+                print(
+                    f"  a newer home or job said plainly, {label}: right (newer recalled, older "
+                    f"not) {superseding.count(name, 'right')}/{total}, older kept as history "
+                    f"{superseding.count(name, 'history')}/{total}"
                 )
     print(
         f"  memory runtime {results.runtime_s:.0f} s (quality {quality.runtime_s:.0f} s, "

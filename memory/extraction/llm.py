@@ -3,6 +3,11 @@
 decisions against the existing memories it was shown; strictly validated, so that a reply that
 breaks the contract changes nothing.
 
+What was true and no longer is stays as the user's history: an update is written as a new memory
+superseding the old one (``memory.services.revise_memory``), and a fact that stopped being true
+is an add superseding it. A delete is what the user asked for when they asked to forget something,
+so it deletes.
+
 The memory store's ``extractor`` names the deployment: a deployment of the tenant (OpenAI or
 Anthropic protocol, called through the outbound guard with the tenant's allow-list), else one of
 ``settings.LLM_DEPLOYMENTS`` (``contextplatform.deployments.llm``).
@@ -56,8 +61,9 @@ SYSTEM_PROMPT = (
     "it (its id and the new full content) instead of adding one. If the turn replaces an "
     "existing memory with a newer fact (a new home, a new job), add the new memory and name the "
     'replaced one in "supersedes" (its id): it is kept as history. If the user says an existing '
-    "memory is no longer true or asks to forget it, delete it (its id). Never add a duplicate of "
-    "an existing memory.\n"
+    'memory is no longer true, add what is true now and name the old one in "supersedes", '
+    'e.g. "User no longer has a car" superseding "User drives a Volvo". Delete a memory (its '
+    "id) only when the user asks to forget it. Never add a duplicate of an existing memory.\n"
     "- When the turn has a date (the day the user said it), keep times as the user said them "
     'and add the date they resolve to when that is certain, e.g. "User is flying to Oslo next '
     "Tuesday (2026-11-10)\". The memory keeps the turn's date anyway.\n"

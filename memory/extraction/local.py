@@ -10,8 +10,11 @@ coffee black"). Relative times are kept as said ("User bought a bike yesterday")
 change in the user's life said with its time (a move, a new job, pet, partner or child) is written
 as what is true now, in the words a question about it will use, with the month it happened and
 the words it was said in ("I moved to Lisbon last month" → "User lives in Lisbon (moved there in
-February 2025)"); a move or a new job then supersedes the user's older home or job
-(``current_fact``, ``topic_of``, ``memory.extraction.planning``).
+February 2025)"). A move said without its time is where the user lives now too ("I moved to
+Lisbon" → "User lives in Lisbon (moved there)"). A move or a new job then supersedes the user's
+older home or job, and a present state said plainly ("I live in Berlin now", "I work at Acme as
+a nurse") those naming another place or employer (``current_fact``, ``topic_of``,
+``same_subject``, ``memory.extraction.planning``).
 
 What it reads: names, what the user is ("I'm a nurse", "I'm fluent in Greek"), where they live and
 work, what they have, like and dislike, dated events ("I'm flying to Oslo next Tuesday"), stable
@@ -33,10 +36,10 @@ than guessed. Pure.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 
-from memory.extraction.types import ExtractedMemory, MemoryKind
+from memory.extraction.types import SUPERSEDING_TOPICS, ExtractedMemory, MemoryKind
 from memory.reflection import normalise_text
 
 MAX_MEMORY_CHARS = 300  # a longer clause is not a crisp memory: the local extractor skips it
@@ -358,13 +361,19 @@ def extract_local(
             continue
         for clause in clauses(sentence):
             memory = extract_clause(clause)
-            current = current_fact(clause, observed_at) if observed_at is not None else None
+            # without the turn's date, only a clause kept already can be a change (undated)
+            changes = memory is not None or observed_at is not None
+            current = current_fact(clause, observed_at) if changes else None
             if memory is None and (current is None or current[1] != "pet"):
                 continue  # "we adopted a dog": the household's pet is the user's too
             if current is not None:
-                memory = ExtractedMemory(current[0], "fact", topic=current[1])
+                memory = ExtractedMemory(current[0], "fact", topic=current[1], change=True)
             if memory is None:
                 continue
+            if memory.topic is None and memory.kind == "fact":
+                # the present state ("I live in Berlin now"): it replaces an older home or job
+                # that names another place or employer
+                memory = replace(memory, topic=topic_of(memory.content))
             key = normalise_text(memory.content)
             if key not in seen:
                 seen.add(key)
@@ -657,50 +666,55 @@ _CHANGES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
             "home",
             rf"^i\s+{ADV}(?P<verb>moved|relocated)\s+(?:back\s+)?(?:to|into)\s+(?!{_NOT_A_PLACE})"
             r"(?P<x>.+)$",
-            "User lives in {x} ({verb} there {when})",
+            "User lives in {x} ({verb} there{when})",
         ),
         (
             "work",
             rf"^i\s+{ADV}(?:started|began)\s+(?:a\s+new\s+job\s+|work(?:ing)?\s+)?"
             rf"(?P<x>(?:as|at)\s+(?!{_NOT_A_JOB}).+)$",
-            "User works {x} (new job, started there {when})",
+            "User works {x} (new job, started there{when})",
         ),
         (
             "work",
             rf"^i\s+{ADV}got\s+(?:a\s+(?:new\s+)?)?job\s+(?P<x>(?:as|at)\s+.+)$",
-            "User works {x} (got the job {when})",
+            "User works {x} (got the job{when})",
         ),
         (
             "work",
             # "I joined Deloitte" alone may be a club or a network; with the role it is a job
             rf"^i\s+{ADV}joined\s+(?P<at>(?!a\b|an\b|the\b)\S.*?)\s+(?P<x>as\s+(?:a|an)\s+.+)$",
-            "User works {x} at {at} (new job, joined {when})",
+            "User works {x} at {at} (new job, joined{when})",
         ),
         (
             "pet",
             rf"^(?:i|we)\s+{ADV}(?P<verb>adopted|got|bought)\s+(?P<x>(?:a|an|two|three|\d+)\s+(?:[\w-]+\s+)?{_PETS}\b.*)$",
-            "User has {x} ({verb} {when})",
+            "User has {x} ({verb}{when})",
         ),
         (
             "partner",
             rf"^i\s+{ADV}got\s+(?P<x>married|engaged)(?P<rest>\s+to\s+.+)?$",
-            "User is {x}{rest} (got {x} {when})",
+            "User is {x}{rest} (got {x}{when})",
         ),
         (
             "child",
             rf"^i\s+{ADV}had\s+(?P<x>(?:a|twin)\s+(?:baby|son|daughter|boy|girl|babies)\b.*)$",
-            "User has {x} (born {when})",
+            "User has {x} (born{when})",
         ),
     )
 )
 
 
-def current_fact(clause: str, observed_at: datetime) -> tuple[str, str] | None:
-    """A dated change in the user's life (a move, a new job, pet, partner or child) as what is
-    true now, and its topic; None for any other clause or one that says no time."""
+def current_fact(clause: str, observed_at: datetime | None) -> tuple[str, str] | None:
+    """A change in the user's life (a move, a new job, pet, partner or child) as what is true
+    now, and its topic; None for any other clause. Said with its time, the change needs the
+    turn's date (``observed_at``) to say the month; said without one, only a move or a new job is
+    rewritten ("I moved to Lisbon" → "User lives in Lisbon (moved there)"): where the user lives
+    and what they do are what a later question asks, whenever the change happened."""
     clause = TRAILING_PUNCTUATION.sub("", LEADING_FILLER.sub("", clause.strip()))
     said = TIME.search(clause)
     if said is None:
+        return _undated_change(clause)
+    if observed_at is None:
         return None
     year = re.match(r",?\s+((?:19|20)\d\d)\b", clause[said.end() :])
     end = said.end() + (year.end() if year else 0)
@@ -708,7 +722,35 @@ def current_fact(clause: str, observed_at: datetime) -> tuple[str, str] | None:
     if rest and not re.match(r"^(?:for|with|because|after|to)\b", rest, re.IGNORECASE):
         return None  # more after the time than a reason: not a plain change
     bare = clause[: said.start()].rstrip(" ,")
+    at = " " + when(said.group(0), year.group(1) if year else None, observed_at)
+    return _change(bare, at, _CHANGES)
+
+
+# What follows the place or job of an undated change without being part of it: its reason, its
+# company, where from ("I moved to Lisbon for work", "... with my family", "... from Porto").
+_AFTER_CHANGE = re.compile(
+    r"\s+(?:for|with|because|after|to|from|since|when|so|as\s+(?!(?:a|an)\b))\b.*$",
+    re.IGNORECASE,
+)
+
+
+def _undated_change(clause: str) -> tuple[str, str] | None:
     for topic, pattern, template in _CHANGES:
+        match = pattern.match(clause) if topic in SUPERSEDING_TOPICS else None
+        if match is None:
+            continue
+        # the place or the job alone: its reason or company are no part of where or what
+        where = _AFTER_CHANGE.sub("", match.group("x"))
+        if topic == "home" and not _named(where):
+            return None  # "I moved to a new flat" says no place a later move could be told from
+        return _change(clause[: match.start("x")] + where, "", ((topic, pattern, template),))
+    return None
+
+
+def _change(
+    bare: str, at: str, changes: tuple[tuple[str, re.Pattern[str], str], ...]
+) -> tuple[str, str] | None:
+    for topic, pattern, template in changes:
         match = pattern.match(bare)
         if match is None:
             continue
@@ -716,7 +758,7 @@ def current_fact(clause: str, observed_at: datetime) -> tuple[str, str] | None:
         parts["x"] = parts["x"].strip()
         if not parts["x"] or parts["x"].split()[0].lower() in OBJECT_PRONOUNS:
             return None
-        parts["when"] = when(said.group(0), year.group(1) if year else None, observed_at)
+        parts["when"] = at
         content = template.format(**parts)
         return (content, topic) if len(content) <= MAX_MEMORY_CHARS else None
     return None
@@ -799,3 +841,80 @@ def topic_of(content: str) -> str | None:
         if pattern.match(content):
             return topic
     return None
+
+
+# A home or job stated in the present names its place or employer, which tells a new one from a
+# restatement of the old: "User lives in Berlin now" replaces "User lives in Porto" and restates
+# "User lives in Berlin (moved there in May 2024)".
+_HOME_PLACE = re.compile(
+    r"^User\s+(?:\w+ly\s+)?(?:lives\s+in|moved\s+(?:back\s+)?to|relocated\s+to"
+    r"|is\s+(?:based|living)\s+in)\s+(?P<x>.+)$",
+    re.IGNORECASE,
+)
+_WORK_PLACE = re.compile(
+    r"^User\s+(?:\w+ly\s+)?(?:works|started(?:\s+a\s+new\s+job)?|is\s+working|joined)\s+(?P<x>.+)$",
+    re.IGNORECASE,
+)
+_PART_END = (
+    r"(?=\s+(?:as|at|for|with|since|and|but|in|on|from|near|because|now|currently|nowadays"
+    r"|these\s+days|at\s+the\s+moment)\b|\s*[(,;]|$)"
+)
+_EMPLOYER = re.compile(rf"(?:^|\s)(?:at|for)\s+(?P<x>.+?){_PART_END}", re.IGNORECASE)
+_JOINED = re.compile(rf"^User\s+(?:\w+ly\s+)?joined\s+(?P<x>.+?){_PART_END}", re.IGNORECASE)
+_ROLE = re.compile(rf"(?:^|\s)as\s+(?:(?:a|an|the)\s+)?(?P<x>.+?){_PART_END}", re.IGNORECASE)
+_PLACE = re.compile(rf"^(?P<x>.+?){_PART_END}", re.IGNORECASE)
+
+
+# How a present state is said to be current, which says nothing beyond the state itself.
+NOW_WORDS = re.compile(
+    r"\s+(?:now|currently|nowadays|these\s+days|at\s+the\s+moment)\b", re.IGNORECASE
+)
+
+
+def _named(text: str) -> bool:
+    """A proper name (Lisbon, the Netherlands, St Mary's), not a description (a new flat)."""
+    words = re.sub(r"^the\s+", "", text.strip(), flags=re.IGNORECASE).split()
+    return bool(words) and words[0][0].isupper()
+
+
+def _part(pattern: re.Pattern[str], text: str, *, named: bool) -> str | None:
+    match = pattern.search(TIME.sub("", text))
+    if match is None or (named and not _named(match.group("x"))):
+        return None
+    value = re.sub(r"^the\s+", "", normalise_text(match.group("x")))
+    return value or None
+
+
+def _same(a: str | None, b: str | None) -> bool | None:
+    """Whether two names are one ("st mary's" and "st mary's hospital" are); None without both."""
+    if a is None or b is None:
+        return None
+    short, long = sorted((a.split(), b.split()), key=len)
+    return long[: len(short)] == short
+
+
+def same_subject(topic: str, content: str, other: str) -> bool | None:
+    """Whether two memories of a ``topic`` name the same place (``home``) or employer, else role
+    (``work``): True, False, or None when either names none that can be compared."""
+    if topic == "home":
+        places = []
+        for text in (content, other):
+            stated = _HOME_PLACE.match(text)
+            places.append(_part(_PLACE, stated.group("x"), named=True) if stated else None)
+        return _same(*places)
+    if topic == "work":
+        jobs = [_job(text) for text in (content, other)]
+        employers = _same(jobs[0][0], jobs[1][0])
+        return employers if employers is not None else _same(jobs[0][1], jobs[1][1])
+    return None
+
+
+def _job(content: str) -> tuple[str | None, str | None]:
+    """The employer and the role a memory of the user's work names."""
+    stated = _WORK_PLACE.match(content)
+    if stated is None:
+        return None, None
+    employer = _part(_EMPLOYER, stated.group("x"), named=True)
+    if employer is None and _JOINED.match(content):
+        employer = _part(_JOINED, content, named=True)
+    return employer, _part(_ROLE, stated.group("x"), named=False)

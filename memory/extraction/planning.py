@@ -1,22 +1,27 @@
 """Planning the writes: ``plan_writes(extracted, existing, vectors, threshold)`` decides what to do
 with the local extractor's statements. Near-duplicates within the batch collapse (the later
-wording wins); one nearly identical to an existing memory updates that memory (new wording, and
-its recency refreshed) instead of adding another. A new statement of a change in the user's
-life (a move, a new job: its ``topic``) supersedes the user's older memories of that topic, which
-are kept as history. Pure.
+wording wins); one nearly identical to an existing memory updates that memory (the new wording
+replaces it, the old one kept as history, and it is recent again) instead of adding another. A
+new statement of where the user lives or works (its ``topic``) supersedes the user's older
+memories of that topic, kept as history: a change (a move, a new job) every one of them, a
+present state ("I live in Berlin now") those naming another place or employer, while one naming
+the same is a restatement that updates it. Pure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from memory.extraction.types import ExistingMemory, ExtractedMemory, MemoryDecision
-from memory.reflection import similar, similarity
+from memory.extraction.local import NOW_WORDS, same_subject
+from memory.extraction.types import (
+    SUPERSEDING_TOPICS,
+    ExistingMemory,
+    ExtractedMemory,
+    MemoryDecision,
+)
+from memory.reflection import normalise_text, similar, similarity
 
 DEFAULT_THRESHOLD = 0.9
-# Topics whose new statement replaces the old one: a user lives in one place and has one job
-# at a time, while a new pet or child comes beside the others.
-SUPERSEDING_TOPICS = frozenset({"home", "work"})
 
 
 def plan_writes(
@@ -31,16 +36,18 @@ def plan_writes(
 
     * Within the batch, a near-duplicate of an earlier item replaces it (the later wording wins,
       in the earlier one's place).
-    * An item nearly identical to an existing memory updates it: the new wording wins and the
-      memory counts as recent again. The most similar unclaimed existing memory is taken, each at
+    * An item nearly identical to an existing memory updates it: the new wording wins (unless
+      the memory's own says the same and more) and the memory counts as recent again. The most similar unclaimed existing memory is taken, each at
       most once; otherwise the item is added.
 
     Near-duplicate means cosine ≥ ``threshold`` when both vectors are there, else equal normalised
     texts. The local plan never deletes.
 
-    * An added item with a superseding ``topic`` (a move, a new job) supersedes the ``current``
-      memories of that topic (the user's memories with their topic known) that no item of the
-      batch updates: they are kept as history, no longer recalled.
+    * An added item with a superseding ``topic`` supersedes ``current`` memories of that topic
+      (the user's memories with their topic known) that no item of the batch updates: all of
+      them for a change (``item.change``: a move, a new job), for a present state those that
+      name another place or employer (``same_subject``). They are kept as history, no longer
+      recalled. A present state naming the same place or employer as one of them updates it.
     """
     if len(vectors) != len(extracted):
         raise ValueError(f"{len(vectors)} vectors for {len(extracted)} extracted memories")
@@ -57,18 +64,40 @@ def plan_writes(
             claimed.add(str(target.id))
     for (item, _), target in zip(batch, targets, strict=True):
         if target is not None:
-            decisions.append(MemoryDecision("update", item.content, item.kind, target.id))
+            decisions.append(restated_decision(item, target))
             continue
         replaced: tuple[int | str, ...] = ()
         if item.topic in SUPERSEDING_TOPICS:
+            mates = [m for m in current if m.topic == item.topic and str(m.id) not in claimed]
+            restated = None if item.change else restatement(item, mates)
+            if restated is not None:
+                claimed.add(str(restated.id))
+                decisions.append(restated_decision(item, restated))
+                continue
             replaced = tuple(
                 memory.id
-                for memory in current
-                if memory.topic == item.topic and str(memory.id) not in claimed
+                for memory in mates
+                if item.change or same_subject(item.topic, item.content, memory.content) is False
             )
             claimed.update(str(memory_id) for memory_id in replaced)
         decisions.append(MemoryDecision("add", item.content, item.kind, supersedes=replaced))
     return decisions
+
+
+def restatement(item: ExtractedMemory, mates: Sequence[ExistingMemory]) -> ExistingMemory | None:
+    """The current memory of the item's topic naming the same place or employer, if any."""
+    topic = item.topic or ""
+    return next((m for m in mates if same_subject(topic, item.content, m.content)), None)
+
+
+def restated_decision(item: ExtractedMemory, memory: ExistingMemory) -> MemoryDecision:
+    """The update of a memory said again: refreshed in its own words when they say more ("User
+    lives in Berlin (moved there in May 2024)" for "I live in Berlin now"), else in the new ones
+    (the old wording kept as history)."""
+    said, own = normalise_text(NOW_WORDS.sub("", item.content)), normalise_text(memory.content)
+    if own.startswith(said + " "):
+        return MemoryDecision("update", memory.content, None, memory.id)
+    return MemoryDecision("update", item.content, item.kind, memory.id)
 
 
 Pair = tuple[ExtractedMemory, Sequence[float] | None]

@@ -11,6 +11,9 @@ MemoryKind = Literal["fact", "preference", "event"]
 Action = Literal["add", "update", "delete"]
 KINDS: tuple[MemoryKind, ...] = ("fact", "preference", "event")
 ACTIONS: tuple[Action, ...] = ("add", "update", "delete")
+# Topics whose new statement replaces the old one: a user lives in one place and has one job
+# at a time, while a new pet or child comes beside the others.
+SUPERSEDING_TOPICS = frozenset({"home", "work"})
 
 
 class ExtractionError(Exception):
@@ -21,9 +24,13 @@ class ExtractionError(Exception):
 class ExtractedMemory:
     content: str
     kind: MemoryKind
-    # What the statement is the user's current state of ("home", "work", ...), when it states a
-    # change: it then supersedes the user's older memories of that topic.
+    # What the statement is the user's current state of ("home", "work", ...): it then supersedes
+    # the user's older memories of that topic (``memory.extraction.planning``).
     topic: str | None = None
+    # Whether it tells a change (a move, a new job) rather than the present state ("I live in
+    # Berlin"): a change supersedes every older memory of its topic, a present state only those
+    # that name another place or employer.
+    change: bool = False
 
 
 @dataclass(frozen=True)

@@ -54,13 +54,27 @@ def test_a_dated_change_is_written_as_what_is_true_now(text: str, expected: str)
     assert (memory.content, memory.kind) == (expected, "fact")
 
 
-def test_without_the_turns_date_or_a_time_the_words_stay_as_said() -> None:
+def test_without_the_turns_date_a_dated_change_stays_as_said() -> None:
     assert [m.content for m in extract_local("I moved to Lisbon last month.")] == [
         "User moved to Lisbon last month"
     ]
-    assert [m.content for m in extract_local("I moved to Lisbon.", observed_at=SAID)] == [
-        "User moved to Lisbon"
-    ]
+
+
+@pytest.mark.parametrize("observed_at", [SAID, None])
+def test_an_undated_move_is_written_as_where_the_user_lives(observed_at: datetime | None) -> None:
+    """ "Where do I live?" asks in the present: a move said without its time is still where the
+    user lives now (its reason and company left out), and a change that supersedes."""
+    for text in (
+        "I moved to Lisbon.",
+        "I moved to Lisbon for work.",
+        "I moved to Lisbon with my wife",
+    ):
+        [memory] = extract_local(text, observed_at=observed_at)
+        assert memory.content == "User lives in Lisbon (moved there)", text
+        assert (memory.topic, memory.change) == ("home", True)
+    # no place named: nothing a later move could be told from, so kept as said
+    [flat] = extract_local("I moved to a new flat.", observed_at=observed_at)
+    assert flat.content == "User moved to a new flat" and not flat.change
     # a plan is not a change that happened, nor is a shift a home, a school a job, a club an employer
     for text in (
         "I'm moving to Lisbon next month.",
@@ -217,3 +231,163 @@ def test_a_decision_that_supersedes_keeps_the_old_memory_as_history(acme: Any) -
         assert Memory.objects.get(pk=old).superseded_by == new.pk
         assert Memory.objects.get(pk=someone_else).superseded_at is None
         assert [m.pk for m in live_memories("u1")] == [new.pk]
+
+
+# --- a present state said plainly ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "old", "new", "question"),
+    [
+        (
+            "I live in Porto.",
+            "I live in Berlin now.",
+            "User lives in Porto",
+            "User lives in Berlin now",
+            "Where do I live?",
+        ),
+        (
+            "I'm based in Porto.",
+            "I moved to Lisbon.",
+            "User is based in Porto",
+            "User lives in Lisbon (moved there)",
+            "Where do I live?",
+        ),
+        (
+            "I work at Siemens.",
+            "I work at Acme as a nurse.",
+            "User works at Siemens",
+            "User works at Acme as a nurse",
+            "Where do I work?",
+        ),
+    ],
+)
+def test_a_plain_statement_of_a_new_home_or_job_supersedes_the_old(
+    acme_api: ApiClient,
+    acme: Any,
+    writing_route: None,
+    before: str,
+    after: str,
+    old: str,
+    new: str,
+    question: str,
+) -> None:
+    say(acme_api, acme.schema, before, SAID)
+    say(acme_api, acme.schema, after, LATER)
+    with schema_context(acme.schema):
+        replaced = Memory.objects.get(user_id="u1", content=old)
+        current = Memory.objects.get(user_id="u1", content=new)
+    assert replaced.superseded_by == current.pk and current.superseded_at is None
+    found = [hit["content"] for hit in search(acme_api, question)]
+    assert found == [new]
+    assert old not in [hit["content"] for hit in search(acme_api, old, hybrid=True)]
+    report = resolve(acme_api, question, memory={"store": False}).json()
+    injected = json.dumps(report["request"]["messages"][1:])
+    assert new in injected and old not in injected
+
+
+def test_a_plain_statement_restating_the_same_home_keeps_the_dated_memory(
+    acme_api: ApiClient, acme: Any, writing_route: None
+) -> None:
+    say(acme_api, acme.schema, "I moved to Lisbon last month.", SAID)
+    say(acme_api, acme.schema, "I live in Lisbon now.", LATER)
+    with schema_context(acme.schema):
+        [memory] = Memory.objects.filter(user_id="u1")  # refreshed, nothing added or replaced
+    assert memory.content == "User lives in Lisbon (moved there in February 2025)"
+    assert memory.superseded_at is None and memory.observed_at == LATER
+
+
+def test_a_statement_that_names_no_other_employer_supersedes_nothing(
+    acme_api: ApiClient, acme: Any, writing_route: None
+) -> None:
+    say(acme_api, acme.schema, "I work at Siemens.", SAID)
+    say(acme_api, acme.schema, "I work as a nurse.", LATER)  # maybe at Siemens: cannot tell
+    say(acme_api, acme.schema, "I live in a small flat.", LATER)
+    with schema_context(acme.schema):
+        assert not Memory.objects.filter(superseded_at__isnull=False).exists()
+        assert Memory.objects.filter(user_id="u1").count() == 3
+
+
+# --- an update keeps the old wording as history ------------------------------------------------
+
+
+def test_an_update_decision_keeps_the_old_wording_as_history(
+    acme_api: ApiClient, acme: Any
+) -> None:
+    """The LLM extractor's (or the planner's) update: a new memory supersedes the old one, which
+    stays listed and exported with what replaced it, is never recalled, and is under retention
+    and erasure. Its kind, metadata and expiry carry over unless the decision names a kind."""
+    from memory.extraction.types import MemoryDecision
+    from memory.selectors import live_memories
+    from memory.writing import TurnOrigin, apply_decision
+    from tests.memory.test_memory_isolation import FakeEmbedder, axis, remember
+
+    expires = timezone.now() + timedelta(days=30)
+    old = remember(
+        acme.schema,
+        "u1",
+        "User likes tea",
+        axis(1),
+        kind="preference",
+        metadata={"tag": "drinks"},
+        expires_at=expires,
+    )
+    other = remember(acme.schema, "u1", "User plays the cello", axis(2))
+    embedder = FakeEmbedder({"User likes green tea, no sugar": axis(1)})
+    origin = TurnOrigin("u1", LATER, "rsv_1", "rsv_1#0")
+    with schema_context(acme.schema):
+        update = MemoryDecision("update", "User likes green tea, no sugar", None, old)
+        new = apply_decision(origin, update, embedder)
+        assert isinstance(new, Memory) and new.pk != old
+        assert (new.kind, new.metadata, new.expires_at) == (
+            "preference",
+            {"tag": "drinks"},
+            expires,
+        )
+        assert (new.observed_at, new.source_turn) == (LATER, "rsv_1#0")
+        replaced = Memory.objects.get(pk=old)
+        assert (replaced.content, replaced.superseded_by) == ("User likes tea", new.pk)
+        assert sorted(m.pk for m in live_memories("u1")) == sorted([new.pk, other])
+        # the same words again: dated anew in place, no row of history for nothing lost
+        again = apply_decision(
+            TurnOrigin("u1", SAID), MemoryDecision("update", new.content, None, new.pk), embedder
+        )
+        assert isinstance(again, Memory) and again.pk == new.pk and again.observed_at == SAID
+        # a kind given is taken; a memory already replaced is history, not revised again
+        fact = apply_decision(
+            origin, MemoryDecision("update", "User drinks tea", "fact", new.pk), embedder
+        )
+        assert isinstance(fact, Memory) and fact.kind == "fact"
+        assert (
+            apply_decision(origin, MemoryDecision("update", "User hates tea", None, old), embedder)
+            is False
+        )
+        assert Memory.objects.filter(user_id="u1").count() == 4
+
+    found = [hit["content"] for hit in search(acme_api, "tea", hybrid=True)]
+    assert "User drinks tea" in found and not {"User likes tea", new.content} & set(found)
+    listed = {m["id"]: m for m in acme_api.get("/api/v1/users/u1/memories").json()["data"]}
+    assert listed[old]["superseded_by"] == new.pk and listed[new.pk]["superseded_by"] == fact.pk
+    exported = acme_api.get("/api/v1/users/u1/memories/export")
+    lines = [json.loads(line) for line in b"".join(exported.streaming_content).splitlines()]
+    assert {line["content"]: line["superseded_by"] for line in lines} == {
+        "User likes tea": new.pk,
+        "User likes green tea, no sugar": fact.pk,
+        "User drinks tea": None,
+        "User plays the cello": None,
+    }
+    with schema_context(acme.schema):  # retention reaches the history as it reaches the rest
+        Memory.objects.filter(pk=old).update(expires_at=timezone.now() - timedelta(seconds=1))
+        assert delete_expired() == 1
+    assert acme_api.delete("/api/v1/users/u1/memories").json() == {"deleted": 3}
+
+
+def test_the_llm_extractor_keeps_what_stopped_being_true_as_history() -> None:
+    """A fact no longer true is replaced (an add superseding it); a delete is for what the user
+    asks to forget."""
+    from memory.extraction.llm import SYSTEM_PROMPT
+
+    assert 'no longer true, add what is true now and name the old one in "supersedes"' in (
+        SYSTEM_PROMPT
+    )
+    assert "Delete a memory (its id) only when the user asks to forget it" in SYSTEM_PROMPT

@@ -37,7 +37,7 @@ def test_a_memory_keeps_the_date_its_turn_was_said(acme_api: ApiClient, acme: An
 
     with schema_context(acme.schema):
         memory = Memory.objects.get(user_id="u1")
-        assert memory.content == "User moved to Lisbon"
+        assert memory.content == "User lives in Lisbon (moved there)"  # where, in the present
         assert memory.observed_at == SAID
         assert memory.created_at > SAID  # written now, said then
 
@@ -54,7 +54,7 @@ def test_a_memory_keeps_the_date_its_turn_was_said(acme_api: ApiClient, acme: An
     report = resolve(acme_api, "When did I move to Lisbon?", memory={"store": False}).json()
     assert report["sources"][0]["notes"]["memory_status"] == "used"
     injected = report["request"]["messages"][2]["content"]
-    assert "(2025-03-14) User moved to Lisbon" in injected
+    assert "(2025-03-14) User lives in Lisbon (moved there)" in injected
 
 
 def test_a_restatement_dates_the_memory_anew(acme: Any) -> None:

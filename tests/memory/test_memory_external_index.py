@@ -105,6 +105,34 @@ def test_superseded_and_as_of_are_read_from_the_index_as_postgresql_reads_them(
     assert held(external, acme.schema, "u1") == {old, new}  # history: kept, never recalled
 
 
+def test_an_extractor_update_reaches_the_index_with_the_old_wording_as_history(
+    acme: TenantFixture, external: IndexRef
+) -> None:
+    """The write after a response revises a memory (a new one superseding the old): the index
+    holds both, recalls the new one only, and the old one as of before."""
+    from memory.extraction.types import MemoryDecision
+    from memory.writing import TurnOrigin, apply_decision
+    from tests.memory.test_memory_isolation import FakeEmbedder
+
+    old = remember(acme.schema, "u1", "I keep bees", axis(0))
+    assert recall(external, acme.schema, "u1", "bees", "dense", vector=axis(0)) == ["I keep bees"]
+    before = timezone.now()
+    update = MemoryDecision("update", "I keep bees and goats", None, old)
+    with schema_context(acme.schema):
+        new = apply_decision(
+            TurnOrigin("u1", None), update, FakeEmbedder({update.content: axis(0)})
+        )
+    assert isinstance(new, Memory)
+    for mode in ("dense", "lexical", "hybrid"):
+        assert recall(external, acme.schema, "u1", "bees", mode, vector=axis(0)) == [
+            "I keep bees and goats"
+        ], mode
+        assert recall(external, acme.schema, "u1", "bees", mode, vector=axis(0), as_of=before) == [
+            "I keep bees"
+        ], mode
+    assert held(external, acme.schema, "u1") == {old, new.pk}
+
+
 def test_each_tenant_has_a_collection_of_its_own(
     acme: TenantFixture, globex: TenantFixture, external: IndexRef
 ) -> None:

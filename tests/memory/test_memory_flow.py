@@ -273,3 +273,7 @@ def test_a_turn_embeds_each_extracted_statement_once(acme: Any) -> None:
         assert embedder.seen == ["User prefers window seats on trains"]
         updated = Memory.objects.get(user_id="u1", content="User prefers window seats on trains")
         assert list(updated.embedding) == pytest.approx(blend(1, 2, 0.95), abs=1e-6)
+        # the new wording replaces the old, which is kept as history
+        old = Memory.objects.get(user_id="u1", content="User prefers window seats")
+        assert old.superseded_by == updated.pk and updated.superseded_at is None
+        assert updated.kind == "preference" and updated.source_request_id == "r2"

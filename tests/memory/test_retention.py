@@ -72,6 +72,18 @@ def test_beyond_the_maximum_per_user_the_weakest_are_pruned(acme: TenantFixture)
     assert len(remaining(acme.schema, "u2")) == 3
 
 
+def test_superseded_history_is_pruned_before_any_current_memory(acme: TenantFixture) -> None:
+    history = remember(acme.schema, "u1", "User lives in Porto", strength=5.0)
+    current = remember(acme.schema, "u1", "User lives in Lisbon", strength=0.1)
+    remember(acme.schema, "u1", "User has a cat", strength=0.2)
+    with schema_context(acme.schema):
+        Memory.objects.filter(pk=history).update(
+            superseded_at=timezone.now(), superseded_by=current
+        )
+    assert retain(acme.schema, max_per_user=2)["pruned"] == 1
+    assert remaining(acme.schema, "u1") == ["User has a cat", "User lives in Lisbon"]
+
+
 def test_expired_memories_are_deleted_and_the_rest_kept(acme: TenantFixture) -> None:
     now = timezone.now()
     remember(acme.schema, "u1", "expired", expires_at=now - timedelta(seconds=1))

@@ -205,3 +205,37 @@ def test_the_extractor_is_told_and_keeps_the_turns_date(
     listed = acme_api.get("/api/v1/users/u1/memories").json()["data"]
     assert sorted(m["content"] for m in listed) == ["User loves jazz", "User moved to Lyon in May"]
     assert {datetime.fromisoformat(m["observed_at"]) for m in listed} == {said}
+
+
+def test_the_extractors_update_keeps_history_and_its_delete_forgets(
+    acme_api: ApiClient, acme: TenantFixture, upstream: LoopbackUpstream
+) -> None:
+    """An update is a new memory superseding the old wording (listed with what replaced it,
+    never searched); a delete, asked for by a user who wants something forgotten, deletes."""
+    tea = acme_api.post(
+        "/api/v1/users/u1/memories", {"content": "User likes tea", "kind": "preference"}
+    ).json()
+    car = acme_api.post("/api/v1/users/u1/memories", {"content": "User drives a Volvo"}).json()
+    decisions = [
+        {"action": "update", "content": "User likes green tea without sugar", "id": tea["id"]},
+        {"action": "delete", "id": car["id"]},
+    ]
+    upstream.answer_with(lambda body: json.dumps({"decisions": decisions}))
+    with outbound_allowlist(acme.schema, [LOOPBACK]):
+        create_deployment(acme_api, upstream)
+        text = "I like green tea without sugar now. Please forget that I drive a Volvo."
+        written = acme_api.post(
+            "/api/v1/users/u1/memories",
+            {"messages": [{"role": "user", "content": text}], "extractor": "extractor-dep"},
+        )
+    assert written.status_code == 201, written.content
+    body = written.json()
+    assert (body["added"], body["updated"], body["deleted"]) == (0, 1, 1)
+    [new] = body["data"]
+    assert new["id"] != tea["id"] and new["kind"] == "preference"
+    listed = {m["id"]: m for m in acme_api.get("/api/v1/users/u1/memories").json()["data"]}
+    assert set(listed) == {tea["id"], new["id"]}  # the car is gone, the old tea kept
+    assert listed[tea["id"]]["superseded_by"] == new["id"]
+    assert listed[new["id"]]["superseded_by"] is None
+    found = acme_api.post("/api/v1/users/u1/memories/search", {"query": "tea"}).json()["data"]
+    assert [hit["content"] for hit in found] == ["User likes green tea without sugar"]

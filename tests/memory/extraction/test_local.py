@@ -193,7 +193,7 @@ def test_local_is_deterministic_and_dedupes_within_a_turn() -> None:
     first = extract_local(text)
     assert first == [
         ExtractedMemory("User likes tea", "preference"),
-        ExtractedMemory("User lives in Lyon", "fact"),
+        ExtractedMemory("User lives in Lyon", "fact", topic="home"),
     ]
     assert all(extract_local(text) == first for _ in range(5))
     long_turn = " ".join(text for text, _ in POSITIVE)
@@ -239,7 +239,9 @@ STABLE_FACTS: list[tuple[str, list[tuple[str, str]]]] = [
     ("I studied geology in Bergen.", [("User studied geology in Bergen", "fact")]),
     ("I majored in economics.", [("User majored in economics", "fact")]),
     ("I graduated from Trinity College.", [("User graduated from Trinity College", "fact")]),
-    ("I moved to Lisbon.", [("User moved to Lisbon", "fact")]),
+    # a move is where the user lives now, in the words "Where do I live?" asks with
+    ("I moved to Lisbon.", [("User lives in Lisbon (moved there)", "fact")]),
+    ("I moved to a new flat.", [("User moved to a new flat", "fact")]),
     ("I used to live in Rome.", [("User used to live in Rome", "fact")]),
     ("I got married.", [("User got married", "fact")]),
     ("I quit smoking.", [("User quit smoking", "fact")]),

@@ -99,3 +99,80 @@ def test_extract_then_plan_updates_a_restated_preference() -> None:
         MemoryDecision("update", "User prefers window seats", "preference", 41),
         MemoryDecision("add", "User works at Airbus", "fact"),
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# where the user lives or works, said plainly
+
+
+def home(memory_id: int, content: str) -> ExistingMemory:
+    return ExistingMemory(memory_id, content, None, topic="home")
+
+
+def work(memory_id: int, content: str) -> ExistingMemory:
+    return ExistingMemory(memory_id, content, None, topic="work")
+
+
+def plan(text: str, current: list[ExistingMemory]) -> list[MemoryDecision]:
+    extracted = extract_local(text)
+    return plan_writes(extracted, [], [None] * len(extracted), 0.9, current=current)
+
+
+def test_a_present_state_supersedes_only_what_names_another_place_or_employer() -> None:
+    current = [
+        home(1, "User lives in Porto"),
+        home(2, "User lives in a small flat"),  # no place named: cannot be told apart
+        work(3, "User works at Siemens"),
+        work(4, "User works as a teacher"),
+    ]
+    assert plan("I live in Berlin now.", current) == [
+        MemoryDecision("add", "User lives in Berlin now", "fact", supersedes=(1,))
+    ]
+    # employers compared first; without one on both sides, the roles
+    assert plan("I work at Acme as a nurse.", current) == [
+        MemoryDecision("add", "User works at Acme as a nurse", "fact", supersedes=(3, 4))
+    ]
+    assert plan("I work as a nurse.", current) == [
+        MemoryDecision("add", "User works as a nurse", "fact", supersedes=(4,))
+    ]
+    # a move is a change: every home before it is history
+    assert plan("I moved to Lisbon.", current) == [
+        MemoryDecision("add", "User lives in Lisbon (moved there)", "fact", supersedes=(1, 2))
+    ]
+
+
+def test_a_present_state_naming_the_same_place_restates_it() -> None:
+    dated = home(5, "User lives in Berlin (moved there in May 2024)")
+    # the memory says more: refreshed in its own words
+    assert plan("I live in Berlin now.", [dated]) == [
+        MemoryDecision("update", dated.content, None, 5)
+    ]
+    # the same employer ("St Mary's" is "St Mary's Hospital"): the new wording, the old as history
+    nurse = work(6, "User works at St Mary's Hospital")
+    assert plan("I work at St Mary's as a nurse.", [nurse]) == [
+        MemoryDecision("update", "User works at St Mary's as a nurse", "fact", 6)
+    ]
+
+
+def test_the_benchmarks_plain_statements_supersede_what_they_replace() -> None:
+    """Section 6's "newer home or job said plainly" (scripts/bench_memory_extraction.py), with
+    stand-in vectors: whatever the embedder, today's extractor and planning leave every older
+    home or job as history, never recalled, and the newer one live."""
+    from scripts.bench_memory_extraction import SUPERSEDING_CASES, run_superseding
+
+    class Hashed:
+        identity = "test:hashed"
+
+        def embed(self, texts: list[str]) -> list[list[float]]:
+            return [self.embed_query(text) for text in texts]
+
+        def embed_query(self, text: str) -> list[float]:
+            vector = [0.0] * 64
+            for word in text.lower().replace("'", " ").split():
+                vector[sum(map(ord, word)) % 64] += 1.0
+            return vector
+
+    result = run_superseding(Hashed())
+    total = len(SUPERSEDING_CASES)
+    assert (result.count("after", "history"), result.count("after", "old")) == (total, 0)
+    assert all(case.newer["after"] for case in result.cases)
