@@ -133,7 +133,11 @@ def _chat(
 CHAT_COMPLETION = _chat(
     summary="OpenAI Chat Completions through the route",
     description="Resolves the route's context into the request, forwards it to the route's "
-    "deployment and answers with the provider's answer; the turn is written to the session.",
+    "deployment and answers with the provider's answer; the turn is written to the session. A "
+    "deployment whose `protocol` is `openai_responses` receives it as a Responses body and its "
+    "answer comes back as a chat completion; a body asking what Responses has no field for "
+    "(`stop`, `seed`, `logprobs`, `n` over 1...) skips such deployments (400 "
+    "`protocol_mismatch` naming the field when the route has no other).",
     body={
         "type": "object",
         "required": ["messages"],
