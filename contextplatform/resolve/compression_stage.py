@@ -75,9 +75,7 @@ class BlockJudge:
             raise
         finally:
             if self.usage is not None:  # a failed call was sent too: it counts
-                self.usage.calls += usage.calls
-                self.usage.input_tokens += usage.input_tokens
-                self.usage.output_tokens += usage.output_tokens
+                self.usage.add(usage)
         metrics.count_judge("compress", ok=True)
         return scores
 
