@@ -6,110 +6,30 @@ validated (names of the tenant, no duplicates, at most eight, one provider's pro
 Chat Completions and Responses deployments mix, a call failing over from either to the other).
 
 Each test makes deployments of its own (cool-downs are kept per deployment in the server's
-process) on two loopback upstreams of its own."""
+process) on two loopback upstreams of its own (the ``fallbacks`` fixture, tests/gateway/conftest.py)."""
 
 from __future__ import annotations
 
 import json
-import socket
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from typing import Any
 
 import httpx
 import openai
 import pytest
 
 from contextplatform.gateway.fallback import retry_after_s
-from tests.gateway.conftest import OPENAI_KEY, RULE, Gateway, unique
-from tests.loopback import LOOPBACK
-from tests.upstream import LoopbackUpstream, running_upstream
+from tests.gateway.conftest import (
+    DEPLOYMENT_HEADER,
+    RULE,
+    Fallbacks,
+    Gateway,
+    outcomes,
+    refused_base_url,
+    unique,
+)
 
-DEPLOYMENT_HEADER = "x-context-deployment"
 SHORT_TIMEOUT_MS = 500
-
-
-@dataclass
-class Fallbacks:
-    gateway: Gateway
-    first: LoopbackUpstream
-    second: LoopbackUpstream
-    made_deployments: list[str]
-    made_routes: list[str]
-
-    def deployment(
-        self,
-        base_url: str,
-        timeout_ms: int = 10_000,
-        protocol: str = "openai",
-        model: str | None = None,
-    ) -> str:
-        name = unique("fb")
-        body = {
-            "name": name,
-            "protocol": protocol,
-            "base_url": base_url,
-            "model": model or f"model-{name}",
-            "api_key": OPENAI_KEY,
-            "timeout_ms": timeout_ms,
-        }
-        with self.gateway.api() as api:
-            response = api.post("/api/v1/deployments", json=body)
-        assert response.status_code == 201, response.text
-        self.made_deployments.append(name)
-        return name
-
-    def route(self, upstream: Any, context: dict[str, Any] | None = None) -> str:
-        name = unique("gw-fb")
-        body = {"name": name, "model": {"upstream": upstream}, "context": context or {}}
-        with self.gateway.api() as api:
-            response = api.post("/api/v1/routes", json=body)
-        assert response.status_code == 201, response.text
-        self.made_routes.append(name)
-        return name
-
-    def pair(self, first_timeout_ms: int = 10_000) -> tuple[str, str, str]:
-        """A route over a deployment on ``first`` then one on ``second``: (route, first, second)."""
-        one = self.deployment(self.first.openai_base_url, first_timeout_ms)
-        two = self.deployment(self.second.openai_base_url)
-        return self.route([one, two]), one, two
-
-    def chat(self, route: str, **extra: Any) -> httpx.Response:
-        body = {"model": route, "messages": [{"role": "user", "content": "hello"}], **extra}
-        with self.gateway.api() as api:
-            return api.post("/v1/chat/completions", json=body)
-
-    def attempts(self, response: httpx.Response) -> list[dict[str, Any]]:
-        tokens = self.gateway.replay(response.headers["x-context-resolve-id"])["tokens"]
-        return list(tokens["attempts"])
-
-
-@pytest.fixture
-def fallbacks(gateway: Gateway) -> Iterator[Fallbacks]:
-    with running_upstream() as first, running_upstream() as second:
-        made = Fallbacks(gateway, first, second, [], [])
-        try:
-            yield made
-        finally:
-            with gateway.api() as api:
-                for route in made.made_routes:
-                    api.delete(f"/api/v1/routes/{route}")
-                for name in made.made_deployments:
-                    api.delete(f"/api/v1/deployments/{name}")
-
-
-def outcomes(attempts: list[dict[str, Any]]) -> list[tuple[str, str, int | None]]:
-    return [(a["deployment"], a["outcome"], a.get("status")) for a in attempts]
-
-
-def refused_base_url() -> str:
-    """A loopback port nothing listens on: connections to it are refused."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((LOOPBACK, 0))
-        port = probe.getsockname()[1]
-    return f"http://{LOOPBACK}:{port}/v1"
 
 
 def test_a_503_moves_the_call_to_the_next_deployment(fallbacks: Fallbacks) -> None:

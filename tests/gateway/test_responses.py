@@ -19,8 +19,7 @@ from django_tenants.utils import get_public_schema_name, schema_context
 
 from tenants.models import Tenant
 from tests.conftest import TENANT_KEYS
-from tests.gateway.conftest import RULE, Gateway
-from tests.gateway.test_fallbacks import Fallbacks, fallbacks, refused_base_url  # noqa: F401
+from tests.gateway.conftest import RULE, Fallbacks, Gateway, refused_base_url
 from tests.gateway.test_tool_loops import (  # noqa: F401
     FACT,
     lazy_collection,
@@ -339,7 +338,7 @@ def test_an_anthropic_route_is_refused_with_a_clear_400(
 
 
 def test_a_responses_deployment_gets_the_body_as_responses_and_fallbacks_work(
-    fallbacks: Fallbacks,  # noqa: F811
+    fallbacks: Fallbacks,
     capturing: None,
 ) -> None:
     gateway = fallbacks.gateway
