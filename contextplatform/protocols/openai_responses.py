@@ -948,15 +948,24 @@ def responses_request(
 
 
 def _chat_usage(usage: Any) -> dict[str, Any] | None:
+    """Responses usage as chat usage, its details kept (the cached input is priced apart)."""
     if not isinstance(usage, dict):
         return None
     given = usage.get("input_tokens"), usage.get("output_tokens")
     prompt, completion = (n if isinstance(n, int) else 0 for n in given)
-    return {
+    chat: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+    inputs, outputs = usage.get("input_tokens_details"), usage.get("output_tokens_details")
+    cached = inputs.get("cached_tokens") if isinstance(inputs, dict) else None
+    reasoning = outputs.get("reasoning_tokens") if isinstance(outputs, dict) else None
+    if isinstance(cached, int) and cached > 0:
+        chat["prompt_tokens_details"] = {"cached_tokens": cached}
+    if isinstance(reasoning, int) and reasoning > 0:
+        chat["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return chat
 
 
 def chat_answer(response: Mapping[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from contextplatform.protocols.openai_responses import (
     untranslatable,
 )
 from contextplatform.protocols.sse import SSEReader
+from contextplatform.protocols.usage import ProviderUsage, usage_from_response
 from tests.upstream import openai_completion, openai_events
 
 WEATHER = {
@@ -296,6 +297,27 @@ def test_a_chat_calls_own_fields_go_to_a_responses_deployment_as_responses_spell
 )
 def test_what_responses_cannot_do_is_named(asked: dict[str, Any], field: str) -> None:
     assert untranslatable({"messages": [], **asked}) == field
+
+
+def test_a_responses_answers_cached_input_reads_as_chats() -> None:
+    """A Responses deployment's cached input reaches the pipeline, which prices it apart."""
+    response = {
+        "id": "resp_1",
+        "status": "completed",
+        "output": [],
+        "usage": {
+            "input_tokens": 1000,
+            "input_tokens_details": {"cached_tokens": 800},
+            "output_tokens": 50,
+            "output_tokens_details": {"reasoning_tokens": 20},
+        },
+    }
+    usage = chat_answer(response)["usage"]
+    assert usage["prompt_tokens_details"] == {"cached_tokens": 800}
+    assert usage["completion_tokens_details"] == {"reasoning_tokens": 20}
+    assert usage_from_response({"usage": usage}) == ProviderUsage(
+        input=1000, output=50, cached_input=800
+    )
 
 
 def test_a_responses_answer_and_stream_read_as_chat() -> None:
