@@ -859,7 +859,8 @@ SAME_NAMED = ("metadata", "service_tier", "prompt_cache_key", "safety_identifier
 
 def untranslatable(chat: Mapping[str, Any]) -> str | None:
     """The first field of a Chat Completions body a Responses deployment could not honour (more
-    than one choice, audio out, a field in ``NO_RESPONSES_FIELD``); None when it can serve it."""
+    than one choice, audio out, a tool other than a function, a field in
+    ``NO_RESPONSES_FIELD``); None when it can serve it."""
     for name in NO_RESPONSES_FIELD:
         if chat.get(name) not in (None, False, 0, "", [], {}):
             return name
@@ -867,6 +868,11 @@ def untranslatable(chat: Mapping[str, Any]) -> str | None:
         return "n"
     if chat.get("modalities") not in (None, [], ["text"]):
         return "modalities"
+    tools = chat.get("tools")
+    for tool in tools if isinstance(tools, list) else ():
+        # A custom tool (free-form input) has no Responses function spelling here.
+        if not isinstance(tool, dict) or not isinstance(tool.get("function"), dict):
+            return "tools"
     return None
 
 

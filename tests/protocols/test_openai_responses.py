@@ -264,6 +264,8 @@ def test_a_chat_calls_own_fields_go_to_a_responses_deployment_as_responses_spell
         "presence_penalty": 0,
     }
     assert untranslatable(chat) is None  # what asks nothing is as absent
+    function = {"type": "function", "function": {"name": "f", "parameters": {}}}
+    assert untranslatable({**chat, "tools": [function]}) is None
     body = responses_request(chat, None)
     assert body["text"] == {
         "format": {"type": "json_schema", "name": "x", "schema": schema},
@@ -293,6 +295,7 @@ def test_a_chat_calls_own_fields_go_to_a_responses_deployment_as_responses_spell
         ({"n": 2}, "n"),
         ({"modalities": ["text", "audio"]}, "modalities"),
         ({"audio": {"voice": "alloy", "format": "mp3"}}, "audio"),
+        ({"tools": [{"type": "custom", "custom": {"name": "sql"}}]}, "tools"),
     ],
 )
 def test_what_responses_cannot_do_is_named(asked: dict[str, Any], field: str) -> None:
