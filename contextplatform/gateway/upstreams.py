@@ -102,9 +102,13 @@ def upstreams_for(
             "(the gateway does not translate between providers)",
             param="model",
         )
+    # Read only for a chat call whose route has a Responses deployment (most have none).
     refused_field = (
         openai_responses.untranslatable(body)
-        if body is not None and protocol == "openai" and not responses
+        if body is not None
+        and protocol == "openai"
+        and not responses
+        and any(d.protocol == RESPONSES for d in deployments)
         else None
     )
     serving: list[Deployment] = []
