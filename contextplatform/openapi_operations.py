@@ -45,6 +45,7 @@ OPERATIONS: dict[tuple[str, str], tuple[str, str]] = {
     ("GET", "/v1/models/{model}"): ("Gateway", "getModel"),
     ("POST", "/v1/responses"): ("Gateway", "createResponse"),
     ("GET", "/v1/responses/{response_id}"): ("Gateway", "getResponse"),
+    ("DELETE", "/v1/responses/{response_id}"): ("Gateway", "deleteResponse"),
     ("POST", "/api/v1/resolve"): ("Resolve", "resolveContext"),
     ("POST", "/api/v1/resolve/{resolve_id}/response"): ("Resolve", "recordResolveResponse"),
     ("POST", "/api/v1/resolve/{resolve_id}/feedback"): ("Resolve", "sendFeedback"),

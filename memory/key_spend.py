@@ -4,8 +4,9 @@ so nothing was reserved for it; like the relevance judge's calls, it may take th
 the budget: the key's next call is refused).
 
 Only a key that still exists, is active and has a budget is charged; the tokens are what the
-extractor deployment's answers reported, the dollars their cost at the deployment's price (none
-when it has no price)."""
+extractor deployment's answers reported (cached input included), the dollars their cost at the
+deployment's price, cached input read and written at their own rates (none when it has no
+price)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from decimal import Decimal
 from contextplatform.core.llm import LLMError, LLMUsage
 from contextplatform.deployments.llm import named_deployment
 from contextplatform.deployments.pricing import usage_cost
-from contextplatform.protocols.usage import ProviderUsage
 from tenants.key_services import charge
 from tenants.models import ApiKey
 
@@ -32,8 +32,8 @@ def charge_extraction(*, key_id: int | None, extractor: str, usage: LLMUsage) ->
         found = named_deployment(extractor)
     except LLMError:  # its entry broke since the call: the tokens are still charged
         found = None
-    reported = ProviderUsage(input=usage.input_tokens, output=usage.output_tokens)
-    cost = usage_cost(found.price if found else None, reported)
+    # Cached input read or written is priced at its own rate, as the gateway prices a call.
+    cost = usage_cost(found.price if found else None, usage.provider_usage())
     charge(api_key=api_key, tokens=tokens, usd=Decimal(str(cost or 0)))
 
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from contextplatform.core import metrics
 from contextplatform.core.llm import LLMError, LLMUsage, metered
 from contextplatform.deployments import llm as named
-from contextplatform.deployments.pricing import Price, cost_usd
+from contextplatform.deployments.pricing import Price, usage_cost
 from sources.base import ContextRequest
 from sources.embedding import FALLBACK_RAG_MIN_SIMILARITY, Embedder
 from sources.judge import (
@@ -270,9 +270,8 @@ def judge_usage_note(usage: LLMUsage, price: Price | None = None) -> dict[str, A
         "calls": usage.calls,
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
-        "cost_usd": cost_usd(
-            price, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
-        ),
+        # Cached input at its own rate, as a call through the gateway is priced.
+        "cost_usd": usage_cost(price, usage.provider_usage()),
     }
 
 

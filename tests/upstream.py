@@ -65,6 +65,9 @@ class Behaviour:
     hidden_input: int = 0
     completion_tokens: int | None = None
     honours_max_tokens: bool = True
+    # Of the prompt, how many tokens a non-streaming OpenAI answer reports read from the
+    # provider's prompt cache (``prompt_tokens_details.cached_tokens``).
+    cached_input: int = 0
 
 
 PREAMBLE = "Looking it up."
@@ -222,6 +225,11 @@ def openai_completion(
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
+            **(
+                {"prompt_tokens_details": {"cached_tokens": min(behaviour.cached_input, prompt)}}
+                if behaviour.cached_input
+                else {}
+            ),
         },
     }
 

@@ -59,6 +59,7 @@ from contextplatform.protocols.anthropic_messages import (
 from contextplatform.protocols.anthropic_messages import VERSION as ANTHROPIC_VERSION
 from contextplatform.protocols.base import ProtocolError, ProtocolName, ProviderProtocol
 from contextplatform.protocols.registry import ANTHROPIC, OPENAI, protocol_for
+from contextplatform.protocols.usage import ProviderUsage, usage_from_response
 
 DEFAULT_TIMEOUT_MS = 10_000
 DEFAULT_MAX_DOCUMENT_CHARS = 2_000
@@ -174,29 +175,46 @@ def answer_content(body: bytes, protocol: LLMProtocol = "openai") -> str:
 @dataclass
 class LLMUsage:
     """What the calls made under ``metered`` cost: how many were sent, and the tokens their
-    answers reported (a call that failed counts, with no tokens)."""
+    answers reported (a call that failed counts, with no tokens). ``input_tokens`` counts every
+    prompt token, cached reads and cache writes included, as the gateway's usage does; those two
+    are counted apart too, each having its own price."""
 
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def add_answer(self, body: bytes, protocol: LLMProtocol) -> None:
         try:
-            usage = json.loads(body).get("usage")
-        except (ValueError, AttributeError):
+            payload = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
             return
-        if not isinstance(usage, dict):
+        # Either provider's usage shape is read, whichever ``protocol`` the deployment speaks.
+        usage = usage_from_response(payload)
+        if usage is None:
             return
-        names = (
-            ("input_tokens", "output_tokens")
-            if protocol == "anthropic"
-            else ("prompt_tokens", "completion_tokens")
+        self.input_tokens += usage.input
+        self.output_tokens += usage.output
+        self.cached_input_tokens += usage.cached_input
+        self.cache_write_tokens += usage.cache_write
+
+    def add(self, other: LLMUsage) -> None:
+        """Count ``other``'s calls and tokens in these."""
+        self.calls += other.calls
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cached_input_tokens += other.cached_input_tokens
+        self.cache_write_tokens += other.cache_write_tokens
+
+    def provider_usage(self) -> ProviderUsage:
+        """The tokens as a provider's usage, for pricing (``pricing.usage_cost``)."""
+        return ProviderUsage(
+            input=self.input_tokens,
+            output=self.output_tokens,
+            cached_input=self.cached_input_tokens,
+            cache_write=self.cache_write_tokens,
         )
-        read, written = (usage.get(name) for name in names)
-        if isinstance(read, int) and not isinstance(read, bool) and read >= 0:
-            self.input_tokens += read
-        if isinstance(written, int) and not isinstance(written, bool) and written >= 0:
-            self.output_tokens += written
 
 
 _METER: ContextVar[LLMUsage | None] = ContextVar("llm_usage_meter", default=None)

@@ -16,6 +16,17 @@ from contextplatform.deployments.pricing import PriceSpec
 # The same names as routes and recipes, so a route's ``model.upstream`` reads like one.
 DEPLOYMENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
 PROTOCOLS = ("openai", "anthropic")
+# A deployment that speaks OpenAI Responses serves what an OpenAI one does (the gateway translates
+# between Chat Completions and Responses both ways), so a route may list the two as each other's
+# fallbacks; Anthropic's is a provider of its own.
+RESPONSES_PROTOCOL = "openai_responses"
+
+
+def provider_of(protocol: str) -> str:
+    """The provider whose calls a deployment of ``protocol`` serves: ``openai`` for both of
+    OpenAI's protocols, else the protocol itself."""
+    return "openai" if protocol == RESPONSES_PROTOCOL else protocol
+
 
 MAX_URL_CHARS = 2000
 MAX_KEY_CHARS = 4096

@@ -135,11 +135,11 @@ def upstream_body(
     upstream: Upstream, body: dict[str, Any], responses_fields: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """The rewritten request with the deployment's model name, whatever the client sent; for a
-    deployment that speaks Responses, as a Responses body (the client's own Responses fields,
-    ``responses_fields``, kept)."""
+    deployment that speaks Responses, as a Responses body (a Responses call's own fields,
+    ``responses_fields``, kept; a chat call's own fields translated)."""
     named = {**body, "model": upstream.model}
     if upstream.wire == RESPONSES_WIRE:
-        return openai_responses.responses_request(named, responses_fields or {})
+        return openai_responses.responses_request(named, responses_fields)
     return named
 
 

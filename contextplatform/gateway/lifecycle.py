@@ -275,7 +275,9 @@ class ChatCall:
         self, tenant: Tenant, call: GatewayCall, headers: Mapping[str, str]
     ) -> tuple[list[Upstream], Resolution]:
         # The deployment is checked first: a request for the wrong protocol leaves no turn behind.
-        loaded, upstreams = upstreams_for(call.route, self.protocol, responses=self.responses)
+        loaded, upstreams = upstreams_for(
+            call.route, self.protocol, responses=self.responses, body=call.body
+        )
         self.balance = loaded.spec.model.balance
         api_key = getattr(self.request, "api_key", None)
         try:

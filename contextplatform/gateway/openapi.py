@@ -133,7 +133,11 @@ def _chat(
 CHAT_COMPLETION = _chat(
     summary="OpenAI Chat Completions through the route",
     description="Resolves the route's context into the request, forwards it to the route's "
-    "deployment and answers with the provider's answer; the turn is written to the session.",
+    "deployment and answers with the provider's answer; the turn is written to the session. A "
+    "deployment whose `protocol` is `openai_responses` receives it as a Responses body and its "
+    "answer comes back as a chat completion; a body asking what Responses has no field for "
+    "(`stop`, `seed`, `logprobs`, `n` over 1...) skips such deployments (400 "
+    "`protocol_mismatch` naming the field when the route has no other).",
     body={
         "type": "object",
         "required": ["messages"],
@@ -311,6 +315,38 @@ STORED_RESPONSE = {
     },
 }
 
+DELETED_RESPONSE = {
+    "summary": "Delete a response the gateway kept",
+    "description": "The caller's own (its `x-user-id`, else the query's `user`; one kept "
+    "without a user is the user-less callers'), kept with its content or without: it can no "
+    "longer be read or continued with `previous_response_id`. Another user's, another tenant's "
+    "or an unknown one is 404 `not_found`, and nothing is deleted.",
+    "parameters": STORED_RESPONSE["parameters"],
+    "responses": {
+        "200": {
+            "description": "deleted, as OpenAI answers a deletion",
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["id", "object", "deleted"],
+                        "properties": {
+                            "id": {"type": "string"},
+                            "object": {"type": "string", "enum": ["response"]},
+                            "deleted": {"type": "boolean", "enum": [True]},
+                        },
+                    }
+                }
+            },
+        },
+        **{
+            status: response
+            for status, response in _errors(OPENAI_ERROR).items()
+            if status in ("400", "401", "404", "429", "default")
+        },
+    },
+}
+
 # Anthropic's clients send the key as x-api-key and announce their version.
 MESSAGE["parameters"] = [
     *CALL_HEADERS,
@@ -450,5 +486,5 @@ GATEWAY_PATHS: dict[str, dict[str, dict[str, Any]]] = {
     "/v1/models": {"get": MODELS},
     "/v1/models/{model}": {"get": MODEL},
     "/v1/responses": {"post": RESPONSE},
-    "/v1/responses/{response_id}": {"get": STORED_RESPONSE},
+    "/v1/responses/{response_id}": {"get": STORED_RESPONSE, "delete": DELETED_RESPONSE},
 }

@@ -49,4 +49,4 @@ def previous_items(response_id: str, user: str | None) -> list[dict[str, Any]]:
     return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
 
 
-__all__ = ["NOT_STORED_CODE", "own_response", "previous_items", "stored_response"]
+__all__ = ["NOT_STORED_CODE", "own_response", "previous_items", "stored_response", "unknown"]

@@ -1,6 +1,6 @@
 """Writes of the responses the gateway keeps (``StoredResponse``): one kept after it was
-answered, and the retention that deletes them (the tenant's memory age, else
-``DEFAULT_MAX_AGE_DAYS``)."""
+answered, one deleted by its own caller (``DELETE /v1/responses/{id}``), and the retention that
+deletes them (the tenant's memory age, else ``DEFAULT_MAX_AGE_DAYS``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 from django.utils import timezone
 
 from contextplatform.gateway.models import StoredResponse
+from contextplatform.gateway.response_lookup import unknown
 
 DEFAULT_MAX_AGE_DAYS = 30
 
@@ -36,6 +37,16 @@ def keep_response(
     )
 
 
+def delete_response(response_id: str, user: str | None) -> dict[str, Any]:
+    """Delete the caller's own kept response (kept with content or without: either is theirs to
+    delete), answered as OpenAI answers a deletion. Another user's or tenant's is 404 like an
+    unknown one, so a deletion tells no more than a read does."""
+    deleted, _ = StoredResponse.objects.filter(response_id=response_id, user_id=user or "").delete()
+    if not deleted:
+        raise unknown(response_id, None)
+    return {"id": response_id, "object": "response", "deleted": True}
+
+
 def purge_responses(max_age_days: int | None) -> int:
     """Delete the responses older than ``max_age_days`` (None: ``DEFAULT_MAX_AGE_DAYS``);
     how many went."""
@@ -45,4 +56,4 @@ def purge_responses(max_age_days: int | None) -> int:
     return deleted
 
 
-__all__ = ["DEFAULT_MAX_AGE_DAYS", "keep_response", "purge_responses"]
+__all__ = ["DEFAULT_MAX_AGE_DAYS", "delete_response", "keep_response", "purge_responses"]

@@ -1,14 +1,21 @@
 """The deployments a route's calls go to (``model.upstream`` names them, in fallback order),
-checked against the protocol the client speaks: translating between providers is not the gateway's job."""
+checked against the protocol the client speaks: translating between providers is not the
+gateway's job, between OpenAI's Chat Completions and Responses it is (each attempt's body is
+built for its deployment by ``forward``)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from contextplatform.deployments.models import Deployment
+from contextplatform.deployments.schema import RESPONSES_PROTOCOL as RESPONSES
+from contextplatform.deployments.schema import provider_of
 from contextplatform.deployments.selectors import Upstream, deployment_to_call, upstream_of
 from contextplatform.gateway.protocol import GatewayError, Protocol
+from contextplatform.protocols import openai_responses
 from contextplatform.protocols.registry import PROTOCOLS
 from contextplatform.routes.configuration.schema import RouteSpec
 from contextplatform.routes.selectors import LoadedRoute, loaded_route
@@ -16,7 +23,6 @@ from contextplatform.routes.selectors import LoadedRoute, loaded_route
 logger = logging.getLogger("contextplatform.gateway")
 
 ENDPOINTS: dict[str, str] = {name: protocol.path for name, protocol in PROTOCOLS.items()}
-RESPONSES = "openai_responses"
 ENDPOINTS[RESPONSES] = "/v1/responses"
 
 
@@ -50,12 +56,13 @@ def route_deployment(spec: RouteSpec) -> Deployment:
     return route_deployments(spec)[0]
 
 
-def _speaks(deployment_protocol: str, protocol: Protocol, responses: bool) -> bool:
-    """Whether a deployment serves the endpoint: its own protocol's, and for a Responses call
-    (whose pipeline speaks Chat Completions) also a deployment that speaks Responses."""
-    return deployment_protocol == protocol or (
-        responses and protocol == "openai" and deployment_protocol == RESPONSES
-    )
+def _serves(deployment_protocol: str, protocol: Protocol, refused_field: str | None) -> bool:
+    """Whether a deployment serves a call to the ``protocol`` endpoint: one of its own
+    provider's, and for a deployment that speaks Responses, a call that asks nothing Responses
+    cannot do (``refused_field`` names what it asks, None for nothing)."""
+    if provider_of(deployment_protocol) != protocol:
+        return False
+    return deployment_protocol != RESPONSES or refused_field is None
 
 
 def _called(upstream: Upstream) -> Upstream:
@@ -66,33 +73,49 @@ def _called(upstream: Upstream) -> Upstream:
 
 
 def upstreams_for(
-    route_name: str, protocol: Protocol, *, responses: bool = False
+    route_name: str,
+    protocol: Protocol,
+    *,
+    responses: bool = False,
+    body: Mapping[str, Any] | None = None,
 ) -> tuple[LoadedRoute, list[Upstream]]:
     """The route ``route_name`` (404 when unknown) and its deployments in fallback order,
-    refused with 400 when the first speaks another protocol than the endpoint called. A fallback
-    that speaks another (its protocol changed after the route was saved) is left out.
-    ``responses``: the call came to ``/v1/responses``, which a Responses deployment serves too
-    (a chat completions call to one is refused: the gateway does not translate it that way)."""
+    refused with 400 when the first speaks another provider's protocol than the endpoint called.
+    A fallback that speaks another (its protocol changed after the route was saved) is left out.
+    OpenAI's two protocols serve each other's calls, translated: ``responses``, the call came to
+    ``/v1/responses``; otherwise a Chat Completions ``body`` goes to a deployment that speaks
+    Responses unless it asks what Responses cannot do (``openai_responses.untranslatable``):
+    then such deployments are left out of this call, and a route left with none is a 400 naming
+    the field."""
     loaded = loaded_route(route_name, param="model")
     spec = loaded.spec
     deployments = route_deployments(spec)
-    upstream = upstream_of(deployments[0])
+    first = upstream_of(deployments[0])
     endpoint = ENDPOINTS[RESPONSES] if responses else ENDPOINTS[protocol]
-    if not _speaks(upstream.protocol, protocol, responses):
+    if provider_of(first.protocol) != protocol:
         raise GatewayError(
             400,
             "protocol_mismatch",
-            f"route {spec.name!r} forwards to the {upstream.protocol} deployment "
-            f"{upstream.name!r}, but this request was sent to the {protocol} endpoint "
-            f"{endpoint}: send it to {ENDPOINTS[upstream.protocol]} instead "
+            f"route {spec.name!r} forwards to the {first.protocol} deployment "
+            f"{first.name!r}, but this request was sent to the {protocol} endpoint "
+            f"{endpoint}: send it to {ENDPOINTS[first.protocol]} instead "
             "(the gateway does not translate between providers)",
             param="model",
         )
-    upstreams = [_called(upstream)]
-    for deployment in deployments[1:]:
-        if _speaks(deployment.protocol, protocol, responses):
-            upstreams.append(_called(upstream_of(deployment)))
-        else:
+    # Read only for a chat call whose route has a Responses deployment (most have none).
+    refused_field = (
+        openai_responses.untranslatable(body)
+        if body is not None
+        and protocol == "openai"
+        and not responses
+        and any(d.protocol == RESPONSES for d in deployments)
+        else None
+    )
+    serving: list[Deployment] = []
+    for deployment in deployments:
+        if _serves(deployment.protocol, protocol, refused_field):
+            serving.append(deployment)
+        elif provider_of(deployment.protocol) != protocol:
             logger.warning(
                 "route %r: the fallback deployment %r speaks %s, not %s: left out",
                 spec.name,
@@ -100,9 +123,21 @@ def upstreams_for(
                 deployment.protocol,
                 protocol,
             )
-    # The resolve counts with the first deployment's tokenizer or calibration: it need not read
-    # it again.
-    return replace(loaded, deployment=deployments[0]), upstreams
+    if not serving:
+        raise GatewayError(
+            400,
+            "protocol_mismatch",
+            f"{refused_field}: route {spec.name!r} forwards to deployments that speak OpenAI "
+            f"Responses (such as {first.name!r}), which has no {refused_field}: leave it out, "
+            f"or send the call to {ENDPOINTS[RESPONSES]}",
+            param=refused_field,
+        )
+    upstreams = [
+        first if deployment is deployments[0] else upstream_of(deployment) for deployment in serving
+    ]
+    # The resolve counts with the first serving deployment's tokenizer or calibration: it need
+    # not read it again.
+    return replace(loaded, deployment=serving[0]), [_called(u) for u in upstreams]
 
 
 def upstream_for(route_name: str, protocol: Protocol) -> tuple[LoadedRoute, Upstream]:

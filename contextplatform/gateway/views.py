@@ -1,6 +1,6 @@
 """The gateway's endpoints: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages``
-(Anthropic), ``POST /v1/responses`` (OpenAI Responses, ``GET /v1/responses/{id}`` for a kept one),
-streaming or not, ``GET /v1/models`` and ``GET /v1/models/{model}``, and
+(Anthropic), ``POST /v1/responses`` (OpenAI Responses; ``GET`` and ``DELETE /v1/responses/{id}``
+for a kept one), streaming or not, ``GET /v1/models`` and ``GET /v1/models/{model}``, and
 ``POST /v1/messages/count_tokens``. Django async views, so a stream is
 passed on as it arrives and a client that goes away cancels the upstream call. Thin: read the HTTP
 request, run the call (``lifecycle.ChatCall``: admit, resolve, reserve, forward, tool loop,
@@ -8,6 +8,7 @@ settle, finish), present; every error in the caller's provider shape."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -24,6 +25,7 @@ from contextplatform.gateway.lifecycle import ChatCall, authenticated_tenant
 from contextplatform.gateway.protocol import GatewayError, Protocol, error_response
 from contextplatform.gateway.rate_limit import check_rate
 from contextplatform.gateway.response_lookup import stored_response
+from contextplatform.gateway.response_store import delete_response
 from contextplatform.gateway.responses import ResponsesCall
 from contextplatform.gateway.token_counts import count_tokens
 from contextplatform.routes.models import Route
@@ -140,17 +142,30 @@ class ResponsesView(ChatView):
 class StoredResponseView(GatewayView):
     """``GET /v1/responses/{id}``: a response the gateway kept, the caller's own (its
     ``x-user-id``, else the query's ``user``; one kept without a user is the user-less callers');
-    any other is 404 in OpenAI's error shape."""
+    ``DELETE`` deletes it (``{"id", "object": "response", "deleted": true}``); any other is 404
+    in OpenAI's error shape."""
 
     protocol = "openai"
 
     async def get(self, request: HttpRequest, response_id: str) -> HttpResponse:
+        return await self.own(request, response_id, stored_response)
+
+    async def delete(self, request: HttpRequest, response_id: str) -> HttpResponse:
+        return await self.own(request, response_id, delete_response)
+
+    async def own(
+        self,
+        request: HttpRequest,
+        response_id: str,
+        action: Callable[[str, str | None], dict[str, Any]],
+    ) -> HttpResponse:
+        """``action`` on the caller's own response, in the tenant's schema."""
         try:
             tenant = authenticated_tenant(request)
             await check_rate(request)
             text_limits.refuse_bad_params({"response_id": response_id}, ())
             user = request_user(request.headers, request.GET, "user")
-            return JsonResponse(await in_tenant(tenant, lambda: stored_response(response_id, user)))
+            return JsonResponse(await in_tenant(tenant, lambda: action(response_id, user)))
         except (GatewayError, ApiError) as error:
             return self.refusal(error)
 

@@ -13,7 +13,9 @@ Responses call joins it translated:
 And for a deployment that speaks Responses itself (``openai_responses``), the other way:
 ``responses_request`` (a chat body as a Responses body, the client's own Responses fields kept),
 ``chat_answer`` (a Responses object as a chat answer) and ``ChatChunks`` (Responses events as chat
-chunks), so that the pipeline in between stays the one it is.
+chunks), so that the pipeline in between stays the one it is. A Chat Completions call goes to
+such a deployment the same way (its own fields translated by ``chat_fields``), unless it asks what
+Responses cannot do (``untranslatable``).
 
 Pure: no I/O, no Django. A body the gateway cannot translate is a ``ResponsesRequestError`` naming
 the field.
@@ -834,17 +836,95 @@ def _chat_text(content: Any) -> str:
     return content if isinstance(content, str) else ""
 
 
-def responses_request(chat: Mapping[str, Any], client_fields: Mapping[str, Any]) -> dict[str, Any]:
+# What a Chat Completions body may ask that the Responses API has no field for: a chat call that
+# asks one cannot be served by a deployment that speaks Responses (``untranslatable``). A value
+# that asks nothing (null, false, 0, empty) is as absent.
+NO_RESPONSES_FIELD = (
+    "stop",
+    "seed",
+    "logit_bias",
+    "logprobs",
+    "top_logprobs",
+    "frequency_penalty",
+    "presence_penalty",
+    "audio",
+    "prediction",
+    "web_search_options",
+    "functions",
+    "function_call",
+)
+# What a chat body carries that a Responses body takes under the same name.
+SAME_NAMED = ("metadata", "service_tier", "prompt_cache_key", "safety_identifier", "user")
+
+
+def untranslatable(chat: Mapping[str, Any]) -> str | None:
+    """The first field of a Chat Completions body a Responses deployment could not honour (more
+    than one choice, audio out, a tool other than a function, a field in
+    ``NO_RESPONSES_FIELD``); None when it can serve it."""
+    for name in NO_RESPONSES_FIELD:
+        if chat.get(name) not in (None, False, 0, "", [], {}):
+            return name
+    if chat.get("n") not in (None, 1):
+        return "n"
+    if chat.get("modalities") not in (None, [], ["text"]):
+        return "modalities"
+    tools = chat.get("tools")
+    for tool in tools if isinstance(tools, list) else ():
+        # A custom tool (free-form input) has no Responses function spelling here.
+        if not isinstance(tool, dict) or not isinstance(tool.get("function"), dict):
+            return "tools"
+    return None
+
+
+def _text_format(response_format: Any) -> dict[str, Any] | None:
+    """A chat ``response_format`` as a Responses ``text.format``."""
+    if not isinstance(response_format, dict):
+        return None
+    kind = response_format.get("type")
+    if kind in ("text", "json_object"):
+        return {"type": kind}
+    schema = response_format.get("json_schema")
+    if kind == "json_schema" and isinstance(schema, dict):
+        return {"type": "json_schema", **schema}
+    return None
+
+
+def chat_fields(chat: Mapping[str, Any]) -> dict[str, Any]:
+    """A chat client's own fields as a Responses body spells them (``response_format`` and
+    ``verbosity`` in ``text``, ``reasoning_effort`` in ``reasoning``; the same-named ones as
+    they are): what a chat call sends a deployment that speaks Responses beyond the
+    conversation."""
+    fields = {name: chat[name] for name in SAME_NAMED if chat.get(name) is not None}
+    text: dict[str, Any] = {}
+    if (fmt := _text_format(chat.get("response_format"))) is not None:
+        text["format"] = fmt
+    if isinstance(chat.get("verbosity"), str):
+        text["verbosity"] = chat["verbosity"]
+    if text:
+        fields["text"] = text
+    if isinstance(chat.get("reasoning_effort"), str):
+        fields["reasoning"] = {"effort": chat["reasoning_effort"]}
+    return fields
+
+
+def responses_request(
+    chat: Mapping[str, Any], client_fields: Mapping[str, Any] | None
+) -> dict[str, Any]:
     """A chat body (the gateway's, its context injected) as a Responses body for a deployment
     that speaks Responses: the client's own Responses fields that have no chat spelling kept
-    (``client_fields``), the conversation the chat body's, never stored upstream (the gateway
-    keeps the responses)."""
-    body: dict[str, Any] = {
-        name: value
-        for name, value in client_fields.items()
-        if name not in ("input", "instructions", "previous_response_id", "store", "tools")
-        and name not in CHAT_ONLY
-    }
+    (``client_fields``; None for a chat call, whose own fields are translated: ``chat_fields``),
+    the conversation the chat body's, never stored upstream (the gateway keeps the
+    responses)."""
+    body: dict[str, Any] = (
+        {
+            name: value
+            for name, value in client_fields.items()
+            if name not in ("input", "instructions", "previous_response_id", "store", "tools")
+            and name not in CHAT_ONLY
+        }
+        if client_fields is not None
+        else chat_fields(chat)
+    )
     items: list[dict[str, Any]] = []
     system: list[str] = []
     for message in chat.get("messages") or []:
@@ -874,15 +954,24 @@ def responses_request(chat: Mapping[str, Any], client_fields: Mapping[str, Any])
 
 
 def _chat_usage(usage: Any) -> dict[str, Any] | None:
+    """Responses usage as chat usage, its details kept (the cached input is priced apart)."""
     if not isinstance(usage, dict):
         return None
     given = usage.get("input_tokens"), usage.get("output_tokens")
     prompt, completion = (n if isinstance(n, int) else 0 for n in given)
-    return {
+    chat: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+    inputs, outputs = usage.get("input_tokens_details"), usage.get("output_tokens_details")
+    cached = inputs.get("cached_tokens") if isinstance(inputs, dict) else None
+    reasoning = outputs.get("reasoning_tokens") if isinstance(outputs, dict) else None
+    if isinstance(cached, int) and cached > 0:
+        chat["prompt_tokens_details"] = {"cached_tokens": cached}
+    if isinstance(reasoning, int) and reasoning > 0:
+        chat["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return chat
 
 
 def chat_answer(response: Mapping[str, Any]) -> dict[str, Any]:
@@ -991,6 +1080,7 @@ __all__ = [
     "ResponsesRequestError",
     "ResponsesStream",
     "chat_answer",
+    "chat_fields",
     "chat_request",
     "input_items",
     "input_messages",
@@ -1001,4 +1091,5 @@ __all__ = [
     "response_usage",
     "responses_request",
     "stream_asked",
+    "untranslatable",
 ]

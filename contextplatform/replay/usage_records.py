@@ -5,7 +5,8 @@ way to the table (``replay.arrival.await_replay`` waits for it, as completing th
 The record's spend columns are set here too: the usage summed over every upstream call of the
 request (``input_tokens`` counts every prompt token, cached reads and cache writes included), and
 ``cost_usd``: the model's calls at the price of the deployment that answered, plus the judge's
-calls of its sources at the judge deployment's price, the parts kept in ``tokens["cost"]``."""
+calls of its sources and the compress stage's judge's calls, each at its judge deployment's price,
+the parts kept in ``tokens["cost"]``."""
 
 from __future__ import annotations
 
@@ -102,15 +103,28 @@ def judge_cost(sources: Any) -> float | None:
     return round(sum(costs), 9) if costs else None
 
 
+def compression_cost(report: Any) -> float | None:
+    """What the compress stage's deployment judge cost (its report's ``judge_usage``, priced as
+    the relevance judge's); None when it asked none, or that one is not priced."""
+    usage = report.get("judge_usage") if isinstance(report, dict) else None
+    cost = usage.get("cost_usd") if isinstance(usage, dict) else None
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        return round(float(cost), 9)
+    return None
+
+
 def set_cost(record: ReplayRecord, *, model: float | None) -> None:
-    """``cost_usd``: the priced parts summed (the model's calls, the judge's); None when neither
-    is priced. ``tokens["cost"]`` names the parts, None for one that is not priced (or made no
-    call), so a total that left a part out says so."""
+    """``cost_usd``: the priced parts summed (the model's calls, the relevance judge's of the
+    sources, the compress stage's judge's); None when none is priced. ``tokens["cost"]`` names
+    the parts, None for one that is not priced (or made no call), so a total that left a part
+    out says so."""
     judge = judge_cost(record.sources)
-    parts = [part for part in (model, judge) if part is not None]
+    compression = compression_cost(record.compression)
+    parts = [part for part in (model, judge, compression) if part is not None]
     record.cost_usd = round(sum(parts), 9) if parts else None
     if parts:
-        record.tokens = {**(record.tokens or {}), "cost": {"model": model, "judge": judge}}
+        named = {"model": model, "judge": judge, "compression": compression}
+        record.tokens = {**(record.tokens or {}), "cost": named}
 
 
 def usage_of_record(record: ReplayRecord) -> dict[str, int]:

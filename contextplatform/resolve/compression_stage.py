@@ -23,10 +23,13 @@ from compression.stats import record_outcome
 from contextplatform.core import metrics
 from contextplatform.core.errors import ApiError
 from contextplatform.core.estimation import TokenEstimator
+from contextplatform.core.llm import LLMUsage, metered
+from contextplatform.deployments.pricing import Price
 from contextplatform.resolve.budget import Budget
 from contextplatform.resolve.chat import ChatFormat
 from contextplatform.resolve.refusals import context_length_exceeded
-from sources.judge import LOCAL, Judge, JudgeCandidate, judge_for
+from sources.judge import LOCAL, Judge, JudgeCandidate, LLMJudge, judge_for
+from sources.matching import judge_usage_note
 
 JUDGE_READS_CHARACTERS = 2000
 
@@ -41,12 +44,16 @@ class StageOutcome:
 class BlockJudge:
     """The compress stage's judge, found when the engine first ranks (most requests never do, so
     most never look a deployment up): the named one, else the route's upstream when it may
-    judge, else the local judge. ``label`` says which one ran, for the report."""
+    judge, else the local judge. ``label`` says which one ran, for the report; ``usage`` the
+    calls a deployment judge was sent and the tokens they reported, ``price`` its deployment's
+    (what the record's cost counts, as it counts the relevance judge's)."""
 
     deployment: str | None
     default: str | None = None
     allowlist: Sequence[str] | None = None
     label: str | None = None
+    usage: LLMUsage | None = None
+    price: Price | None = None
     _judge: Judge | None = None
 
     def __call__(self, query: str, texts: list[str]) -> list[float]:
@@ -56,13 +63,30 @@ class BlockJudge:
         self.label = judge.label
         # Blocks can be huge; the judge reads their beginning, enough to tell what they are about.
         candidates = [JudgeCandidate(text=text[:JUDGE_READS_CHARACTERS]) for text in texts]
+        if isinstance(judge, LLMJudge):
+            self.price = judge.price
+            self.usage = self.usage or LLMUsage()
+        usage = LLMUsage()
         try:
-            scores = async_to_sync(judge.score)(query, candidates)
+            with metered() as usage:
+                scores = async_to_sync(judge.score)(query, candidates)
         except Exception:
             metrics.count_judge("compress", ok=False)
             raise
+        finally:
+            if self.usage is not None:  # a failed call was sent too: it counts
+                self.usage.add(usage)
         metrics.count_judge("compress", ok=True)
         return scores
+
+    def noted(self, report: dict[str, Any]) -> dict[str, Any]:
+        """``report`` with which judge ran and, for a deployment judge, what its calls cost (the
+        ``judge_usage`` a source's notes carry for the relevance judge)."""
+        if self.label is not None:
+            report["judge"] = self.label
+        if self.usage is not None:
+            report["judge_usage"] = judge_usage_note(self.usage, self.price)
+        return report
 
 
 def block_judge(
@@ -206,14 +230,11 @@ def run_compression(
             raise context_length_exceeded(tokens, budget) from error
         report = skipped("compression_failed", tokens, estimator)
         report["error"] = str(error)
-        return StageOutcome(body, report)
+        return StageOutcome(body, judge.noted(report))
     if persist:
         status = "applied" if result.applied else result.skip_reason or "not_applied"
         record(route, status, result.tokens_before, result.tokens_after)
-    report = result_report(result, estimator)
-    if judge.label is not None:
-        report["judge"] = judge.label
-    return StageOutcome(result.body, report)
+    return StageOutcome(result.body, judge.noted(result_report(result, estimator)))
 
 
 FAILED = frozenset({"context_length_exceeded", "compression_failed"})

@@ -13,7 +13,11 @@ from contextplatform.core.config_cache import changed
 from contextplatform.core.errors import ApiError, invalid_request
 from contextplatform.core.validation import parse
 from contextplatform.deployments.models import Deployment
-from contextplatform.deployments.schema import DEPLOYMENT_NAME_PATTERN, DeploymentSpec
+from contextplatform.deployments.schema import (
+    DEPLOYMENT_NAME_PATTERN,
+    DeploymentSpec,
+    provider_of,
+)
 from contextplatform.deployments.selectors import deployment_named
 from contextplatform.deployments.services import key_change, parse_deployment, upsert_deployment
 from contextplatform.routes import selectors
@@ -212,9 +216,10 @@ def named_upstream(
 
 
 def check_upstream(spec: RouteSpec, param: str) -> None:
-    """A route's ``model.upstream`` names deployments of the tenant, which all speak one protocol:
-    the gateway forwards a call as its client sent it and does not translate between providers,
-    so a fallback must speak what the first deployment speaks."""
+    """A route's ``model.upstream`` names deployments of the tenant, which all speak one
+    provider's protocols: the gateway does not translate between providers, so a fallback must
+    serve what the first deployment serves (OpenAI's Chat Completions and Responses deployments
+    mix: the gateway translates between those two)."""
     listed = isinstance(spec.model.upstream, list)
     first: Deployment | None = None
     for index, name in enumerate(spec.model.upstreams):
@@ -224,11 +229,12 @@ def check_upstream(spec: RouteSpec, param: str) -> None:
             raise invalid_request(f"{at}: no deployment named {name!r}", at)
         if first is None:
             first = deployment
-        elif deployment.protocol != first.protocol:
+        elif provider_of(deployment.protocol) != provider_of(first.protocol):
             raise invalid_request(
                 f"{at}: the deployment {name!r} speaks {deployment.protocol}, but the first one, "
                 f"{first.name!r}, speaks {first.protocol}: the fallbacks of a route must speak "
-                "one protocol (the gateway does not translate between providers)",
+                "one provider's protocol (openai and openai_responses mix; the gateway does not "
+                "translate between providers)",
                 at,
             )
 

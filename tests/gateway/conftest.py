@@ -8,12 +8,15 @@ HTTP API; all of it is removed when the package's tests end."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import openai
 import pytest
 
 from tests.conftest import TENANT_KEYS
@@ -25,6 +28,8 @@ OPENAI_KEY = "sk-upstream-openai-" + "7" * 24
 ANTHROPIC_KEY = "sk-ant-upstream-" + "8" * 24
 RULE = "GATEWAY-RULE: answer kindly."
 HANG_TIMEOUT_MS = 500
+# The deployment that answered a call (of the route's fallbacks, the one that did).
+DEPLOYMENT_HEADER = "x-context-deployment"
 
 
 @dataclass(frozen=True)
@@ -168,3 +173,159 @@ def spend(django_db_blocker: Any) -> Any:
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+# ---------------------------------------------------------------- fallbacks and pools
+
+
+@dataclass
+class Fallbacks:
+    """Deployments and routes a test makes on two loopback upstreams of its own (``first`` and
+    ``second``): a route's fallbacks, or its pool. Cool-downs are kept per deployment in the
+    server's process, so each test names deployments of its own; all removed after it."""
+
+    gateway: Gateway
+    first: LoopbackUpstream
+    second: LoopbackUpstream
+    made_deployments: list[str]
+    made_routes: list[str]
+
+    def deployment(
+        self,
+        base_url: str,
+        timeout_ms: int = 10_000,
+        protocol: str = "openai",
+        model: str | None = None,
+    ) -> str:
+        name = unique("fb")
+        body = {
+            "name": name,
+            "protocol": protocol,
+            "base_url": base_url,
+            "model": model or f"model-{name}",
+            "api_key": OPENAI_KEY,
+            "timeout_ms": timeout_ms,
+        }
+        with self.gateway.api() as api:
+            response = api.post("/api/v1/deployments", json=body)
+        assert response.status_code == 201, response.text
+        self.made_deployments.append(name)
+        return name
+
+    def route(self, upstream: Any, context: dict[str, Any] | None = None) -> str:
+        name = unique("gw-fb")
+        body = {"name": name, "model": {"upstream": upstream}, "context": context or {}}
+        with self.gateway.api() as api:
+            response = api.post("/api/v1/routes", json=body)
+        assert response.status_code == 201, response.text
+        self.made_routes.append(name)
+        return name
+
+    def pair(self, first_timeout_ms: int = 10_000) -> tuple[str, str, str]:
+        """A route over a deployment on ``first`` then one on ``second``: (route, first, second)."""
+        one = self.deployment(self.first.openai_base_url, first_timeout_ms)
+        two = self.deployment(self.second.openai_base_url)
+        return self.route([one, two]), one, two
+
+    def chat(self, route: str, **extra: Any) -> httpx.Response:
+        body = {"model": route, "messages": [{"role": "user", "content": "hello"}], **extra}
+        with self.gateway.api() as api:
+            return api.post("/v1/chat/completions", json=body)
+
+    def attempts(self, response: Any) -> list[dict[str, Any]]:
+        tokens = self.gateway.replay(response.headers["x-context-resolve-id"])["tokens"]
+        return list(tokens["attempts"])
+
+
+@pytest.fixture
+def fallbacks(gateway: Gateway) -> Iterator[Fallbacks]:
+    with running_upstream() as first, running_upstream() as second:
+        made = Fallbacks(gateway, first, second, [], [])
+        try:
+            yield made
+        finally:
+            with gateway.api() as api:
+                for route in made.made_routes:
+                    api.delete(f"/api/v1/routes/{route}")
+                for name in made.made_deployments:
+                    api.delete(f"/api/v1/deployments/{name}")
+
+
+def outcomes(attempts: list[dict[str, Any]]) -> list[tuple[str, str, int | None]]:
+    """A call's attempts as (deployment, outcome, status)."""
+    return [(a["deployment"], a["outcome"], a.get("status")) for a in attempts]
+
+
+def refused_base_url() -> str:
+    """A loopback port nothing listens on: connections to it are refused."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOOPBACK, 0))
+        port = probe.getsockname()[1]
+    return f"http://{LOOPBACK}:{port}/v1"
+
+
+# ---------------------------------------------------------------- budgets under concurrent calls
+
+CONCURRENT = 20  # calls sent at once against a budget
+MAX_OUTPUT = 200  # each call's max_tokens: most of its worst case, little of what it spends
+FITS = 5  # worst cases a budget is made to hold at once
+
+
+def budget_messages() -> list[Any]:
+    return [{"role": "user", "content": "How much is left of my budget?"}]
+
+
+def reserved_per_call(gateway: Gateway, route: str) -> int:
+    """What one call of ``route`` (a route with a session budget) reserves: its input as the
+    provider counts it plus the whole ``MAX_OUTPUT``, read from its replay record. A key's budget
+    asks the same of each call."""
+    client = openai.OpenAI(base_url=gateway.openai_base_url, api_key=gateway.key, max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(
+        model=route,
+        messages=budget_messages(),
+        max_tokens=MAX_OUTPUT,
+        extra_headers={"x-session-id": unique("measure")},
+    )
+    held = gateway.replay(raw.headers["x-context-resolve-id"])["tokens"]["session_budget"]
+    assert held["output_allowance"] == MAX_OUTPUT
+    return int(held["reserved"])
+
+
+def burst(
+    gateway: Gateway,
+    key: str,
+    route: str,
+    calls: int = CONCURRENT,
+    headers: Mapping[str, str] | None = None,
+) -> list[Any]:
+    """``calls`` chat calls of ``route`` sent at once with ``key``: each one's completion, or
+    the ``RateLimitError`` that refused it."""
+
+    async def one(client: openai.AsyncOpenAI) -> Any:
+        try:
+            return await client.chat.completions.create(
+                model=route, messages=budget_messages(), max_tokens=MAX_OUTPUT
+            )
+        except openai.RateLimitError as refused:
+            return refused
+
+    async def all_at_once() -> list[Any]:
+        client = openai.AsyncOpenAI(
+            base_url=gateway.openai_base_url,
+            api_key=key,
+            max_retries=0,
+            default_headers=dict(headers or {}),
+        )
+        async with client:
+            return await asyncio.gather(*(one(client) for _ in range(calls)))
+
+    return asyncio.run(all_at_once())
+
+
+def split(outcomes: list[Any], code: str) -> tuple[list[Any], list[openai.RateLimitError]]:
+    """The answered calls and the refused ones, each refusal checked: 429 with ``code``."""
+    refused = [o for o in outcomes if isinstance(o, openai.RateLimitError)]
+    for error in refused:
+        assert error.status_code == 429
+        assert error.body["code"] == code, error.body
+    return [o for o in outcomes if not isinstance(o, openai.RateLimitError)], refused

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -16,22 +15,13 @@ import openai
 import pytest
 
 from contextplatform.gateway.deployment_limits import WINDOW_S
-from tests.gateway.test_fallbacks import DEPLOYMENT_HEADER, Fallbacks, outcomes
-from tests.upstream import running_upstream
+from tests.gateway.conftest import DEPLOYMENT_HEADER, Fallbacks, outcomes
 
 
 @pytest.fixture
-def pool(gateway: Any) -> Iterator[Fallbacks]:
-    with running_upstream() as first, running_upstream() as second:
-        made = Fallbacks(gateway, first, second, [], [])
-        try:
-            yield made
-        finally:
-            with gateway.api() as api:
-                for route in made.made_routes:
-                    api.delete(f"/api/v1/routes/{route}")
-                for name in made.made_deployments:
-                    api.delete(f"/api/v1/deployments/{name}")
+def pool(fallbacks: Fallbacks) -> Fallbacks:
+    """A route's pool is made as its fallbacks are: two upstreams, deployments of the test's own."""
+    return fallbacks
 
 
 def balanced_route(pool: Fallbacks, names: list[str], balance: dict[str, Any]) -> str:

@@ -4,7 +4,6 @@ in the provider's shape, and every call ends with its reservation settled or rel
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,12 +12,18 @@ import openai
 import pytest
 
 from contextplatform.routes.models import Route, TenantDefaults
-from tests.gateway.conftest import Gateway, unique
+from tests.gateway.conftest import (
+    CONCURRENT,
+    FITS,
+    MAX_OUTPUT,
+    Gateway,
+    budget_messages,
+    burst,
+    reserved_per_call,
+    split,
+    unique,
+)
 from tests.upstream import LoopbackUpstream
-
-CONCURRENT = 20
-MAX_OUTPUT = 200  # each request's max_tokens: most of its worst case, little of what it spends
-FITS = 5  # worst cases the budget holds at once
 
 
 @pytest.fixture
@@ -54,70 +59,23 @@ def set_budget(gateway: Gateway, route: str, session_max_tokens: int) -> None:
     assert response.status_code == 200, response.text
 
 
-def messages() -> list[Any]:
-    return [{"role": "user", "content": "How much is left of my budget?"}]
-
-
-def async_openai(gateway: Gateway, session: str) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
-        base_url=gateway.openai_base_url,
-        api_key=gateway.key,
-        max_retries=0,
-        default_headers={"x-session-id": session},
-    )
-
-
-def worst_case(gateway: Gateway, resolve_id: str) -> int:
-    """What the gateway reserved for a call: its input as the provider counts it, plus the
-    output allowance (the whole max_tokens, when the budget has room)."""
-    record = gateway.replay(resolve_id)
-    held = record["tokens"]["session_budget"]
-    assert held["output_allowance"] == MAX_OUTPUT
-    return int(held["reserved"])
-
-
 def test_concurrent_calls_never_spend_more_than_the_session_budget(
     gateway: Gateway, upstream: LoopbackUpstream, budget_route: Any, spend: Any
 ) -> None:
     route = budget_route(10**9, like=gateway.openai_route)
     # One call measures the worst case this route's calls reserve (the same request each time).
-    probe = openai.OpenAI(base_url=gateway.openai_base_url, api_key=gateway.key, max_retries=0)
-    raw = probe.chat.completions.with_raw_response.create(
-        model=route,
-        messages=messages(),
-        max_tokens=MAX_OUTPUT,
-        extra_headers={"x-session-id": unique("probe")},
-    )
-    reserved_each = worst_case(gateway, raw.headers["x-context-resolve-id"])
+    reserved_each = reserved_per_call(gateway, route)
     budget = FITS * reserved_each + reserved_each // 2
     set_budget(gateway, route, budget)
 
     session = unique("shared")
+    calls = burst(gateway, gateway.key, route, headers={"x-session-id": session})
 
-    async def one(client: openai.AsyncOpenAI) -> Any:
-        try:
-            return await client.chat.completions.create(
-                model=route, messages=messages(), max_tokens=MAX_OUTPUT
-            )
-        except openai.RateLimitError as refused:
-            return refused
-
-    async def all_at_once() -> list[Any]:
-        client = async_openai(gateway, session)
-        async with client:
-            return await asyncio.gather(*(one(client) for _ in range(CONCURRENT)))
-
-    outcomes = asyncio.run(all_at_once())
-
-    answered = [o for o in outcomes if not isinstance(o, openai.RateLimitError)]
-    refused = [o for o in outcomes if isinstance(o, openai.RateLimitError)]
+    answered, refused = split(calls, "budget_exceeded")
     assert len(answered) + len(refused) == CONCURRENT
     assert len(answered) >= FITS  # whatever the order, the first FITS reservations fit
     assert refused, "the budget holds far fewer than 20 calls"
-    for error in refused:
-        assert error.status_code == 429
-        assert error.body["code"] == "budget_exceeded"
-        assert error.response.headers["x-should-retry"] == "false"
+    assert all(e.response.headers["x-should-retry"] == "false" for e in refused)
     used = sum(completion.usage.total_tokens for completion in answered)
     spent, reserved = spend(session)
     assert spent == used  # settled with the provider's usage
@@ -138,7 +96,7 @@ def test_a_request_larger_than_the_whole_budget_is_refused_in_anthropics_shape(
     )
     hits = upstream.hits
     with pytest.raises(anthropic.RateLimitError) as refused:
-        client.messages.create(model=route, max_tokens=MAX_OUTPUT, messages=messages())
+        client.messages.create(model=route, max_tokens=MAX_OUTPUT, messages=budget_messages())
     assert refused.value.status_code == 429
     assert refused.value.body["error"]["type"] == "rate_limit_error"
     assert "more than the session budget of 20 tokens" in refused.value.body["error"]["message"]
@@ -157,7 +115,9 @@ def test_a_stream_settles_with_the_usage_the_provider_reported(
         max_retries=0,
         default_headers={"x-session-id": session, "x-user-id": user},
     )
-    with client.messages.stream(model=route, max_tokens=MAX_OUTPUT, messages=messages()) as stream:
+    with client.messages.stream(
+        model=route, max_tokens=MAX_OUTPUT, messages=budget_messages()
+    ) as stream:
         final = stream.get_final_message()
     reported = final.usage.input_tokens + final.usage.output_tokens
     assert spend(session, user) == (reported, 0)
@@ -177,12 +137,14 @@ def test_a_failed_call_releases_its_reservation(
     )
     upstream.fail(500)
     with pytest.raises(openai.APIStatusError) as failed:
-        client.chat.completions.create(model=route, messages=messages(), max_tokens=MAX_OUTPUT)
+        client.chat.completions.create(
+            model=route, messages=budget_messages(), max_tokens=MAX_OUTPUT
+        )
     assert failed.value.status_code == 502
     assert spend(session) == (0, 0)
     upstream.behave()
     completion = client.chat.completions.create(
-        model=route, messages=messages(), max_tokens=MAX_OUTPUT
+        model=route, messages=budget_messages(), max_tokens=MAX_OUTPUT
     )
     assert completion.usage is not None
     assert spend(session) == (completion.usage.total_tokens, 0)
@@ -194,7 +156,7 @@ def test_calls_without_a_session_are_not_counted(
     route = budget_route(1, like=gateway.openai_route)
     client = openai.OpenAI(base_url=gateway.openai_base_url, api_key=gateway.key, max_retries=0)
     completion = client.chat.completions.create(
-        model=route, messages=messages(), max_tokens=MAX_OUTPUT
+        model=route, messages=budget_messages(), max_tokens=MAX_OUTPUT
     )
     assert completion.choices[0].message.content
 

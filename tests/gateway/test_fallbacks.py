@@ -2,112 +2,34 @@
 after a 503, a 429 (whose Retry-After keeps the next calls away from it), a refused connection or
 a timeout, and a stream does so only before its first byte; a 400 is the caller's and passes
 through. The replay record names every attempt; the route's list reads back as written and is
-validated (names of the tenant, no duplicates, at most eight, one protocol).
+validated (names of the tenant, no duplicates, at most eight, one provider's protocols: OpenAI's
+Chat Completions and Responses deployments mix, a call failing over from either to the other).
 
 Each test makes deployments of its own (cool-downs are kept per deployment in the server's
-process) on two loopback upstreams of its own."""
+process) on two loopback upstreams of its own (the ``fallbacks`` fixture, tests/gateway/conftest.py)."""
 
 from __future__ import annotations
 
 import json
-import socket
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from typing import Any
 
 import httpx
+import openai
 import pytest
 
 from contextplatform.gateway.fallback import retry_after_s
-from tests.gateway.conftest import OPENAI_KEY, Gateway, unique
-from tests.loopback import LOOPBACK
-from tests.upstream import LoopbackUpstream, running_upstream
+from tests.gateway.conftest import (
+    DEPLOYMENT_HEADER,
+    RULE,
+    Fallbacks,
+    Gateway,
+    outcomes,
+    refused_base_url,
+    unique,
+)
 
-DEPLOYMENT_HEADER = "x-context-deployment"
 SHORT_TIMEOUT_MS = 500
-
-
-@dataclass
-class Fallbacks:
-    gateway: Gateway
-    first: LoopbackUpstream
-    second: LoopbackUpstream
-    made_deployments: list[str]
-    made_routes: list[str]
-
-    def deployment(
-        self,
-        base_url: str,
-        timeout_ms: int = 10_000,
-        protocol: str = "openai",
-        model: str | None = None,
-    ) -> str:
-        name = unique("fb")
-        body = {
-            "name": name,
-            "protocol": protocol,
-            "base_url": base_url,
-            "model": model or f"model-{name}",
-            "api_key": OPENAI_KEY,
-            "timeout_ms": timeout_ms,
-        }
-        with self.gateway.api() as api:
-            response = api.post("/api/v1/deployments", json=body)
-        assert response.status_code == 201, response.text
-        self.made_deployments.append(name)
-        return name
-
-    def route(self, upstream: Any, context: dict[str, Any] | None = None) -> str:
-        name = unique("gw-fb")
-        body = {"name": name, "model": {"upstream": upstream}, "context": context or {}}
-        with self.gateway.api() as api:
-            response = api.post("/api/v1/routes", json=body)
-        assert response.status_code == 201, response.text
-        self.made_routes.append(name)
-        return name
-
-    def pair(self, first_timeout_ms: int = 10_000) -> tuple[str, str, str]:
-        """A route over a deployment on ``first`` then one on ``second``: (route, first, second)."""
-        one = self.deployment(self.first.openai_base_url, first_timeout_ms)
-        two = self.deployment(self.second.openai_base_url)
-        return self.route([one, two]), one, two
-
-    def chat(self, route: str, **extra: Any) -> httpx.Response:
-        body = {"model": route, "messages": [{"role": "user", "content": "hello"}], **extra}
-        with self.gateway.api() as api:
-            return api.post("/v1/chat/completions", json=body)
-
-    def attempts(self, response: httpx.Response) -> list[dict[str, Any]]:
-        tokens = self.gateway.replay(response.headers["x-context-resolve-id"])["tokens"]
-        return list(tokens["attempts"])
-
-
-@pytest.fixture
-def fallbacks(gateway: Gateway) -> Iterator[Fallbacks]:
-    with running_upstream() as first, running_upstream() as second:
-        made = Fallbacks(gateway, first, second, [], [])
-        try:
-            yield made
-        finally:
-            with gateway.api() as api:
-                for route in made.made_routes:
-                    api.delete(f"/api/v1/routes/{route}")
-                for name in made.made_deployments:
-                    api.delete(f"/api/v1/deployments/{name}")
-
-
-def outcomes(attempts: list[dict[str, Any]]) -> list[tuple[str, str, int | None]]:
-    return [(a["deployment"], a["outcome"], a.get("status")) for a in attempts]
-
-
-def refused_base_url() -> str:
-    """A loopback port nothing listens on: connections to it are refused."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((LOOPBACK, 0))
-        port = probe.getsockname()[1]
-    return f"http://{LOOPBACK}:{port}/v1"
 
 
 def test_a_503_moves_the_call_to_the_next_deployment(fallbacks: Fallbacks) -> None:
@@ -319,6 +241,129 @@ def test_a_session_budget_reserves_for_the_costliest_deployment(fallbacks: Fallb
     assert listed - reserved(also_cheap) == 530 - 159
 
 
+# ---------------------------------------------------------------- OpenAI's two protocols mixed
+
+
+def openai_client(gateway: Gateway) -> openai.OpenAI:
+    return openai.OpenAI(base_url=gateway.openai_base_url, api_key=gateway.key, max_retries=0)
+
+
+def test_a_responses_deployment_answering_503_fails_over_to_a_chat_one(
+    fallbacks: Fallbacks,
+) -> None:
+    responses = fallbacks.deployment(fallbacks.first.openai_base_url, protocol="openai_responses")
+    chat = fallbacks.deployment(fallbacks.second.openai_base_url)
+    route = fallbacks.route([responses, chat])
+    fallbacks.first.fail(503)
+    with openai_client(fallbacks.gateway) as api:
+        raw = api.chat.completions.with_raw_response.create(
+            model=route, messages=[{"role": "user", "content": "hello mixed"}]
+        )
+        answer = raw.parse()
+        assert raw.headers[DEPLOYMENT_HEADER] == chat
+        assert fallbacks.first.last.path == "/v1/responses"  # asked as it speaks, then left
+        assert fallbacks.second.last.path == "/v1/chat/completions"
+        assert "question: hello mixed" in (answer.choices[0].message.content or "")
+        assert outcomes(fallbacks.attempts(raw)) == [
+            (responses, "status", 503),
+            (chat, "answered", None),
+        ]
+        # The Responses endpoint's call moves on the same way (translated to chat for the second).
+        fallbacks.first.fail(503)
+        asked = fallbacks.first.hits
+        response = api.responses.with_raw_response.create(model=route, input="responses too")
+    assert response.headers[DEPLOYMENT_HEADER] == chat
+    assert "question: responses too" in response.parse().output_text
+    # The first is cooling down after its 503: this call went straight to the second.
+    assert fallbacks.first.hits == asked
+
+
+def test_a_chat_deployment_answering_503_fails_over_to_a_responses_one(
+    fallbacks: Fallbacks,
+) -> None:
+    chat = fallbacks.deployment(fallbacks.first.openai_base_url)
+    responses = fallbacks.deployment(
+        fallbacks.second.openai_base_url, protocol="openai_responses", model="resp-model"
+    )
+    route = fallbacks.route(
+        [chat, responses], {"sources": [{"type": "skill_guardrails", "name": "r", "texts": [RULE]}]}
+    )
+    fallbacks.first.fail(503)
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    with openai_client(fallbacks.gateway) as api:
+        raw = api.chat.completions.with_raw_response.create(
+            model=route,
+            messages=[
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "hello chat"},
+            ],
+            max_tokens=300,
+            reasoning_effort="low",
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "place", "schema": schema, "strict": True},
+            },
+        )
+        answer = raw.parse()
+        assert raw.headers[DEPLOYMENT_HEADER] == responses
+        sent = fallbacks.second.last
+        assert sent.path == "/v1/responses"
+        assert sent.body["model"] == "resp-model" and sent.body["store"] is False
+        assert sent.body["max_output_tokens"] <= 300
+        assert sent.body["instructions"].startswith("Be brief.")
+        assert RULE in json.dumps(sent.body)  # the route's context went along
+        # The chat client's own fields, as Responses spells them.
+        assert sent.body["reasoning"] == {"effort": "low"}
+        assert sent.body["text"] == {
+            "format": {"type": "json_schema", "name": "place", "schema": schema, "strict": True}
+        }
+        assert not {"messages", "max_tokens", "response_format"} & set(sent.body)
+        # A chat completion as the client expects it, usage included.
+        assert answer.object == "chat.completion"
+        assert "question: hello chat" in (answer.choices[0].message.content or "")
+        assert answer.usage is not None and answer.usage.completion_tokens > 0
+        assert outcomes(fallbacks.attempts(raw)) == [
+            (chat, "status", 503),
+            (responses, "answered", None),
+        ]
+        stream = api.chat.completions.create(
+            model=route, messages=[{"role": "user", "content": "and streamed"}], stream=True
+        )
+        chunks = list(stream)
+    assert fallbacks.second.last.body["stream"] is True
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert "question: and streamed" in text
+    assert all(c.usage is None for c in chunks)  # the client asked for no usage chunk
+
+
+def test_a_chat_call_asking_what_responses_cannot_do_skips_responses_deployments(
+    fallbacks: Fallbacks,
+) -> None:
+    responses = fallbacks.deployment(fallbacks.first.openai_base_url, protocol="openai_responses")
+    chat = fallbacks.deployment(fallbacks.second.openai_base_url)
+    mixed = fallbacks.route([responses, chat])
+    only_responses = fallbacks.route(responses)
+    with openai_client(fallbacks.gateway) as api:
+        raw = api.chat.completions.with_raw_response.create(
+            model=mixed, messages=[{"role": "user", "content": "q"}], stop=["\n\n"]
+        )
+        assert raw.headers[DEPLOYMENT_HEADER] == chat
+        assert fallbacks.first.hits == 0  # Responses has no stop: never asked
+        assert fallbacks.second.last.body["stop"] == ["\n\n"]
+        with pytest.raises(openai.BadRequestError) as refused:
+            api.chat.completions.create(
+                model=only_responses, messages=[{"role": "user", "content": "q"}], seed=7
+            )
+        # Without the field the same route serves the call.
+        served = api.chat.completions.with_raw_response.create(
+            model=only_responses, messages=[{"role": "user", "content": "q"}]
+        )
+    assert refused.value.code == "protocol_mismatch"
+    assert refused.value.param == "seed"
+    assert "has no seed" in refused.value.message and "/v1/responses" in refused.value.message
+    assert served.headers[DEPLOYMENT_HEADER] == responses
+
+
 # ---------------------------------------------------------------- the route's list
 
 
@@ -344,7 +389,9 @@ def test_the_list_reads_back_as_written_and_posts_back(fallbacks: Fallbacks) -> 
         (["{one}", "{one}"], "model.upstream", "twice"),
         (["{one}"] * 9, "model.upstream", "at most 8"),
         ([], "model.upstream", "at least one"),
-        (["{one}", "{anthropic}"], "model.upstream[1]", "one protocol"),
+        (["{one}", "{anthropic}"], "model.upstream[1]", "one provider's protocol"),
+        (["{responses}", "{anthropic}"], "model.upstream[1]", "one provider's protocol"),
+        (["{anthropic}", "{responses}"], "model.upstream[1]", "one provider's protocol"),
     ],
 )
 def test_a_bad_list_is_refused(
@@ -352,7 +399,8 @@ def test_a_bad_list_is_refused(
 ) -> None:
     one = fallbacks.deployment(fallbacks.first.openai_base_url)
     anthropic = fallbacks.deployment(fallbacks.first.anthropic_base_url, protocol="anthropic")
-    names = [name.format(one=one, anthropic=anthropic) for name in upstream]
+    responses = fallbacks.deployment(fallbacks.first.openai_base_url, protocol="openai_responses")
+    names = [name.format(one=one, anthropic=anthropic, responses=responses) for name in upstream]
     with fallbacks.gateway.api() as api:
         response = api.post(
             "/api/v1/routes", json={"name": unique("gw-fb-bad"), "model": {"upstream": names}}

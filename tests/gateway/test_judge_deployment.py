@@ -153,6 +153,7 @@ def test_the_routes_deployment_judges_then_answers(
     assert record["cost_breakdown"] == {
         "model": pytest.approx(model_cost),
         "judge": pytest.approx(judge_cost),
+        "compression": None,
     }
     assert record["cost_usd"] == pytest.approx(model_cost + judge_cost)
 
@@ -192,3 +193,95 @@ def test_a_deployment_that_may_not_judge_is_only_forwarded_to(
     assert [judge_prompt(s.body) for s in judging.requests[before:]] == [None]  # the forward
     notes = memory_notes(gateway, resolve_id)
     assert notes["judge"] == "local" and "judge_usage" not in notes
+
+
+# ---------------------------------------------------------------- the compress stage's judge
+
+JUDGE_PRICE = {"input_per_mtok": 3.0, "output_per_mtok": 15.0}
+
+
+def tool_turn(call_id: str, lines: str) -> list[dict[str, Any]]:
+    """An assistant's call of a tool and its (long) output."""
+    call = {"id": call_id, "type": "function", "function": {"name": "read", "arguments": "{}"}}
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": lines},
+    ]
+
+
+def test_the_compress_stages_judge_is_priced_into_the_records_cost(
+    gateway: Gateway, judging: LoopbackUpstream
+) -> None:
+    """A compress block whose judge names a deployment: its call's tokens at that deployment's
+    price are a part of the record's cost of their own, beside the model's."""
+    name = unique("compress-judged")
+    judge = f"{name}-judge"
+    deployments = [
+        {"name": name, "price": PRICE},
+        {"name": judge, "price": JUDGE_PRICE},
+    ]
+    compress = {
+        "mode": "always",
+        "targets": {"tool_outputs": {"mode": "extractive", "min_tokens": 100, "target_tokens": 50}},
+        "match": {"judge": {"deployment": judge}},
+    }
+    headphones = "\n".join(f"headphones order {i} shipped to the customer" for i in range(60))
+    seats = "\n".join(f"seat {i} on the flight is by the window" for i in range(60))
+    messages = [
+        {"role": "user", "content": QUESTION},
+        *tool_turn("call_a", headphones),
+        *tool_turn("call_b", seats),
+        {"role": "user", "content": QUESTION},
+    ]
+    before = judging.hits
+    with gateway.api() as api:
+        for deployment in deployments:
+            body = {
+                "protocol": "openai",
+                "base_url": gateway.upstream.openai_base_url,
+                "model": "upstream-judge",
+                "api_key": OPENAI_KEY,
+                **deployment,
+            }
+            created = api.post("/api/v1/deployments", json=body)
+            assert created.status_code == 201, created.text
+        route = {"name": name, "model": {"upstream": name}, "context": {"compress": compress}}
+        assert api.post("/api/v1/routes", json=route).status_code == 201
+        try:
+            client = openai.OpenAI(
+                base_url=gateway.openai_base_url, api_key=gateway.key, max_retries=0
+            )
+            raw = client.chat.completions.with_raw_response.create(
+                model=name,
+                messages=messages,  # type: ignore[arg-type]
+            )
+            record = gateway.replay(raw.headers["x-context-resolve-id"])
+        finally:
+            api.delete(f"/api/v1/routes/{name}")
+            for deployment in deployments:
+                api.delete(f"/api/v1/deployments/{deployment['name']}")
+    [judged] = [s for s in judging.requests[before:] if judge_prompt(s.body) is not None]
+    compression = record["compression"]
+    assert compression["applied"] is True and compression["judge"] == f"deployment:{judge}"
+    judge_in, judge_out = prompt_tokens(judged.body), compression["judge_usage"]["output_tokens"]
+    judge_cost = (
+        judge_in * JUDGE_PRICE["input_per_mtok"] + judge_out * JUDGE_PRICE["output_per_mtok"]
+    ) / 1e6
+    assert judge_out > 0
+    assert compression["judge_usage"] == {
+        "calls": 1,
+        "input_tokens": judge_in,
+        "output_tokens": judge_out,
+        "cost_usd": pytest.approx(judge_cost),
+    }
+    usage = record["usage"]
+    model_cost = (
+        usage["input_tokens"] * PRICE["input_per_mtok"]
+        + usage["output_tokens"] * PRICE["output_per_mtok"]
+    ) / 1e6
+    assert record["cost_breakdown"] == {
+        "model": pytest.approx(model_cost),
+        "judge": None,  # no source asked the relevance judge
+        "compression": pytest.approx(judge_cost),
+    }
+    assert record["cost_usd"] == pytest.approx(model_cost + judge_cost)

@@ -7,7 +7,6 @@ refused by the gateway at once."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator
 from decimal import Decimal
@@ -18,7 +17,17 @@ import openai
 import pytest
 
 from contextplatform.deployments.pricing import Price, cost_usd
-from tests.gateway.conftest import Gateway, unique
+from tests.gateway.conftest import (
+    CONCURRENT,
+    FITS,
+    MAX_OUTPUT,
+    Gateway,
+    budget_messages,
+    burst,
+    reserved_per_call,
+    split,
+    unique,
+)
 from tests.gateway.test_judge_deployment import (  # the judged route's set-up, shared
     QUESTION,
     answering,
@@ -28,9 +37,6 @@ from tests.gateway.test_judge_deployment import (  # the judged route's set-up, 
 )
 from tests.upstream import LoopbackUpstream
 
-CONCURRENT = 20
-MAX_OUTPUT = 200
-FITS = 5
 SETTLE_WAIT_S = 5.0
 PRICE = {"input_per_mtok": 1000.0, "output_per_mtok": 3000.0}  # dear, so that cents count
 
@@ -81,10 +87,6 @@ def made(gateway: Gateway) -> Iterator[Any]:
             api.delete(path)
 
 
-def messages() -> list[Any]:
-    return [{"role": "user", "content": "How much is left of my budget?"}]
-
-
 def key_spend(key_id: str, django_db_blocker: Any) -> tuple[int, int, Decimal, Decimal]:
     from tenants.models import KeySpend
 
@@ -95,46 +97,6 @@ def key_spend(key_id: str, django_db_blocker: Any) -> tuple[int, int, Decimal, D
         found = list(row)
     assert len(found) == 1, found
     return found[0]
-
-
-def burst(gateway: Gateway, key: str, route: str, calls: int = CONCURRENT) -> list[Any]:
-    async def one(client: openai.AsyncOpenAI) -> Any:
-        try:
-            return await client.chat.completions.create(
-                model=route, messages=messages(), max_tokens=MAX_OUTPUT
-            )
-        except openai.RateLimitError as refused:
-            return refused
-
-    async def all_at_once() -> list[Any]:
-        client = openai.AsyncOpenAI(base_url=gateway.openai_base_url, api_key=key, max_retries=0)
-        async with client:
-            return await asyncio.gather(*(one(client) for _ in range(calls)))
-
-    return asyncio.run(all_at_once())
-
-
-def split(outcomes: list[Any], code: str) -> tuple[list[Any], list[openai.RateLimitError]]:
-    refused = [o for o in outcomes if isinstance(o, openai.RateLimitError)]
-    for error in refused:
-        assert error.status_code == 429
-        assert error.body["code"] == code, error.body
-    return [o for o in outcomes if not isinstance(o, openai.RateLimitError)], refused
-
-
-def reserved_per_call(gateway: Gateway, route: str) -> int:
-    """What one call of ``route`` reserves (input as the provider counts it plus the whole
-    max_tokens), read from a session-budgeted call's replay record: a key's budget asks the same."""
-    client = openai.OpenAI(base_url=gateway.openai_base_url, api_key=gateway.key, max_retries=0)
-    raw = client.chat.completions.with_raw_response.create(
-        model=route,
-        messages=messages(),
-        max_tokens=MAX_OUTPUT,
-        extra_headers={"x-session-id": unique("measure")},
-    )
-    held = gateway.replay(raw.headers["x-context-resolve-id"])["tokens"]["session_budget"]
-    assert held["output_allowance"] == MAX_OUTPUT
-    return int(held["reserved"])
 
 
 def test_concurrent_calls_never_spend_past_a_keys_token_budget(
@@ -205,7 +167,7 @@ def test_a_usd_budget_refuses_an_unpriced_deployment(gateway: Gateway, made: Any
     key = made.key(budget={"max_usd": 10.0})
     client = openai.OpenAI(base_url=gateway.openai_base_url, api_key=key["key"], max_retries=0)
     with pytest.raises(openai.BadRequestError) as refused:
-        client.chat.completions.create(model=route, messages=messages(), max_tokens=16)
+        client.chat.completions.create(model=route, messages=budget_messages(), max_tokens=16)
     assert refused.value.body["code"] == "invalid_request"
     assert route in refused.value.body["message"] and "price" in refused.value.body["message"]
     # A token budget on the same deployment is fine.
@@ -213,7 +175,7 @@ def test_a_usd_budget_refuses_an_unpriced_deployment(gateway: Gateway, made: Any
     client = openai.OpenAI(
         base_url=gateway.openai_base_url, api_key=tokens_only["key"], max_retries=0
     )
-    assert client.chat.completions.create(model=route, messages=messages(), max_tokens=16)
+    assert client.chat.completions.create(model=route, messages=budget_messages(), max_tokens=16)
 
 
 def test_a_keys_requests_a_minute(gateway: Gateway, made: Any) -> None:
@@ -221,15 +183,15 @@ def test_a_keys_requests_a_minute(gateway: Gateway, made: Any) -> None:
     key = made.key(rate_limit={"rpm": 2})
     client = openai.OpenAI(base_url=gateway.openai_base_url, api_key=key["key"], max_retries=0)
     for _ in range(2):
-        client.chat.completions.create(model=route, messages=messages(), max_tokens=16)
+        client.chat.completions.create(model=route, messages=budget_messages(), max_tokens=16)
     with pytest.raises(openai.RateLimitError) as refused:
-        client.chat.completions.create(model=route, messages=messages(), max_tokens=16)
+        client.chat.completions.create(model=route, messages=budget_messages(), max_tokens=16)
     assert refused.value.body["code"] == "rate_limited"
     assert 1 <= int(refused.value.response.headers["retry-after"]) <= 60
     # The REST API counts the same key's requests: its envelope, its Retry-After.
     response = httpx.post(
         f"{gateway.server}/api/v1/resolve",
-        json={"route": route, "request": {"messages": messages()}},
+        json={"route": route, "request": {"messages": budget_messages()}},
         headers={"Authorization": f"Bearer {key['key']}"},
     )
     assert response.status_code == 429 and response.json()["error"]["code"] == "rate_limited"
@@ -246,7 +208,9 @@ def test_a_keys_tokens_a_minute(gateway: Gateway, made: Any) -> None:
     for _ in range(5):
         try:
             outcomes.append(
-                client.chat.completions.create(model=route, messages=messages(), max_tokens=16)
+                client.chat.completions.create(
+                    model=route, messages=budget_messages(), max_tokens=16
+                )
             )
         except openai.RateLimitError as refused:
             outcomes.append(refused)
@@ -263,11 +227,11 @@ def test_a_key_revoked_through_the_api_is_refused_by_the_gateway(
     route = made.route(price=None)
     key = made.key()
     client = openai.OpenAI(base_url=gateway.openai_base_url, api_key=key["key"], max_retries=0)
-    assert client.chat.completions.create(model=route, messages=messages(), max_tokens=16)
+    assert client.chat.completions.create(model=route, messages=budget_messages(), max_tokens=16)
     with gateway.api() as api:
         assert api.delete(f"/api/v1/keys/{key['id']}").status_code == 200
     with pytest.raises(openai.AuthenticationError):
-        client.chat.completions.create(model=route, messages=messages(), max_tokens=16)
+        client.chat.completions.create(model=route, messages=budget_messages(), max_tokens=16)
 
 
 def test_the_resolves_judge_calls_count_against_the_keys_budget(
@@ -302,7 +266,7 @@ def test_a_stream_settles_the_keys_budget_with_the_reported_usage(
     client = openai.OpenAI(base_url=gateway.openai_base_url, api_key=key["key"], max_retries=0)
     stream = client.chat.completions.create(
         model=route,
-        messages=messages(),
+        messages=budget_messages(),
         max_tokens=MAX_OUTPUT,
         stream=True,
         stream_options={"include_usage": True},

@@ -1,9 +1,9 @@
-"""``POST /v1/responses`` and ``GET /v1/responses/{id}`` through the live gateway, driven by the
-official ``openai`` client: the Responses body runs the chat call's pipeline (context injected,
+"""``POST /v1/responses``, ``GET`` and ``DELETE /v1/responses/{id}`` through the live gateway,
+driven by the official ``openai`` client: the Responses body runs the chat call's pipeline (context injected,
 the loopback upstream asked in Chat Completions) and comes back as a Responses object or stream;
 a function call round trip; ``previous_response_id`` expanded by the gateway; stored responses
-readable only by their own user in their own tenant, and kept without content where the tenant
-does not capture content."""
+readable and deletable only by their own user in their own tenant, and kept without content where
+the tenant does not capture content."""
 
 from __future__ import annotations
 
@@ -19,8 +19,7 @@ from django_tenants.utils import get_public_schema_name, schema_context
 
 from tenants.models import Tenant
 from tests.conftest import TENANT_KEYS
-from tests.gateway.conftest import RULE, Gateway
-from tests.gateway.test_fallbacks import Fallbacks, fallbacks, refused_base_url  # noqa: F401
+from tests.gateway.conftest import RULE, Fallbacks, Gateway, refused_base_url
 from tests.gateway.test_tool_loops import (  # noqa: F401
     FACT,
     lazy_collection,
@@ -229,6 +228,52 @@ def test_a_stored_response_is_read_only_by_its_user_and_tenant(
             api.responses.retrieve(not_kept.id)
 
 
+def test_a_stored_response_is_deleted_only_by_its_user_in_its_tenant(
+    gateway: Gateway, upstream: LoopbackUpstream, capturing: None
+) -> None:
+    with client(gateway, user="alice") as alice:
+        made = alice.responses.create(model=gateway.openai_route, input="forget me")
+    with client(gateway, user="bob") as bob, pytest.raises(openai.NotFoundError) as other_user:
+        bob.responses.delete(made.id)
+    globex = client(gateway, key=TENANT_KEYS["globex"], user="alice")
+    with globex, pytest.raises(openai.NotFoundError) as other_tenant:
+        globex.responses.delete(made.id)
+    with client(gateway) as nobody, pytest.raises(openai.NotFoundError):
+        nobody.responses.delete(made.id)  # stored with a user: not the user-less callers'
+    assert other_user.value.code == "not_found" and other_tenant.value.code == "not_found"
+    assert other_user.value.body == {  # as GET answers another user's: nothing told
+        "message": f"no response {made.id!r}",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "not_found",
+    }
+    with client(gateway, user="alice") as alice:
+        assert alice.responses.retrieve(made.id).id == made.id  # the refusals deleted nothing
+        raw = alice.responses.with_raw_response.delete(made.id)
+        assert raw.status_code == 200
+        assert raw.parse() is None  # what the openai client makes of a deletion
+        assert json.loads(raw.content) == {"id": made.id, "object": "response", "deleted": True}
+        with pytest.raises(openai.NotFoundError) as gone:
+            alice.responses.retrieve(made.id)
+        with pytest.raises(openai.NotFoundError) as continued:
+            alice.responses.create(
+                model=gateway.openai_route, input="again", previous_response_id=made.id
+            )
+        with pytest.raises(openai.NotFoundError):
+            alice.responses.delete(made.id)  # a deletion happens once
+        with pytest.raises(openai.NotFoundError):
+            alice.responses.delete("resp_unknown")
+    assert gone.value.code == "not_found" and continued.value.code == "not_found"
+    with client(gateway) as api:
+        anonymous = api.responses.create(model=gateway.openai_route, input="open")
+        assert api.responses.delete(anonymous.id) is None
+        with pytest.raises(openai.NotFoundError):
+            api.responses.retrieve(anonymous.id)
+    with httpx.Client(base_url=gateway.server, timeout=30) as raw_client:
+        unauthenticated = raw_client.delete(f"/v1/responses/{made.id}")
+    assert unauthenticated.status_code == 401
+
+
 def test_without_content_capture_the_response_says_it_was_not_stored(
     gateway: Gateway, upstream: LoopbackUpstream, capturing: None, django_db_blocker: Any
 ) -> None:
@@ -251,6 +296,11 @@ def not_stored(gateway: Gateway) -> None:
             )
     assert refused.value.code == "response_not_stored"
     assert f"response {made.id} was not stored" in refused.value.message
+    with client(gateway) as api:
+        assert api.responses.delete(made.id) is None  # the caller's own, content or not
+        with pytest.raises(openai.NotFoundError) as gone:
+            api.responses.retrieve(made.id)
+    assert gone.value.code == "not_found"
 
 
 def test_bad_bodies_are_400_in_openais_shape(gateway: Gateway, upstream: LoopbackUpstream) -> None:
@@ -288,7 +338,7 @@ def test_an_anthropic_route_is_refused_with_a_clear_400(
 
 
 def test_a_responses_deployment_gets_the_body_as_responses_and_fallbacks_work(
-    fallbacks: Fallbacks,  # noqa: F811
+    fallbacks: Fallbacks,
     capturing: None,
 ) -> None:
     gateway = fallbacks.gateway
@@ -326,14 +376,15 @@ def test_a_responses_deployment_gets_the_body_as_responses_and_fallbacks_work(
     said = [i for i in streamed["input"] if i.get("type") == "message" and i.get("role")]
     assert [item["role"] for item in said] == ["user", "assistant", "user"]
     with httpx.Client(base_url=gateway.server, timeout=30) as raw_client:
-        refused = raw_client.post(
+        chat = raw_client.post(
             "/v1/chat/completions",
             json={"model": route, "messages": [{"role": "user", "content": "q"}]},
             headers={"Authorization": f"Bearer {gateway.key}"},
         )
-    assert refused.status_code == 400
-    assert refused.json()["error"]["code"] == "protocol_mismatch"
-    assert "/v1/responses" in refused.json()["error"]["message"]
+    # A chat completions call is served too: sent as Responses, answered as a chat completion.
+    assert chat.status_code == 200, chat.text
+    assert chat.json()["object"] == "chat.completion"
+    assert fallbacks.second.last.path == "/v1/responses"
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -98,7 +98,7 @@ def test_retention_deletes_what_is_older_than_the_tenants_age(acme: TenantFixtur
         assert not StoredResponse.objects.exists()
 
 
-def test_a_responses_deployment_serves_responses_calls_only(
+def test_a_responses_deployment_serves_openai_calls_translated(
     acme_api: ApiClient, acme: TenantFixture
 ) -> None:
     deployment = {
@@ -115,8 +115,14 @@ def test_a_responses_deployment_serves_responses_calls_only(
     with schema_context(acme.schema):
         _, (upstream,) = upstreams_for("r", "openai", responses=True)
         assert (upstream.protocol, upstream.wire) == ("openai", "openai_responses")
-        error = refusal(lambda: upstreams_for("r", "openai"))
-    assert (error.status, error.code) == (400, "protocol_mismatch")
-    assert "send it to /v1/responses" in error.message
+        _, (chat,) = upstreams_for("r", "openai", body={"messages": []})
+        assert (chat.protocol, chat.wire) == ("openai", "openai_responses")
+        asking = {"messages": [], "logprobs": True}
+        error = refusal(lambda: upstreams_for("r", "openai", body=asking))
+        mismatch = refusal(lambda: upstreams_for("r", "anthropic"))
+    assert (error.status, error.code, error.param) == (400, "protocol_mismatch", "logprobs")
+    assert "send the call to /v1/responses" in error.message
+    assert (mismatch.status, mismatch.code) == (400, "protocol_mismatch")
+    assert "send it to /v1/responses" in mismatch.message
     wrong = acme_api.post("/api/v1/deployments", {**deployment, "protocol": "responses"})
     assert wrong.status_code == 400

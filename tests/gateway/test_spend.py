@@ -94,7 +94,11 @@ def test_a_call_records_its_usage_cost_deployment_key_and_time(
     }
     expected = priced_cost(usage.prompt_tokens, usage.completion_tokens)
     assert expected and record["cost_usd"] == pytest.approx(expected)
-    assert record["cost_breakdown"] == {"model": pytest.approx(expected), "judge": None}
+    assert record["cost_breakdown"] == {
+        "model": pytest.approx(expected),
+        "judge": None,
+        "compression": None,
+    }
     assert record["deployment"] == deployment
     assert isinstance(record["key_id"], int)
     # The whole call, the deployment's answer included, is longer than the resolve alone.

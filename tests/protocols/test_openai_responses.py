@@ -22,8 +22,10 @@ from contextplatform.protocols.openai_responses import (
     replayable,
     response_object,
     responses_request,
+    untranslatable,
 )
 from contextplatform.protocols.sse import SSEReader
+from contextplatform.protocols.usage import ProviderUsage, usage_from_response
 from tests.upstream import openai_completion, openai_events
 
 WEATHER = {
@@ -242,6 +244,83 @@ def test_a_responses_deployment_receives_the_chat_body_as_responses() -> None:
     assert body["store"] is False and "previous_response_id" not in body
     assert body["max_output_tokens"] == 99 and body["model"] == "gpt-upstream"
     assert chat_request(body)["messages"][1:] == chat["messages"][1:]
+
+
+def test_a_chat_calls_own_fields_go_to_a_responses_deployment_as_responses_spells_them() -> None:
+    schema = {"type": "object"}
+    chat = {
+        "model": "gpt-upstream",
+        "messages": [{"role": "user", "content": "q"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}},
+        "verbosity": "low",
+        "reasoning_effort": "high",
+        "user": "u1",
+        "metadata": {"k": "v"},
+        "max_completion_tokens": 50,
+        "temperature": 0.2,
+        "stream_options": {"include_usage": True},
+        "n": 1,
+        "logprobs": False,
+        "presence_penalty": 0,
+    }
+    assert untranslatable(chat) is None  # what asks nothing is as absent
+    function = {"type": "function", "function": {"name": "f", "parameters": {}}}
+    assert untranslatable({**chat, "tools": [function]}) is None
+    body = responses_request(chat, None)
+    assert body["text"] == {
+        "format": {"type": "json_schema", "name": "x", "schema": schema},
+        "verbosity": "low",
+    }
+    assert body["reasoning"] == {"effort": "high"}
+    assert (body["user"], body["metadata"]) == ("u1", {"k": "v"})
+    assert (body["max_output_tokens"], body["temperature"]) == (50, 0.2)
+    assert not {"messages", "response_format", "reasoning_effort", "stream_options", "n"} & set(
+        body
+    )
+    assert responses_request({**chat, "response_format": {"type": "json_object"}}, None)["text"][
+        "format"
+    ] == {"type": "json_object"}
+    # A Responses call's own fields win: nothing of the chat spelling is added.
+    assert "text" not in responses_request(chat, {"input": "q"})
+
+
+@pytest.mark.parametrize(
+    ("asked", "field"),
+    [
+        ({"stop": ["END"]}, "stop"),
+        ({"seed": 7}, "seed"),
+        ({"logprobs": True}, "logprobs"),
+        ({"frequency_penalty": 0.5}, "frequency_penalty"),
+        ({"logit_bias": {"42": -100}}, "logit_bias"),
+        ({"n": 2}, "n"),
+        ({"modalities": ["text", "audio"]}, "modalities"),
+        ({"audio": {"voice": "alloy", "format": "mp3"}}, "audio"),
+        ({"tools": [{"type": "custom", "custom": {"name": "sql"}}]}, "tools"),
+    ],
+)
+def test_what_responses_cannot_do_is_named(asked: dict[str, Any], field: str) -> None:
+    assert untranslatable({"messages": [], **asked}) == field
+
+
+def test_a_responses_answers_cached_input_reads_as_chats() -> None:
+    """A Responses deployment's cached input reaches the pipeline, which prices it apart."""
+    response = {
+        "id": "resp_1",
+        "status": "completed",
+        "output": [],
+        "usage": {
+            "input_tokens": 1000,
+            "input_tokens_details": {"cached_tokens": 800},
+            "output_tokens": 50,
+            "output_tokens_details": {"reasoning_tokens": 20},
+        },
+    }
+    usage = chat_answer(response)["usage"]
+    assert usage["prompt_tokens_details"] == {"cached_tokens": 800}
+    assert usage["completion_tokens_details"] == {"reasoning_tokens": 20}
+    assert usage_from_response({"usage": usage}) == ProviderUsage(
+        input=1000, output=50, cached_input=800
+    )
 
 
 def test_a_responses_answer_and_stream_read_as_chat() -> None:

@@ -453,7 +453,11 @@ PROBES: dict[str, dict[str, Probe]] = {
     "v1/responses/<str:response_id>": {
         "GET": Probe(
             ABSENT, lambda o: {"response_id": o.response}, query=lambda o: {"user": o.user}
-        )
+        ),
+        # Deleting the other's stored response: 404, and nothing of theirs changes.
+        "DELETE": Probe(
+            ABSENT, lambda o: {"response_id": o.response}, query=lambda o: {"user": o.user}
+        ),
     },
     "v1/models/<str:model>": {"GET": Probe(ABSENT, lambda o: {"model": o.route})},
 }
@@ -589,6 +593,7 @@ USER_SCOPED: list[tuple[str, str, str]] = [
     ("api/v1/storage/context-recovery/invalidate", "POST", OWN),
     ("v1/responses", "POST?", ABSENT),
     ("v1/responses/<str:response_id>", "GET", ABSENT),
+    ("v1/responses/<str:response_id>", "DELETE", ABSENT),
 ]
 
 

@@ -1,5 +1,5 @@
 """Spend from the replay records: the record's usage columns and cost (the model's calls at the
-answering deployment's price, plus its judge's), and ``GET /api/v1/spend`` summing them per
+answering deployment's price, plus its judges': the sources' and the compress stage's), and ``GET /api/v1/spend`` summing them per
 route, key, deployment, user or day over a period, within the caller's tenant only."""
 
 from __future__ import annotations
@@ -58,7 +58,11 @@ def test_usage_is_priced_at_the_answering_deployment_and_the_judge_is_added() ->
     )
     assert row.deployment == "gpt"
     assert row.cost_usd == pytest.approx(model + 0.0002)
-    assert row.tokens["cost"] == {"model": pytest.approx(model), "judge": pytest.approx(0.0002)}
+    assert row.tokens["cost"] == {
+        "model": pytest.approx(model),
+        "judge": pytest.approx(0.0002),
+        "compression": None,
+    }
 
 
 def test_an_unpriced_deployment_leaves_the_cost_unknown_and_says_which_part() -> None:
@@ -70,7 +74,31 @@ def test_an_unpriced_deployment_leaves_the_cost_unknown_and_says_which_part() ->
     priced_judge = record(sources=[judged_source(0.001)])
     apply_usage(priced_judge, ProviderUsage(input=10, output=2), price=None)
     assert priced_judge.cost_usd == pytest.approx(0.001)
-    assert priced_judge.tokens["cost"] == {"model": None, "judge": 0.001}
+    assert priced_judge.tokens["cost"] == {"model": None, "judge": 0.001, "compression": None}
+
+
+def compress_report(cost: float | None) -> dict[str, Any]:
+    usage = {"calls": 1, "input_tokens": 900, "output_tokens": 12, "cost_usd": cost}
+    return {"applied": True, "judge": "deployment:fast", "judge_usage": usage}
+
+
+def test_the_compress_stages_judge_is_added_as_a_part_of_its_own() -> None:
+    row = record(sources=[judged_source(0.0002)], compression=compress_report(0.003))
+    set_cost(row, model=None)  # at resolve: both judges' calls
+    assert row.cost_usd == pytest.approx(0.0032)
+    apply_usage(row, ProviderUsage(input=1_000_000, output=0), price=PRICE, deployment="gpt")
+    assert row.cost_usd == pytest.approx(1.0032)
+    assert row.tokens["cost"] == {
+        "model": pytest.approx(1.0),
+        "judge": pytest.approx(0.0002),
+        "compression": pytest.approx(0.003),
+    }
+    unpriced = record(compression=compress_report(None))
+    apply_usage(unpriced, ProviderUsage(input=10, output=2), price=None)
+    assert unpriced.cost_usd is None and "cost" not in unpriced.tokens
+    local = record(compression={"applied": True, "judge": "local"})
+    apply_usage(local, ProviderUsage(input=1_000_000, output=0), price=PRICE)
+    assert local.tokens["cost"]["compression"] is None
 
 
 def test_judge_cost_sums_the_priced_judges_of_every_source() -> None:

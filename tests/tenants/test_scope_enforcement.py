@@ -127,7 +127,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     "v1/models": {"GET": "resolve"},
     "v1/models/<str:model>": {"GET": "resolve"},
     "v1/responses": {"POST": "resolve"},
-    "v1/responses/<str:response_id>": {"GET": "resolve"},
+    "v1/responses/<str:response_id>": {"GET": "resolve", "DELETE": "resolve"},
     "v1/messages/count_tokens": {"POST": "resolve"},
     "": {"GET": PUBLIC},  # the home page: the product and links to its pages
     "api/schema/": {"GET": PUBLIC},

@@ -432,6 +432,7 @@ def spend_table(record: ReplayLike) -> Table | None:
             "cost USD": record.cost_usd,
             "model cost USD": cost.get("model"),
             "judge cost USD": cost.get("judge"),
+            "compression judge cost USD": cost.get("compression"),
         },
     )
 

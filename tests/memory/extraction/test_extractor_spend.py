@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -36,7 +37,9 @@ def upstream() -> Iterator[LoopbackUpstream]:
         yield running
 
 
-def priced_extractor(api: ApiClient, upstream: LoopbackUpstream) -> None:
+def priced_extractor(
+    api: ApiClient, upstream: LoopbackUpstream, price: dict[str, float] = PRICE
+) -> None:
     body = {
         "name": "priced-extractor",
         "protocol": "openai",
@@ -45,7 +48,7 @@ def priced_extractor(api: ApiClient, upstream: LoopbackUpstream) -> None:
         "api_key": "sk-extract-" + "5" * 20,
         "timeout_ms": 5000,
         "may_judge": False,
-        "price": PRICE,
+        "price": price,
     }
     response = api.post("/api/v1/deployments", body)
     assert response.status_code == 201, response.content
@@ -80,6 +83,25 @@ def test_the_extractors_call_is_charged_to_the_keys_budget(
     cost = Decimal(str(round((prompt * 3.0 + COMPLETION_TOKENS * 15.0) / 1_000_000, 9)))
     assert spend_of(key_id) == [(prompt + COMPLETION_TOKENS, cost)]
     assert cost > 0
+
+
+def test_cached_input_is_charged_at_its_own_price(
+    acme_api: ApiClient, acme: TenantFixture, upstream: LoopbackUpstream
+) -> None:
+    """The extractor's answer reports part of its prompt read from the provider's cache: those
+    tokens count, at the deployment's cached input price, as a gateway call's would."""
+    cached = 100
+    upstream.behaviour = replace(upstream.behaviour, cached_input=cached)
+    key_id, keyed = new_key(acme_api, budget={"max_tokens": 10**6, "period": "total"})
+    with outbound_allowlist(acme.schema, [LOOPBACK]):
+        priced_extractor(acme_api, upstream, {**PRICE, "cached_input_per_mtok": 0.3})
+        turn_through(keyed)
+
+    [seen] = upstream.requests
+    prompt = prompt_tokens(seen.body)
+    assert prompt > cached
+    usd = ((prompt - cached) * 3.0 + cached * 0.3 + COMPLETION_TOKENS * 15.0) / 1_000_000
+    assert spend_of(key_id) == [(prompt + COMPLETION_TOKENS, Decimal(str(round(usd, 9))))]
 
 
 def test_a_key_without_a_budget_has_no_spend_written(
