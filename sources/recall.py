@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 import numpy as np
 from django.db import connection, transaction
+from django.db.models import TextField
+from django.db.models.functions import Cast
 from pgvector.django import CosineDistance
 
 from sources.fusion import reciprocal_rank, weighted
@@ -46,8 +48,18 @@ def hit_from_row(row: dict[str, Any]) -> RecallHit:
         title=row["title"],
         text=row["text"],
         metadata=row["metadata"],
-        vector=row.get("embedding"),
     )
+
+
+def row_vector(row: dict[str, Any]) -> np.ndarray | None:
+    """A row's embedding: read already (``embedding``), else its text (``embedding_text``),
+    parsed here so that only the hits a recall returns pay for it."""
+    if row.get("embedding") is not None:
+        return np.asarray(row["embedding"], dtype=np.float32)
+    text = row.get("embedding_text")
+    if not text:
+        return None
+    return np.array(text.strip("[]").split(","), dtype=np.float32)
 
 
 def nearest_chunks(
@@ -60,9 +72,13 @@ def nearest_chunks(
 ) -> list[tuple[dict[str, Any], float]]:
     """Top ``k`` by cosine through the HNSW index. Iterative scans (pgvector 0.8) keep going past
     rows the collection or metadata filter rejects, so a filtered top-k still returns k rows.
-    ``with_vectors``: each row also holds its ``embedding`` (for the judge's feedback)."""
-    fields = (*CHUNK_FIELDS, "embedding") if with_vectors else CHUNK_FIELDS
+    ``with_vectors``: each row also holds its embedding as text, ``embedding_text`` (for the
+    judge's feedback; ``row_vector`` reads it)."""
     queryset = Chunk.objects.filter(collection_id__in=collection_ids)
+    fields: tuple[str, ...] = CHUNK_FIELDS
+    if with_vectors:
+        queryset = queryset.annotate(embedding_text=Cast("embedding", output_field=TextField()))
+        fields = (*CHUNK_FIELDS, "embedding_text")
     if wanted:
         queryset = queryset.filter(metadata__contains=wanted)
     with transaction.atomic(), connection.cursor() as cursor:
@@ -126,6 +142,7 @@ def recall(
                 continue
             hit = hit_from_row(row)
             hit.cosine = hit.score = cosine
+            hit.vector = row_vector(row)
             hits.append(hit)
         if lexical_features and hits:
             lexical = lexical_index(schema, collections)
@@ -199,6 +216,8 @@ def hybrid_recall(
         hit.cosine, hit.bm25, hit.score = c, b, f
         hits.append(hit)
     hits.sort(key=lambda hit: -hit.score)
+    for hit in hits[:top_k]:
+        hit.vector = row_vector(rows[hit.chunk_id or 0])
     return hits[:top_k]
 
 
