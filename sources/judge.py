@@ -32,6 +32,7 @@ from contextplatform.core.llm import LLMDeployment, LLMError
 from contextplatform.deployments import llm as named
 from contextplatform.deployments.pricing import Price
 from sources.judge_calibration import PRIOR, JudgeCalibration, signal
+from sources.judge_feedback import DEPTH, feedback_cosines
 from sources.judge_lexical import bm25_signal_texts, min_max
 
 
@@ -47,6 +48,9 @@ class JudgeCandidate:
     bm25: float | None = None  # raw BM25 score against the query, if known
     # What the local judge's scores mean for the candidate's collection; None: the prior.
     calibration: JudgeCalibration | None = None
+    # The candidate's unit embedding (the stored chunk's), if known: the local judge's order
+    # takes its best candidates as relevance feedback when every candidate has one.
+    vector: Sequence[float] | None = None
 
 
 class Judge(ABC):
@@ -74,6 +78,9 @@ class LocalFeatures:
     bm25_normalised: float
     signal: float | None  # 0.8 · cosine + 0.2 · bm25; None without a cosine
     score: float
+    # What the judge's order reads: the signal with the cosine to the query moved toward the
+    # best candidates (``sources/judge_feedback.py``); None without feedback (the score orders).
+    order_signal: float | None = None
 
 
 def bm25_signal(query: str, candidates: Sequence[JudgeCandidate]) -> list[float]:
@@ -103,6 +110,10 @@ class LocalJudge(Judge):
 
     Missing features: BM25 is computed here from the texts when any candidate lacks it; a
     candidate without a cosine is scored by the lexical model alone.
+
+    Its order (``order_signal``) may differ from its scores: when every candidate has a cosine
+    and a vector, the cosine is read against the query moved toward the ``feedback`` candidates
+    the signal ranks first. The scores, and so ``min_score``, stay on the calibrated signal.
     """
 
     name = "local"
@@ -113,23 +124,48 @@ class LocalJudge(Judge):
     def score_sync(self, query: str, candidates: Sequence[JudgeCandidate]) -> list[float]:
         return [features.score for features in self.explain(query, candidates)]
 
-    def explain(self, query: str, candidates: Sequence[JudgeCandidate]) -> list[LocalFeatures]:
+    def explain(
+        self, query: str, candidates: Sequence[JudgeCandidate], feedback: int = DEPTH
+    ) -> list[LocalFeatures]:
         if not candidates:
             return []
         lexical = bm25_signal(query, candidates)
+        cosines = [_finite(candidate.cosine) for candidate in candidates]
+        signals = [
+            None if cosine is None else signal(cosine, bm25)
+            for cosine, bm25 in zip(cosines, lexical, strict=True)
+        ]
+        moved = _feedback(candidates, cosines, signals, feedback)
         explained = []
-        for candidate, bm25 in zip(candidates, lexical, strict=True):
-            cosine = _finite(candidate.cosine)
+        for index, (candidate, bm25) in enumerate(zip(candidates, lexical, strict=True)):
             calibration = candidate.calibration or PRIOR
             explained.append(
                 LocalFeatures(
-                    cosine=cosine,
+                    cosine=cosines[index],
                     bm25_normalised=bm25,
-                    signal=None if cosine is None else signal(cosine, bm25),
-                    score=calibration.probability(cosine, bm25),
+                    signal=signals[index],
+                    score=calibration.probability(cosines[index], bm25),
+                    order_signal=None if moved is None else signal(moved[index], bm25),
                 )
             )
         return explained
+
+
+def _feedback(
+    candidates: Sequence[JudgeCandidate],
+    cosines: Sequence[float | None],
+    signals: Sequence[float | None],
+    depth: int,
+) -> list[float] | None:
+    """The candidates' cosines to the query moved toward the ``depth`` best by the signal (ties:
+    the given order); None unless every candidate has a cosine and a vector."""
+    vectors = [candidate.vector for candidate in candidates]
+    if depth <= 0 or any(c is None for c in cosines) or any(v is None for v in vectors):
+        return None
+    known = [c for c in cosines if c is not None]
+    ranked = [s if s is not None else 0.0 for s in signals]
+    order = sorted(range(len(candidates)), key=lambda i: (-ranked[i], i))
+    return feedback_cosines(known, [v for v in vectors if v is not None], order, depth)
 
 
 # --------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from sources.judge import (
     unknown_deployment_message,
 )
 from sources.judge_calibration import PRIOR, JudgeCalibration
+from sources.judge_feedback import DEPTH as FEEDBACK_DEPTH
 from sources.recall import RecallHit
 
 
@@ -67,6 +68,10 @@ class JudgeConfig(Strict):
     # The cut the held candidates face; unwritten, min_score. Lower (e.g. 0.2) keeps the recall's
     # first candidates unless the judge is confident they do not answer.
     hold_min_score: float | None = Field(default=None, ge=0.0, le=1.0)
+    # The local judge's order reads each candidate against the query moved toward its first
+    # ``feedback`` candidates (relevance feedback, ``sources/judge_feedback.py``) when the recall
+    # gave every candidate its vector; 0: against the query alone. Scores and cuts are unchanged.
+    feedback: int = Field(default=FEEDBACK_DEPTH, ge=0, le=20)
 
     @field_validator("deployment")
     @classmethod
@@ -260,6 +265,9 @@ class Decision:
             "judge_signal": None
             if self.features.signal is None
             else round(self.features.signal, 6),
+            "judge_order_signal": None
+            if self.features.order_signal is None
+            else round(self.features.order_signal, 6),
         }
 
 
@@ -359,11 +367,12 @@ async def judge_and_keep(
                 cosine=d.hit.cosine,
                 bm25=d.hit.bm25,
                 calibration=(calibrations or {}).get(d.hit.collection),
+                vector=d.hit.vector,
             )
             for d in candidates
         ]
         if isinstance(chosen, LocalJudge):
-            explained = chosen.explain(query, judged)
+            explained = chosen.explain(query, judged, feedback=judge.feedback)
             for decision, features in zip(candidates, explained, strict=True):
                 decision.features = features
             scores = [features.score for features in explained]
@@ -432,8 +441,16 @@ FUSION_K = 60
 
 
 def judge_order(candidates: list[Decision]) -> list[Decision]:
-    """The judge's order: best score first, the recall order among equal scores."""
-    return sorted(candidates, key=lambda d: (-(d.judge_score or 0.0), d.recall_rank))
+    """The judge's order: best score first (the local judge's feedback signal where it has one),
+    the recall order among equal ones."""
+    return sorted(candidates, key=lambda d: (-order_value(d), d.recall_rank))
+
+
+def order_value(decision: Decision) -> float:
+    features = decision.features
+    if features is not None and features.order_signal is not None:
+        return features.order_signal
+    return decision.judge_score or 0.0
 
 
 def fused_order(candidates: list[Decision]) -> list[Decision]:

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 import numpy as np
 from django.db import connection, transaction
+from django.db.models import TextField
+from django.db.models.functions import Cast
 from pgvector.django import CosineDistance
 
 from sources.fusion import reciprocal_rank, weighted
@@ -33,6 +35,9 @@ class RecallHit:
     cosine: float | None = None
     bm25: float | None = None
     score: float = 0.0
+    # The chunk's stored unit embedding, where the recall read it (embedding and hybrid recall):
+    # the local judge's relevance feedback reads it.
+    vector: Any = None
 
 
 def hit_from_row(row: dict[str, Any]) -> RecallHit:
@@ -46,12 +51,34 @@ def hit_from_row(row: dict[str, Any]) -> RecallHit:
     )
 
 
+def row_vector(row: dict[str, Any]) -> np.ndarray | None:
+    """A row's embedding: read already (``embedding``), else its text (``embedding_text``),
+    parsed here so that only the hits a recall returns pay for it."""
+    if row.get("embedding") is not None:
+        return np.asarray(row["embedding"], dtype=np.float32)
+    text = row.get("embedding_text")
+    if not text:
+        return None
+    return np.array(text.strip("[]").split(","), dtype=np.float32)
+
+
 def nearest_chunks(
-    collection_ids: list[int], vector: list[float], k: int, wanted: dict[str, Any] | None
+    collection_ids: list[int],
+    vector: list[float],
+    k: int,
+    wanted: dict[str, Any] | None,
+    *,
+    with_vectors: bool = False,
 ) -> list[tuple[dict[str, Any], float]]:
     """Top ``k`` by cosine through the HNSW index. Iterative scans (pgvector 0.8) keep going past
-    rows the collection or metadata filter rejects, so a filtered top-k still returns k rows."""
+    rows the collection or metadata filter rejects, so a filtered top-k still returns k rows.
+    ``with_vectors``: each row also holds its embedding as text, ``embedding_text`` (for the
+    judge's feedback; ``row_vector`` reads it)."""
     queryset = Chunk.objects.filter(collection_id__in=collection_ids)
+    fields: tuple[str, ...] = CHUNK_FIELDS
+    if with_vectors:
+        queryset = queryset.annotate(embedding_text=Cast("embedding", output_field=TextField()))
+        fields = (*CHUNK_FIELDS, "embedding_text")
     if wanted:
         queryset = queryset.filter(metadata__contains=wanted)
     with transaction.atomic(), connection.cursor() as cursor:
@@ -61,7 +88,7 @@ def nearest_chunks(
         rows = list(
             queryset.annotate(distance=CosineDistance("embedding", vector))
             .order_by("distance")
-            .values(*CHUNK_FIELDS, "distance")[:k]
+            .values(*fields, "distance")[:k]
         )
     rows.sort(key=lambda row: row["distance"])  # relaxed order may be slightly out of order
     return [(row, 1.0 - float(row["distance"])) for row in rows]
@@ -77,9 +104,8 @@ def rows_with_cosines(
         return rows, cosines
     query = np.asarray(vector, dtype=np.float32)
     for row in Chunk.objects.filter(id__in=chunk_ids).values(*CHUNK_FIELDS, "embedding"):
-        embedding = row.pop("embedding")
         rows[row["id"]] = row
-        cosines[row["id"]] = float(np.dot(np.asarray(embedding, dtype=np.float32), query))
+        cosines[row["id"]] = float(np.dot(np.asarray(row["embedding"], dtype=np.float32), query))
     return rows, cosines
 
 
@@ -110,11 +136,13 @@ def recall(
     assert query_vector is not None, "embedding and hybrid recall need the query's vector"
     if method == "embedding":
         hits = []
-        for row, cosine in nearest_chunks(collection_ids, query_vector, top_k, wanted):
+        found = nearest_chunks(collection_ids, query_vector, top_k, wanted, with_vectors=True)
+        for row, cosine in found:
             if cosine < min_similarity:
                 continue
             hit = hit_from_row(row)
             hit.cosine = hit.score = cosine
+            hit.vector = row_vector(row)
             hits.append(hit)
         if lexical_features and hits:
             lexical = lexical_index(schema, collections)
@@ -160,7 +188,7 @@ def hybrid_recall(
     pool = 2 * top_k
     lexical = lexical_index(schema, collections)
     scores = lexical.scores(query)
-    dense = nearest_chunks([c.pk for c in collections], vector, pool, wanted)
+    dense = nearest_chunks([c.pk for c in collections], vector, pool, wanted, with_vectors=True)
     rows = {row["id"]: row for row, _ in dense}
     cosine = {row["id"]: value for row, value in dense}
     for chunk_id, _ in lexical.top(query, pool, wanted, scores=scores):
@@ -188,6 +216,8 @@ def hybrid_recall(
         hit.cosine, hit.bm25, hit.score = c, b, f
         hits.append(hit)
     hits.sort(key=lambda hit: -hit.score)
+    for hit in hits[:top_k]:
+        hit.vector = row_vector(rows[hit.chunk_id or 0])
     return hits[:top_k]
 
 

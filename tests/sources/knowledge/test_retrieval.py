@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from django.db import connection, transaction
 from django_tenants.utils import schema_context
@@ -155,7 +156,10 @@ def test_bm25_only_candidates_get_their_rows_and_cosines_in_one_read(
         dense = nearest_chunks([collection.pk], vector, 10, None)
         ids = [row["id"] for row, _ in dense]
         rows, cosines = rows_with_cosines(ids, vector)
+        embeddings = {chunk_id: row.pop("embedding") for chunk_id, row in rows.items()}
         assert rows == rows_by_id(ids)
+        for chunk_id, embedding in embeddings.items():  # kept for the judge's feedback
+            assert float(np.dot(embedding, vector)) == pytest.approx(cosines[chunk_id], abs=1e-5)
         for row, cosine in dense:
             assert cosines[row["id"]] == pytest.approx(cosine, abs=1e-5)
         assert rows_with_cosines([], vector) == ({}, {})
@@ -165,6 +169,35 @@ def test_bm25_only_candidates_get_their_rows_and_cosines_in_one_read(
     assert lexical.top(query, 3, {"topic": "billing"}, scores=scores) == lexical.top(
         query, 3, {"topic": "billing"}
     )
+
+
+@pytest.mark.parametrize("method", ["embedding", "hybrid"])
+def test_recalled_hits_carry_their_stored_vectors(
+    acme_api: ApiClient, acme: Any, support_docs: list, method: str
+) -> None:
+    """Embedding and hybrid recall give each hit its chunk's stored unit vector (the local judge's
+    relevance feedback reads it): its dot product with the query is the hit's cosine."""
+    from sources.recall import recall
+
+    make_collection(acme_api, "kb", support_docs)
+    query = "express shipping inside the EU"
+    vector = get_embedder().embed_query(query)
+    with schema_context(acme.schema):
+        collection = Collection.objects.get(name="kb")
+        hits = recall(
+            schema=acme.schema,
+            collections=[collection],
+            query=query,
+            method=method,  # type: ignore[arg-type]
+            top_k=5,
+            min_similarity=-1.0,
+            query_vector=vector,
+            hybrid_mode="rrf",
+        )
+    assert hits
+    for hit in hits:
+        assert hit.vector is not None and hit.vector.shape == (len(vector),)
+        assert float(np.dot(hit.vector, vector)) == pytest.approx(hit.cosine, abs=1e-5)
 
 
 def test_search_never_crosses_tenants(
