@@ -242,11 +242,15 @@ def reserve_key(ask: KeyAsk) -> KeyReservation:
     statement; 429 ``budget_exceeded`` when not even the input and the least output fit."""
     sql, params = _sql(), ask.params()
     with connection.cursor() as cursor:
-        cursor.execute(sql["insert"], params)
+        # The period's row is there for every call but its first: one statement then.
+        cursor.execute(sql["reserve"], params)
         granted = cursor.fetchone()
-        if granted is None:
-            cursor.execute(sql["reserve"], params)
+        if granted is None:  # no row yet, or the budget is spent
+            cursor.execute(sql["insert"], params)
             granted = cursor.fetchone()
+            if granted is None:  # a concurrent first call inserted it meanwhile
+                cursor.execute(sql["reserve"], params)
+                granted = cursor.fetchone()
     if granted is None:
         raise _refusal(ask)
     output = int(granted[0])

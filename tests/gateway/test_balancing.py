@@ -15,7 +15,7 @@ from typing import Any
 import openai
 import pytest
 
-from contextplatform.gateway.deployment_limits import WINDOW_S
+from contextplatform.core.minute_counts import WINDOW_S
 from tests.gateway.test_fallbacks import DEPLOYMENT_HEADER, Fallbacks, outcomes
 from tests.upstream import running_upstream
 
