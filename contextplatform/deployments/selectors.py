@@ -34,9 +34,9 @@ _called_deployments: ProcessCache[tuple[str, str], Deployment | None] = ProcessC
 def refresh_called_deployment(name: str) -> None:
     """Read this process's copy again (after its calibration moved): calibrations move off the
     call path, so the read is not the next call's."""
-    key = (connection.schema_name, name)
-    _called_deployments.forget(key)
-    _called_deployments.get(key, lambda: deployment_named(name))
+    # Read first, then kept in place of the old copy: a call meanwhile uses the old one instead
+    # of reading the deployment itself.
+    _called_deployments.replace((connection.schema_name, name), deployment_named(name))
 
 
 def deployment_to_call(name: str) -> Deployment | None:
@@ -109,3 +109,12 @@ def upstream_of(deployment: Deployment) -> Upstream:
         rpm=(deployment.limits or {}).get("rpm"),
         tpm=(deployment.limits or {}).get("tpm"),
     )
+
+
+def called_upstream(deployment: Deployment) -> Upstream:
+    """``upstream_of`` a deployment of ``deployment_to_call``, decrypted once per kept copy: the
+    copy is shared and never changed (a change is a new copy), so neither is its ``Upstream``."""
+    upstream: Upstream | None = deployment.__dict__.get("_called_upstream")
+    if upstream is None:
+        upstream = deployment.__dict__["_called_upstream"] = upstream_of(deployment)
+    return upstream

@@ -7,7 +7,7 @@ import logging
 from dataclasses import replace
 
 from contextplatform.deployments.models import Deployment
-from contextplatform.deployments.selectors import Upstream, deployment_to_call, upstream_of
+from contextplatform.deployments.selectors import Upstream, called_upstream, deployment_to_call
 from contextplatform.gateway.protocol import GatewayError, Protocol
 from contextplatform.protocols.registry import PROTOCOLS
 from contextplatform.routes.configuration.schema import RouteSpec
@@ -76,7 +76,7 @@ def upstreams_for(
     loaded = loaded_route(route_name, param="model")
     spec = loaded.spec
     deployments = route_deployments(spec)
-    upstream = upstream_of(deployments[0])
+    upstream = called_upstream(deployments[0])
     endpoint = ENDPOINTS[RESPONSES] if responses else ENDPOINTS[protocol]
     if not _speaks(upstream.protocol, protocol, responses):
         raise GatewayError(
@@ -91,7 +91,7 @@ def upstreams_for(
     upstreams = [_called(upstream)]
     for deployment in deployments[1:]:
         if _speaks(deployment.protocol, protocol, responses):
-            upstreams.append(_called(upstream_of(deployment)))
+            upstreams.append(_called(called_upstream(deployment)))
         else:
             logger.warning(
                 "route %r: the fallback deployment %r speaks %s, not %s: left out",
