@@ -45,8 +45,8 @@ from contextplatform.gateway.key_budgets import (
     KeyReservation,
     charged_usd,
     extend_key,
-    settle_key,
 )
+from contextplatform.gateway.key_settlements import SETTLER
 from contextplatform.gateway.margin_probes import PROBES, Probe
 from contextplatform.gateway.models import SessionSpend
 from contextplatform.gateway.output_limits import client_output_limit, with_output_limit
@@ -498,14 +498,8 @@ class HeldBudget:
         spent_usd = key.already_spent_usd + (
             charged_usd(self.answering, usage, tokens) if tokens else Decimal(0)
         )
-
-        def close() -> None:
-            if hold is not None:  # the minute's count on the same trip (it never raises)
-                settle_tokens(hold, spent)
-            settle_key(budget, spent, spent_usd)
-
-        try:
-            await in_tenant(self.tenant, close)
+        try:  # with the calls that finish meanwhile; the minute's count with it
+            await SETTLER.settle(self.tenant, budget, spent, spent_usd, hold)
         except Exception:
             # The reservation stays held: the key may get less than its budget, never more.
             logger.exception("settling the budget of key %s failed", budget.ask.key_id)

@@ -290,6 +290,32 @@ def settle_key(reservation: KeyReservation, tokens: int, spent_usd: Decimal) -> 
         cursor.execute(_sql()["settle"], params)
 
 
+def settle_keys(settlements: Sequence[tuple[KeyReservation, int, Decimal]]) -> None:
+    """``settle_key`` for many calls at once: the calls of one key's period added up into one
+    statement (a reservation only shrinks by what its calls held, never below 0, so one
+    subtraction of their sum is theirs one by one), each key's in a statement of its own, in key
+    order (a statement holds one row: two processes' settlements never wait on each other)."""
+    summed: dict[tuple[int, date], list[Any]] = {}
+    for reservation, tokens, spent_usd in settlements:
+        ask = reservation.ask
+        row = summed.setdefault((ask.key_id, ask.period), [0, Decimal(0), 0, Decimal(0)])
+        row[0] += reservation.tokens
+        row[1] += reservation.usd
+        row[2] += max(tokens, 0)
+        row[3] += max(spent_usd, Decimal(0))
+    with connection.cursor() as cursor:
+        for (key_id, period), (held_t, held_u, spent_t, spent_u) in sorted(summed.items()):
+            params = {
+                "key": key_id,
+                "period": period,
+                "held_t": held_t,
+                "held_u": held_u,
+                "spent_t": spent_t,
+                "spent_u": spent_u,
+            }
+            cursor.execute(_sql()["settle"], params)
+
+
 def charged_usd(upstream: Upstream | None, usage: ProviderUsage | None, tokens: int) -> Decimal:
     """What the call cost at the answering deployment's price: from the provider's usage, else
     every token estimated priced as input at its dearest rate (no price: nothing is known)."""
@@ -310,4 +336,5 @@ __all__ = [
     "key_budget_exceeded",
     "reserve_key",
     "settle_key",
+    "settle_keys",
 ]
