@@ -1,8 +1,9 @@
 """A key's own rate limit (``rate_limit.rpm``, ``rate_limit.tpm``), beside the platform's limit
 for every key (``tenants.rate_limits``).
 
-Both are counted in Django's cache: Redis with ``REDIS_URL`` (shared by every worker; ``INCRBY``
-is atomic, so concurrent calls never both take the last of a minute), else this process's memory.
+Both are counted by the one per-minute counter (``contextplatform/core/minute_counts.py``), in
+Django's cache: Redis with ``REDIS_URL`` (shared by every worker; ``INCRBY`` is atomic, so
+concurrent calls never both take the last of a minute), else this process's memory.
 
 * rpm: requests in a fixed window of a minute opened by the key's first request in it, as the
   platform's limit counts them, up to the key's own number.
@@ -17,18 +18,14 @@ the database) is what holds money, not these."""
 from __future__ import annotations
 
 import logging
-import math
-import time
 from dataclasses import dataclass
 
-from django.core.cache import cache
-
+from contextplatform.core import minute_counts
 from tenants.models import ApiKey
 from tenants.rate_limits import RateLimited
 
 logger = logging.getLogger("contextplatform.api")
 
-WINDOW_S = 60
 RPM_PREFIX = "key-rpm"
 TPM_PREFIX = "key-tpm"
 
@@ -55,29 +52,17 @@ class KeyRequestsLimited(RateLimited):
         )
 
 
-def _open_or_count(count_key: str, opened_key: str) -> int:
-    if cache.add(count_key, 1, timeout=WINDOW_S):
-        cache.set(opened_key, time.time(), timeout=WINDOW_S)
-        return 1
-    return int(cache.incr(count_key))
-
-
 def rpm_refusal(api_key: ApiKey) -> RateLimited | None:
     """Count one request of the key against its ``rate_limit.rpm``; no cache trip without one."""
     limit = api_key.rate_limit_rpm
     if not limit:
         return None
-    count_key, opened_key = f"{RPM_PREFIX}:{api_key.pk}:count", f"{RPM_PREFIX}:{api_key.pk}:opened"
+    window = f"{RPM_PREFIX}:{api_key.pk}"
     try:
-        try:
-            count = _open_or_count(count_key, opened_key)
-        except ValueError:  # the window closed between add and incr
-            count = _open_or_count(count_key, opened_key)
-        if count <= limit:
+        if minute_counts.window_count(window) <= limit:
             return None
-        opened = cache.get(opened_key)
-        retry = math.ceil(opened + WINDOW_S - time.time()) if isinstance(opened, float) else 1
-        return KeyRequestsLimited(limit=limit, retry_after_s=max(1, retry))
+        retry = minute_counts.window_retry_after_s(window)
+        return KeyRequestsLimited(limit=limit, retry_after_s=retry)
     except Exception:
         logger.warning("the key rate limit's cache failed; request let through", exc_info=True)
         return None
@@ -91,10 +76,6 @@ class TokenHold:
     tokens: int
 
 
-def _minute() -> int:
-    return int(time.time() // WINDOW_S)
-
-
 def hold_tokens(api_key: ApiKey, tokens: int) -> TokenHold | TokensLimited | None:
     """Hold ``tokens`` in the key's current minute; ``TokensLimited`` when they do not fit;
     ``None`` when the key sets no ``tpm`` (or the cache failed)."""
@@ -102,13 +83,13 @@ def hold_tokens(api_key: ApiKey, tokens: int) -> TokenHold | TokensLimited | Non
     if not limit:
         return None
     tokens = max(int(tokens), 0)
-    window = f"{TPM_PREFIX}:{api_key.pk}:{_minute()}"
+    minute, retry = minute_counts.clock_minute()
+    window = f"{TPM_PREFIX}:{api_key.pk}:{minute}"
     try:
-        cache.add(window, 0, timeout=2 * WINDOW_S)
-        total = int(cache.incr(window, tokens))
+        # The count outlives its minute, so that a late settlement still finds it.
+        total = minute_counts.add(window, tokens, timeout_s=2 * minute_counts.WINDOW_S)
         if total > limit:
-            cache.decr(window, tokens)
-            retry = max(1, math.ceil(WINDOW_S - time.time() % WINDOW_S))
+            minute_counts.adjust(window, -tokens)
             return TokensLimited(limit=limit, retry_after_s=retry, tokens=tokens)
         return TokenHold(window=window, tokens=tokens)
     except Exception:
@@ -120,12 +101,8 @@ def settle_tokens(hold: TokenHold, used: int | None) -> None:
     """Replace the hold by what the call used (``None``: it failed, nothing was used). A call
     that ran into the next minute is counted in the minute it was admitted in."""
     delta = (max(used, 0) if used is not None else 0) - hold.tokens
-    if not delta:
-        return
     try:
-        cache.incr(hold.window, delta)
-    except ValueError:
-        pass  # the minute's count expired: nothing left to correct
+        minute_counts.adjust(hold.window, delta)  # nothing when the minute's count expired
     except Exception:
         logger.warning("the key token limit's cache failed settling a call", exc_info=True)
 

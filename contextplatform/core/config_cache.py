@@ -116,6 +116,22 @@ class ProcessCache(Generic[K, V]):
             self._generation += 1
             self._entries.clear()
 
+    def replace(self, key: K, value: V) -> None:
+        """Keep ``value`` for ``key`` in this process now, in place of what was kept: no reader
+        finds the entry missing meanwhile (and loads it again itself). A read under way may hold
+        the old value: not kept either. Read inside a transaction, it is not kept (dropped)."""
+        if not self._usable():
+            self.forget(key)
+            return
+        now = time.monotonic()
+        with self._lock:
+            self._generation += 1
+            if _listener.listening():
+                self._entries[key] = (now, value)
+                self._entries.move_to_end(key)
+                while len(self._entries) > self.max_entries:
+                    self._entries.popitem(last=False)
+
     def forget(self, key: K) -> None:
         """Drop one entry in this process only (its change is one other processes may see late)."""
         with self._lock:

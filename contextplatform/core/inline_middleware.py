@@ -10,6 +10,11 @@ exactly as itself.
 Where a hook may do I/O after all (a session that was changed is saved to the database, messages
 that were used may be stored in it), ``response_needs_thread`` says so and that hook alone takes
 the thread.
+
+The browser's middleware (sessions, CSRF, the user, messages) is passed by on the gateway's paths
+(``KEY_ONLY_PATH_PREFIX``): their callers are applications with an API key, which send no cookie
+and are never a browser's session, and the views there read none of what these set up (their
+views are CSRF-exempt). Setting it up for every call cost more than the gateway's own admission.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from django_prometheus.middleware import (
 
 Response = HttpResponseBase
 INLINE_HOOKS = ("process_view", "process_template_response")
+# The OpenAI- and Anthropic-compatible gateway's paths: API keys only, no browser state.
+KEY_ONLY_PATH_PREFIX = "/v1/"
 
 
 class InlineHooks:
@@ -44,6 +51,8 @@ class InlineHooks:
     ask): on an async stack its hooks are called in place; on a sync one nothing changes."""
 
     get_response: Callable[[HttpRequest], Any]
+    # Browser state only: passed by on the paths that take an API key alone.
+    browser_only = False
 
     def __init__(self, get_response: Callable[[HttpRequest], Any]):
         super().__init__(get_response)  # type: ignore[call-arg]
@@ -57,6 +66,8 @@ class InlineHooks:
                     setattr(self, name, MethodType(_in_place(hook), self))
 
     async def __acall__(self, request: HttpRequest) -> Response:
+        if self.browser_only and request.path.startswith(KEY_ONLY_PATH_PREFIX):
+            return await self.get_response(request)
         response = None
         if hasattr(self, "process_request"):
             response = self.process_request(request)
@@ -111,6 +122,8 @@ class SecurityMiddleware(InlineHooks, DjangoSecurity):
 class SessionMiddleware(InlineHooks, DjangoSessions):
     """Loading the session is lazy (the view's thread does it); saving it is not."""
 
+    browser_only = True
+
     def response_needs_thread(self, request: HttpRequest) -> bool:
         session = getattr(request, "session", None)
         return session is not None and (
@@ -123,15 +136,17 @@ class CommonMiddleware(InlineHooks, DjangoCommon):
 
 
 class CsrfViewMiddleware(InlineHooks, DjangoCsrf):
-    pass
+    browser_only = True
 
 
 class AuthenticationMiddleware(InlineHooks, DjangoAuthentication):
-    pass
+    browser_only = True
 
 
 class MessageMiddleware(InlineHooks, DjangoMessages):
     """Messages that were used or added are stored at the response, possibly in the session."""
+
+    browser_only = True
 
     def response_needs_thread(self, request: HttpRequest) -> bool:
         storage = getattr(request, "_messages", None)

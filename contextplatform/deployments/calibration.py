@@ -9,7 +9,8 @@ the label vLLM Semantic Router gives counts corrected by the provider's usage.
 The ratio starts at 1 (the estimator as it is), so one odd answer moves it by ``ALPHA`` of the
 difference only, and it is clamped to ``[MIN_RATIO, MAX_RATIO]``: a provider that reports nonsense
 cannot make budgets unbounded or zero. ``services.calibrate_deployments`` applies it to the stored
-ratio under the deployment's row lock; this module is the formula. Pure: no database, no I/O.
+ratio under the deployment's row lock (the formula written in SQL there, step over step, in one
+UPDATE); this module is the formula. Pure: no database, no I/O.
 """
 
 from __future__ import annotations

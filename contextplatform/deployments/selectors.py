@@ -3,6 +3,7 @@ as a caller of the model needs it, its key decrypted."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 from django.db import connection
@@ -22,8 +23,8 @@ def deployment_named(name: str) -> Deployment | None:
 DEPLOYMENTS = "deployments"
 # The deployment a resolve or a gateway call forwards to, kept per process and tenant schema and
 # dropped everywhere when a deployment is saved or deleted. Its token calibration moves after
-# every answer: the process that moved it reads its own copy again (its next call counts with the
-# new ratio); other processes' copies are at most CALIBRATION_STALENESS_S old, which moves an
+# every answer: the process that moved it keeps the ratio its UPDATE returned in its own copy (its
+# next call counts with the new ratio, no read of the deployment again); other processes' copies are at most CALIBRATION_STALENESS_S old, which moves an
 # estimate by a fraction of a percent (notifying them would empty their caches at every call).
 CALIBRATION_STALENESS_S = 5.0
 _called_deployments: ProcessCache[tuple[str, str], Deployment | None] = ProcessCache(
@@ -31,12 +32,18 @@ _called_deployments: ProcessCache[tuple[str, str], Deployment | None] = ProcessC
 )
 
 
-def refresh_called_deployment(name: str) -> None:
-    """Read this process's copy again (after its calibration moved): calibrations move off the
-    call path, so the read is not the next call's."""
+def calibration_moved(name: str, ratio: float | None, samples: int) -> None:
+    """This process's copy takes the calibration its writer just stored (what the UPDATE
+    returned, other processes' moves included): its next call counts with the new ratio, and
+    nobody reads the deployment again for it. A copy of the kept one, as kept copies are shared
+    and never changed; nothing kept, nothing to do (the next call reads it)."""
     key = (connection.schema_name, name)
-    _called_deployments.forget(key)
-    _called_deployments.get(key, lambda: deployment_named(name))
+    found, kept = _called_deployments.peek(key)
+    if not found or kept is None:
+        return
+    moved = copy.copy(kept)
+    moved.calibration, moved.calibration_samples = ratio, samples
+    _called_deployments.replace(key, moved)
 
 
 def deployment_to_call(name: str) -> Deployment | None:
@@ -109,3 +116,12 @@ def upstream_of(deployment: Deployment) -> Upstream:
         rpm=(deployment.limits or {}).get("rpm"),
         tpm=(deployment.limits or {}).get("tpm"),
     )
+
+
+def called_upstream(deployment: Deployment) -> Upstream:
+    """``upstream_of`` a deployment of ``deployment_to_call``, decrypted once per kept copy: the
+    copy is shared and never changed (a change is a new copy), so neither is its ``Upstream``."""
+    upstream: Upstream | None = deployment.__dict__.get("_called_upstream")
+    if upstream is None:
+        upstream = deployment.__dict__["_called_upstream"] = upstream_of(deployment)
+    return upstream

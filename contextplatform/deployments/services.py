@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final
 
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import IntegrityError, connection, transaction
 
 from contextplatform.core import secrets
 from contextplatform.core.config_cache import changed
@@ -21,7 +20,7 @@ from contextplatform.core.validation import parse
 from contextplatform.deployments import calibration
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.schema import READ_ONLY_FIELDS, DeploymentSpec
-from contextplatform.deployments.selectors import DEPLOYMENTS, refresh_called_deployment
+from contextplatform.deployments.selectors import DEPLOYMENTS, calibration_moved
 
 
 class _Keep(Enum):
@@ -176,28 +175,61 @@ class CalibrationStep:
         calibrate_deployments([self])
 
 
+# Steps folded into one UPDATE at most: the expression nests one level per step.
+CALIBRATION_STEPS_PER_STATEMENT = 32
+
+
+def _calibration_sql(table: str, steps: int) -> str:
+    """One UPDATE moving a deployment's ratio by ``steps`` observations in turn: each step
+    ``calibration.next_ratio`` written in SQL over the one before, from the row as the UPDATE
+    locked it (concurrent writers never lose an update), in the same double-precision arithmetic
+    and order as the formula."""
+    ratio = "COALESCE(calibration, %s::float8)"
+    for _ in range(steps):
+        ratio = f"LEAST(%s::float8, GREATEST(%s::float8, %s::float8 * {ratio} + %s::float8 * %s::float8))"
+    return (
+        f"UPDATE {table} SET calibration = {ratio}, "
+        "calibration_samples = calibration_samples + %s WHERE name = %s "
+        "RETURNING calibration, calibration_samples"
+    )
+
+
+def _calibration_params(ratios: list[float], name: str) -> list[Any]:
+    """The parameters in the order the nested text reads them: every step's bounds and weight
+    of the ratio so far (outermost first), the starting ratio, then every step's weight of its
+    observation and the observation (innermost, the first applied, first)."""
+    keep = 1 - calibration.ALPHA
+    outer = [calibration.MAX_RATIO, calibration.MIN_RATIO, keep] * len(ratios)
+    inner = [value for ratio in ratios for value in (calibration.ALPHA, ratio)]
+    return [*outer, calibration.INITIAL_RATIO, *inner, len(ratios), name]
+
+
 def calibrate_deployments(steps: Iterable[CalibrationStep]) -> int:
-    """Apply the steps in order (``calibration.next_ratio`` per observation), each deployment in
-    one transaction that holds its row, so concurrent writers never lose an update; then read each
-    moved deployment again for this process's calls. The number of deployments moved."""
+    """Apply the steps in order (``calibration.next_ratio`` per observation), each deployment's in
+    one UPDATE (up to ``CALIBRATION_STEPS_PER_STATEMENT`` steps a statement), which holds its row
+    while it computes, so concurrent writers never lose an update; then this process's copy of
+    each moved deployment takes the ratio the UPDATE returned (no read of it again). The number
+    of deployments moved."""
     observed: dict[str, list[float]] = {}
     for step in steps:
         ratio = calibration.observed_ratio(step.provider_input, step.estimated_input)
         if ratio is not None:
             observed.setdefault(step.deployment, []).append(ratio)
     moved = 0
+    table = Deployment._meta.db_table
     for name, ratios in observed.items():
-        with transaction.atomic():
-            held = Deployment.objects.select_for_update().filter(name=name)
-            found = list(held.values_list("calibration", flat=True)[:1])
-            if not found:
-                continue
-            current = found[0]  # None before the first calibration
-            for ratio in ratios:
-                current = calibration.next_ratio(current, ratio)
-            held.update(
-                calibration=current, calibration_samples=F("calibration_samples") + len(ratios)
-            )
-        refresh_called_deployment(name)
+        row = None
+        with connection.cursor() as cursor:
+            for start in range(0, len(ratios), CALIBRATION_STEPS_PER_STATEMENT):
+                chunk = ratios[start : start + CALIBRATION_STEPS_PER_STATEMENT]
+                cursor.execute(
+                    _calibration_sql(table, len(chunk)), _calibration_params(chunk, name)
+                )
+                row = cursor.fetchone()
+                if row is None:
+                    break  # no such deployment
+        if row is None:
+            continue
+        calibration_moved(name, row[0], row[1])
         moved += 1
     return moved

@@ -35,10 +35,9 @@ from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import connection
 
-from contextplatform.core import metrics
+from contextplatform.core import metrics, minute_counts
 from contextplatform.core.estimation import count_json, default_estimator
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.gateway.connections import in_tenant
@@ -46,8 +45,8 @@ from contextplatform.gateway.key_budgets import (
     KeyReservation,
     charged_usd,
     extend_key,
-    settle_key,
 )
+from contextplatform.gateway.key_settlements import SETTLER
 from contextplatform.gateway.margin_probes import PROBES, Probe
 from contextplatform.gateway.models import SessionSpend
 from contextplatform.gateway.output_limits import client_output_limit, with_output_limit
@@ -492,15 +491,15 @@ class HeldBudget:
         hold, budget = key.tokens, key.budget
         key.tokens = key.budget = None
         spent = (tokens or 0) + key.already_spent
-        if hold is not None:
-            await sync_to_async(settle_tokens, thread_sensitive=False)(hold, spent)
         if budget is None:
+            if hold is not None:
+                await minute_counts.off_loop(settle_tokens, hold, spent)
             return
         spent_usd = key.already_spent_usd + (
             charged_usd(self.answering, usage, tokens) if tokens else Decimal(0)
         )
-        try:
-            await in_tenant(self.tenant, lambda: settle_key(budget, spent, spent_usd))
+        try:  # with the calls that finish meanwhile; the minute's count with it
+            await SETTLER.settle(self.tenant, budget, spent, spent_usd, hold)
         except Exception:
             # The reservation stays held: the key may get less than its budget, never more.
             logger.exception("settling the budget of key %s failed", budget.ask.key_id)

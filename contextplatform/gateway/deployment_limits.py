@@ -3,8 +3,9 @@ is sent to a deployment with limits, its minute's counts are read; at either lim
 is skipped for the call (``fallback.first_answer`` tries the next one, and answers 429
 ``rate_limited`` when every deployment of the call was skipped).
 
-A fixed window per clock minute, per tenant schema and deployment, counted in Django's cache:
-Redis with ``REDIS_URL`` (shared by every worker; ``INCR`` is atomic), else this process's memory.
+A fixed window per clock minute, per tenant schema and deployment, counted by the one per-minute
+counter (``contextplatform/core/minute_counts.py``) in Django's cache: Redis with ``REDIS_URL``
+(shared by every worker; ``INCR`` is atomic), else this process's memory.
 ``rpm`` counts each request sent. ``tpm`` counts the tokens the provider reported (input and
 output) once the answer is in (``spend``): the reported usage is what the provider's own limit
 counts, and it is the only number known for the output; a call is let through while its minute's
@@ -15,18 +16,13 @@ lets calls through, as the per-key limit does (tenants/rate_limits.py)."""
 from __future__ import annotations
 
 import logging
-import math
-import time
 from dataclasses import dataclass
 
-from asgiref.sync import sync_to_async
-from django.core.cache import cache
-
+from contextplatform.core import minute_counts
 from contextplatform.deployments.selectors import Upstream
 
 logger = logging.getLogger("contextplatform.gateway")
 
-WINDOW_S = 60
 KEY_PREFIX = "deployment-rate"
 
 
@@ -43,42 +39,29 @@ def limited(upstream: Upstream) -> bool:
     return upstream.rpm is not None or upstream.tpm is not None
 
 
-def _window() -> tuple[int, int]:
-    """The current minute and the whole seconds until the next one."""
-    now = time.time()
-    minute = int(now // WINDOW_S)
-    return minute, max(1, math.ceil((minute + 1) * WINDOW_S - now))
-
-
 def _key(schema: str, name: str, minute: int, what: str) -> str:
     return f"{KEY_PREFIX}:{schema}:{name}:{minute}:{what}"
 
 
-def _add(key: str, delta: int) -> int:
-    # ``add`` writes a missing key only: of two calls opening a minute, one opens it, the other
-    # counts in it. The key outlives its minute a little, so a late ``spend`` still finds it.
-    for _ in range(2):
-        if cache.add(key, delta, timeout=WINDOW_S * 2):
-            return delta
-        try:
-            return int(cache.incr(key, delta))
-        except ValueError:  # expired between add and incr
-            continue
-    return delta
+# The count outlives its minute a little, so a late ``spend`` still finds it.
+_KEPT_S = 2 * minute_counts.WINDOW_S
 
 
 def admit_now(schema: str, upstream: Upstream) -> LimitReached | None:
     """Count one request to ``upstream``; a ``LimitReached`` (and nothing sent) at its limit."""
     if not limited(upstream):
         return None
-    minute, retry_after = _window()
+    minute, retry_after = minute_counts.clock_minute()
     try:
         if upstream.tpm is not None:
-            spent = cache.get(_key(schema, upstream.name, minute, "tokens")) or 0
-            if int(spent) >= upstream.tpm:
+            spent = minute_counts.read(_key(schema, upstream.name, minute, "tokens"))
+            if spent >= upstream.tpm:
                 return LimitReached(upstream.name, "tpm", retry_after)
         requests = _key(schema, upstream.name, minute, "requests")
-        if upstream.rpm is not None and _add(requests, 1) > upstream.rpm:
+        if (
+            upstream.rpm is not None
+            and minute_counts.add(requests, 1, timeout_s=_KEPT_S) > upstream.rpm
+        ):
             return LimitReached(upstream.name, "rpm", retry_after)
     except Exception:
         logger.warning("the deployment limit's cache failed; call let through", exc_info=True)
@@ -89,9 +72,9 @@ def spend_now(schema: str, upstream: Upstream, tokens: int) -> None:
     """Count the tokens an answer of ``upstream`` reported against its ``tpm``."""
     if upstream.tpm is None or tokens <= 0:
         return
-    minute, _ = _window()
+    minute, _ = minute_counts.clock_minute()
     try:
-        _add(_key(schema, upstream.name, minute, "tokens"), tokens)
+        minute_counts.add(_key(schema, upstream.name, minute, "tokens"), tokens, timeout_s=_KEPT_S)
     except Exception:
         logger.warning("the deployment limit's cache failed; tokens not counted", exc_info=True)
 
@@ -99,14 +82,14 @@ def spend_now(schema: str, upstream: Upstream, tokens: int) -> None:
 async def admit(schema: str, upstream: Upstream) -> LimitReached | None:
     if not limited(upstream):
         return None
-    # Off the loop: the count is a cache round trip (Redis), never the tenant's database.
-    return await sync_to_async(admit_now, thread_sensitive=False)(schema, upstream)
+    # Never the tenant's database: in place, or off the loop for a Redis round trip.
+    return await minute_counts.off_loop(admit_now, schema, upstream)
 
 
 async def spend(schema: str, upstream: Upstream, tokens: int) -> None:
     if upstream.tpm is None or tokens <= 0:
         return
-    await sync_to_async(spend_now, thread_sensitive=False)(schema, upstream, tokens)
+    await minute_counts.off_loop(spend_now, schema, upstream, tokens)
 
 
 __all__ = ["LimitReached", "admit", "admit_now", "limited", "spend", "spend_now"]

@@ -242,11 +242,15 @@ def reserve_key(ask: KeyAsk) -> KeyReservation:
     statement; 429 ``budget_exceeded`` when not even the input and the least output fit."""
     sql, params = _sql(), ask.params()
     with connection.cursor() as cursor:
-        cursor.execute(sql["insert"], params)
+        # The period's row is there for every call but its first: one statement then.
+        cursor.execute(sql["reserve"], params)
         granted = cursor.fetchone()
-        if granted is None:
-            cursor.execute(sql["reserve"], params)
+        if granted is None:  # no row yet, or the budget is spent
+            cursor.execute(sql["insert"], params)
             granted = cursor.fetchone()
+            if granted is None:  # a concurrent first call inserted it meanwhile
+                cursor.execute(sql["reserve"], params)
+                granted = cursor.fetchone()
     if granted is None:
         raise _refusal(ask)
     output = int(granted[0])
@@ -286,6 +290,32 @@ def settle_key(reservation: KeyReservation, tokens: int, spent_usd: Decimal) -> 
         cursor.execute(_sql()["settle"], params)
 
 
+def settle_keys(settlements: Sequence[tuple[KeyReservation, int, Decimal]]) -> None:
+    """``settle_key`` for many calls at once: the calls of one key's period added up into one
+    statement (a reservation only shrinks by what its calls held, never below 0, so one
+    subtraction of their sum is theirs one by one), each key's in a statement of its own, in key
+    order (a statement holds one row: two processes' settlements never wait on each other)."""
+    summed: dict[tuple[int, date], list[Any]] = {}
+    for reservation, tokens, spent_usd in settlements:
+        ask = reservation.ask
+        row = summed.setdefault((ask.key_id, ask.period), [0, Decimal(0), 0, Decimal(0)])
+        row[0] += reservation.tokens
+        row[1] += reservation.usd
+        row[2] += max(tokens, 0)
+        row[3] += max(spent_usd, Decimal(0))
+    with connection.cursor() as cursor:
+        for (key_id, period), (held_t, held_u, spent_t, spent_u) in sorted(summed.items()):
+            params = {
+                "key": key_id,
+                "period": period,
+                "held_t": held_t,
+                "held_u": held_u,
+                "spent_t": spent_t,
+                "spent_u": spent_u,
+            }
+            cursor.execute(_sql()["settle"], params)
+
+
 def charged_usd(upstream: Upstream | None, usage: ProviderUsage | None, tokens: int) -> Decimal:
     """What the call cost at the answering deployment's price: from the provider's usage, else
     every token estimated priced as input at its dearest rate (no price: nothing is known)."""
@@ -306,4 +336,5 @@ __all__ = [
     "key_budget_exceeded",
     "reserve_key",
     "settle_key",
+    "settle_keys",
 ]

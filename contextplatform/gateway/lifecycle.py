@@ -6,7 +6,9 @@ settle → finish.
 * resolve: the route's deployment checked for the protocol, then the context resolved (the parse
   of admit passed on, not repeated);
 * reserve: the session budget held for the call's cost (``budgets.hold_budget``), and the key's
-  tokens a minute and budget (``key_limits``), and the output limit lowered to what they granted; the tools the gateway serves itself;
+  tokens a minute and budget (``key_limits``; on the resolve's trip to the request's thread when
+  nothing waits on the event loop before them), and the output limit lowered to what they
+  granted; the tools the gateway serves itself;
 * forward: the rewritten request sent to the route's deployments in fallback order until one
   answers (``fallback``; a stream opened and its first byte read, or the answer read);
 * tool loop: the model's calls of the gateway's own tools answered and the model asked again
@@ -36,7 +38,7 @@ from contextplatform.core import tracing
 from contextplatform.core.errors import ApiError
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.gateway import deployment_limits
-from contextplatform.gateway.budgets import HeldBudget, hold_budget
+from contextplatform.gateway.budgets import HeldBudget, hold_budget, session_limit
 from contextplatform.gateway.call_metrics import observe_call
 from contextplatform.gateway.calls import GatewayCall, gateway_call, resolve_headers
 from contextplatform.gateway.connections import in_tenant
@@ -53,7 +55,12 @@ from contextplatform.gateway.forward import (
     open_stream,
 )
 from contextplatform.gateway.keepalive import keepalive_seconds, with_keepalive
-from contextplatform.gateway.key_limits import hold_key_limits
+from contextplatform.gateway.key_limits import (
+    hold_key_limits,
+    hold_key_limits_now,
+    holds_at_once,
+    limits_key,
+)
 from contextplatform.gateway.protocol import Protocol, forbidden, unauthorized
 from contextplatform.gateway.rate_limit import check_rate
 from contextplatform.gateway.served_tools import ServedTools, served_tools
@@ -221,6 +228,11 @@ class ChatCall:
         self.streaming = False  # the stream finishes the call when it ends
         self.started = time.monotonic()  # the record's call_ms counts from here
         self.answer_started: float | None = None  # the latest attempt's start: the answer's
+        # The key's limits held on the resolve's trip to the thread (``_hold_early``), and why
+        # they could not be, for the reserve phase to take up (or to give back, when it never
+        # comes).
+        self.early_held: HeldBudget | None = None
+        self.early_error: Exception | None = None
 
     async def run(self) -> HttpResponseBase:
         # The call's span: the resolve's and the deployment's calls are its children.
@@ -251,6 +263,9 @@ class ChatCall:
                 answer.answer.body, status=answer.answer.status, content_type="application/json"
             )
         finally:
+            if self.early_held is not None:  # resolved and held, then cancelled before reserve
+                held, self.early_held = self.early_held, None
+                await held.release()
             await self.finish_unanswered()
 
     # ------------------------------------------------------------------ admit
@@ -305,23 +320,54 @@ class ChatCall:
                 stream=call.stream,
             )
             raise
+        self._hold_early(tenant, call, resolution, upstreams)
         return upstreams, resolution
+
+    def _hold_early(
+        self,
+        tenant: Tenant,
+        call: GatewayCall,
+        resolution: Resolution,
+        upstreams: list[Upstream],
+    ) -> None:
+        """The key's tokens a minute and budget held here, on the resolve's trip to the request's
+        thread, when nothing has to happen on the event loop before them: no session budget
+        (its hold comes first, and may wait for a probe) and no cold deployment to wait for.
+        Held as ``reserve`` would hold them; a refusal is raised there, in its place."""
+        api_key = getattr(self.request, "api_key", None)
+        if api_key is None or not limits_key(api_key):
+            return
+        if call.session and session_limit(resolution) is not None:
+            return
+        if not holds_at_once(api_key, tenant, upstreams[0]):
+            return
+        self.early_held = held = HeldBudget(tenant, None)
+        try:
+            hold_key_limits_now(held, api_key, tenant, resolution, upstreams)
+        except Exception as error:
+            self.early_error = error
 
     # ------------------------------------------------------------------ reserve
 
     async def reserve(
         self, tenant: Tenant, call: GatewayCall, upstream: Upstream, resolution: Resolution
     ) -> Reserved:
-        # Held for the costliest deployment the call may reach.
-        held = await hold_budget(
-            tenant, resolution, upstream, call.session, call.user, fallbacks=self.upstreams[1:]
-        )
-        try:  # the key's own tokens a minute and budget, for the same costliest deployment
-            api_key = getattr(self.request, "api_key", None)
-            await hold_key_limits(held, api_key, tenant, resolution, self.upstreams)
-        except BaseException:
-            await held.release()
-            raise
+        if self.early_held is not None:  # the key's limits, held with the resolve
+            held, self.early_held = self.early_held, None
+            if self.early_error is not None:
+                await held.release()
+                raise self.early_error
+        else:
+            # Held for the costliest deployment the call may reach.
+            held = await hold_budget(
+                tenant, resolution, upstream, call.session, call.user, fallbacks=self.upstreams[1:]
+            )
+            try:  # the key's own tokens a minute and budget, for the same costliest deployment
+                api_key = getattr(self.request, "api_key", None)
+                await hold_key_limits(held, api_key, tenant, resolution, self.upstreams)
+            except BaseException:
+                await held.release()
+                raise
         return Reserved(
             held=held,
             # The output limit lowered to what the session budget granted.

@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 
+from contextplatform.core import minute_counts
 from contextplatform.gateway.key_limits import key_rate_refusal
 from contextplatform.gateway.protocol import GatewayError
 from tenants import rate_limits
@@ -19,12 +19,13 @@ async def check_rate(request: HttpRequest) -> None:
     if api_key is None:
         return
     if api_key.rate_limit_rpm:
-        refused = await sync_to_async(key_rate_refusal, thread_sensitive=False)(api_key)
+        refused = await minute_counts.off_loop(key_rate_refusal, api_key)
         if refused is not None:
             raise refused
     if not rate_limits.enabled():
         return
-    # Off the request's thread: the count touches the cache only, never the tenant's database.
-    limited = await sync_to_async(rate_limits.refusal, thread_sensitive=False)(api_key.pk)
+    # Never on the request's thread: the count touches the cache only, never the tenant's
+    # database (in place when the cache is this process's memory).
+    limited = await minute_counts.off_loop(rate_limits.refusal, api_key.pk)
     if limited is not None:
         raise GatewayError(429, "rate_limited", limited.message, headers=limited.headers)

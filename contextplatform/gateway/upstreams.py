@@ -13,7 +13,7 @@ from typing import Any
 from contextplatform.deployments.models import Deployment
 from contextplatform.deployments.schema import RESPONSES_PROTOCOL as RESPONSES
 from contextplatform.deployments.schema import provider_of
-from contextplatform.deployments.selectors import Upstream, deployment_to_call, upstream_of
+from contextplatform.deployments.selectors import Upstream, called_upstream, deployment_to_call
 from contextplatform.gateway.protocol import GatewayError, Protocol
 from contextplatform.protocols import openai_responses
 from contextplatform.protocols.registry import PROTOCOLS
@@ -90,7 +90,7 @@ def upstreams_for(
     loaded = loaded_route(route_name, param="model")
     spec = loaded.spec
     deployments = route_deployments(spec)
-    first = upstream_of(deployments[0])
+    first = called_upstream(deployments[0])
     endpoint = ENDPOINTS[RESPONSES] if responses else ENDPOINTS[protocol]
     if provider_of(first.protocol) != protocol:
         raise GatewayError(
@@ -133,7 +133,8 @@ def upstreams_for(
             param=refused_field,
         )
     upstreams = [
-        first if deployment is deployments[0] else upstream_of(deployment) for deployment in serving
+        first if deployment is deployments[0] else called_upstream(deployment)
+        for deployment in serving
     ]
     # The resolve counts with the first serving deployment's tokenizer or calibration: it need
     # not read it again.

@@ -136,6 +136,36 @@ def test_the_middleware_hooks_stay_on_the_event_loop(
     assert ran_on == loop_thread  # on the loop itself, not on a request thread
 
 
+def test_the_browsers_middleware_is_passed_by_on_the_gateways_paths(
+    monkeypatch: pytest.MonkeyPatch, db: Any
+) -> None:
+    ran: list[tuple[str, str]] = []
+    browsers = (
+        inline_middleware.SessionMiddleware,
+        inline_middleware.CsrfViewMiddleware,
+        inline_middleware.AuthenticationMiddleware,
+        inline_middleware.MessageMiddleware,
+    )
+    for middleware in browsers:
+        original = middleware.process_request
+
+        def recording(self: Any, request: Any, original: Any = original) -> Any:
+            ran.append((type(self).__name__, request.path))
+            return original(self, request)
+
+        monkeypatch.setattr(middleware, "process_request", recording)
+
+    async def both() -> tuple[httpx.Response, httpx.Response]:
+        return await get("/v1/models"), await get("/api/v1/no-such-endpoint")
+
+    gateway, api = async_to_sync(both)()
+    assert gateway.status_code == 401  # the gateway's own answer, in OpenAI's shape
+    assert gateway.json()["error"]["type"]
+    assert gateway.headers["X-Content-Type-Options"] == "nosniff"  # the security hook still ran
+    assert api.status_code == 404
+    assert sorted(ran) == sorted((m.__name__, "/api/v1/no-such-endpoint") for m in browsers)
+
+
 def test_liveness_is_answered_in_front_of_django(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_django(*args: Any) -> None:
         raise AssertionError("Django was called for the liveness probe")

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import math
+import uuid
+from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django_tenants.utils import schema_context
 
+from contextplatform.core import config_cache
 from contextplatform.core.estimation import HeuristicEstimator
 from contextplatform.deployments import calibration
 from contextplatform.deployments.calibration import CalibratedEstimator, next_ratio
 from contextplatform.deployments.models import Deployment
+from contextplatform.deployments.selectors import deployment_to_call
 from contextplatform.deployments.services import (
     CalibrationStep,
     calibrate_deployments,
@@ -109,3 +115,29 @@ def test_a_batch_moves_each_deployment_once_as_its_steps_would_in_turn(
         expected_two = next_ratio(expected_two, 1.1)
     assert two.calibration == pytest.approx(expected_two, rel=1e-9)
     assert two.calibration_samples == 201
+
+
+def test_this_processs_copy_takes_the_ratio_its_update_returned(
+    django_db_setup: Any, django_db_blocker: Any
+) -> None:
+    """Committed, as the writer's thread writes: one UPDATE per deployment and no read of it
+    again; the call path's next copy counts with the new ratio, the shared old one is unchanged."""
+    name = f"kept-{uuid.uuid4().hex[:8]}"
+    with django_db_blocker.unblock(), schema_context("acme"):
+        assert config_cache.wait_until_listening()
+        Deployment.objects.create(
+            name=name, protocol="openai", base_url="https://x.test/v1", model="m"
+        )
+        try:
+            kept = deployment_to_call(name)
+            assert kept is not None and kept.calibration is None
+            with CaptureQueriesContext(connection) as queries:
+                assert calibrate_deployments([CalibrationStep(name, 120, 100.0)]) == 1
+            assert len(queries) == 1
+            moved = deployment_to_call(name)
+            assert moved is not None and moved is not kept
+            assert moved.calibration == pytest.approx(next_ratio(None, 1.2), rel=1e-12)
+            assert moved.calibration_samples == 1
+            assert kept.calibration is None
+        finally:
+            Deployment.objects.filter(name=name).delete()

@@ -14,7 +14,7 @@ from typing import Any
 import openai
 import pytest
 
-from contextplatform.gateway.deployment_limits import WINDOW_S
+from contextplatform.core.minute_counts import WINDOW_S
 from tests.gateway.conftest import DEPLOYMENT_HEADER, Fallbacks, outcomes
 
 

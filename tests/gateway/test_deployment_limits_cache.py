@@ -13,9 +13,10 @@ import pytest
 from django.core.cache import caches
 from django.test import override_settings
 
+from contextplatform.core.minute_counts import WINDOW_S
 from contextplatform.deployments.selectors import Upstream
 from contextplatform.gateway import deployment_limits
-from contextplatform.gateway.deployment_limits import WINDOW_S, admit_now, spend_now
+from contextplatform.gateway.deployment_limits import admit_now, spend_now
 from tests.gateway.test_balancing import within_one_minute
 
 SCHEMA = "limits_test"
