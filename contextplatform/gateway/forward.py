@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import random
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -19,6 +18,13 @@ from typing import Any, NotRequired, TypedDict, Unpack
 import aiohttp
 from django.conf import settings
 from opentelemetry.trace import SpanKind
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
 
 from contextplatform.core import safe_json, tracing
 from contextplatform.core.loop_clients import LoopClients
@@ -275,50 +281,63 @@ def connect_attempts() -> int:
     return 1 + max(retries, 0)
 
 
-def retry_wait_s(retry: int) -> float:
-    """The backoff before connection attempt ``retry`` + 1: exponential from RETRY_INITIAL_S with
-    up to RETRY_JITTER_S of jitter, never over RETRY_MAX_S."""
-    wait = RETRY_INITIAL_S * 2 ** (retry - 1) + random.uniform(0, RETRY_JITTER_S)
-    return min(wait, RETRY_MAX_S)
-
-
 async def _send_retrying(
     client: GuardedSession,
     url: str,
     body: bytes,
-    headers: Mapping[str, str],
+    headers: dict[str, str],
     upstream: Upstream,
     where: str,
 ) -> aiohttp.ClientResponse:
     """Send, trying again (bounded, with exponential backoff) only when the connection could not
     be made: then no byte of the request reached the upstream, so the call cannot run twice. A
-    timeout, a refused destination or a connection broken after sending is never retried. A
-    plain loop: a retrying library's machinery cost more CPU per call than the rest of the
-    forward, for the first attempt that almost every call ends with."""
+    timeout, a refused destination or a connection broken after sending is never retried. The
+    first attempt goes out plainly, since almost every call ends with it: the retrying machinery
+    is built only for a connection that failed."""
+    timeout_s = upstream.timeout_ms / 1000
     attempts = connect_attempts()
-    attempt = 1
-    while True:
-        try:
-            return await client.post(
-                url, body=body, headers=headers, timeout_s=upstream.timeout_ms / 1000
-            )
-        except Exception as error:
-            # A connect timeout is a TimeoutError, not a connector error: never retried either.
-            if attempt >= attempts or not failed_to_connect(error):
-                raise
-            wait_s = retry_wait_s(attempt)
-            logger.warning(
-                "connecting to the upstream deployment %r (%s) failed (%s); attempt %d of %d in "
-                "%.2f s",
-                upstream.name,
-                where,
-                error,
-                attempt + 1,
-                attempts,
-                wait_s,
-            )
-        await asyncio.sleep(wait_s)
-        attempt += 1
+    try:
+        return await client.post(url, body=body, headers=headers, timeout_s=timeout_s)
+    except Exception as error:
+        # A connect timeout is a TimeoutError, not a connector error: never retried either.
+        if attempts <= 1 or not failed_to_connect(error):
+            raise
+        first_failure = error
+
+    def noted(state: RetryCallState) -> None:
+        failure = state.outcome.exception() if state.outcome else None
+        wait_s = state.next_action.sleep if state.next_action else 0.0
+        logger.warning(
+            "connecting to the upstream deployment %r (%s) failed (%s); attempt %d of %d in %.2f s",
+            upstream.name,
+            where,
+            failure,
+            state.attempt_number + 2,
+            attempts,
+            wait_s,
+        )
+
+    logger.warning(
+        "connecting to the upstream deployment %r (%s) failed (%s); attempt 2 of %d",
+        upstream.name,
+        where,
+        first_failure,
+        attempts,
+    )
+    await asyncio.sleep(RETRY_INITIAL_S)
+    retrying = AsyncRetrying(
+        retry=retry_if_exception(failed_to_connect),
+        stop=stop_after_attempt(attempts - 1),
+        wait=wait_exponential_jitter(
+            multiplier=RETRY_INITIAL_S, max=RETRY_MAX_S, jitter=RETRY_JITTER_S
+        ),
+        before_sleep=noted,
+        reraise=True,
+    )
+    response: aiohttp.ClientResponse = await retrying(
+        client.post, url, body=body, headers=headers, timeout_s=timeout_s
+    )
+    return response
 
 
 class Forwarding(TypedDict):
