@@ -12,15 +12,18 @@ reciprocal rank (memory.fusion).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from datetime import datetime
+from functools import reduce
 from typing import Any
 
+from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Case, Count, F, FloatField, Q, QuerySet, Value, When
 
 from memory.fusion import POOL_PER_SIDE, fuse_ranks, scored
-from memory.lexical import content_words
+from memory.lexical import content_words, idf
 from memory.models import Memory
 from memory.selectors import (
     HIT_FIELDS,
@@ -62,43 +65,56 @@ def lexical_recall(
     return hits
 
 
-# One statement, one round trip: the question's lexemes as the text configuration indexes them, the
-# user's live memories holding each (through the GIN index), how many hold each, and each
-# memory's summed weight, BM25's idf of each word it holds; ties go to the shorter memory.
-WEIGHTED_TEXT_SQL = """
-WITH terms AS (
-    SELECT lexeme, to_tsquery('simple', quote_literal(lexeme)) AS q
-    FROM unnest(to_tsvector(%s::regconfig, %s))
-),
-matches AS (
-    SELECT live.id, terms.lexeme, length(live.search_vector) AS size
-    FROM ({live}) AS live JOIN terms ON live.search_vector @@ terms.q
-),
-held AS (SELECT lexeme, count(*) AS memories FROM matches GROUP BY lexeme)
-SELECT matches.id, sum(ln(1.0 + (total.memories - held.memories + 0.5) / (held.memories + 0.5)))
-    AS weight
-FROM matches JOIN held USING (lexeme)
-    CROSS JOIN (SELECT count(*) AS memories FROM ({live}) AS everyone) AS total
-GROUP BY matches.id, matches.size
-ORDER BY weight DESC, matches.size, matches.id
-LIMIT %s
-"""
+def lexemes(words: list[str]) -> list[str]:
+    """The words as the text configuration indexes them: stemmed, stop words dropped, once each."""
+    if not words:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, %s)) ORDER BY lexeme",
+            [TEXT_CONFIG, " ".join(words)],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def lexeme_query(lexeme: str) -> SearchQuery:
+    """A query for one indexed lexeme as it is (no second stemming)."""
+    quoted = "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+    return SearchQuery(quoted, config="simple", search_type="raw")
 
 
 def weighted_text_ranking(live: QuerySet[Memory], query: str, k: int) -> list[tuple[int, float]]:
-    """The ``k`` memories of ``live`` holding the most of the query's content words
-    (memory.lexical), each word weighed by its inverse document frequency among ``live``:
-    (id, summed weight), best first."""
-    words = content_words(query)
-    if not words or k <= 0:
+    """The ``k`` memories of ``live`` holding the most of the query's content words, each word
+    weighed by its inverse document frequency among ``live`` (memory.lexical), ties by
+    ``ts_rank_cd``: (id, summed weight), best first."""
+    terms = lexemes(content_words(query))
+    if not terms or k <= 0:
         return []
-    live_sql, live_params = live.values("id", "search_vector").query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            WEIGHTED_TEXT_SQL.format(live=live_sql),
-            [TEXT_CONFIG, " ".join(words), *live_params, *live_params, k],
+    queries = [lexeme_query(term) for term in terms]
+    anyone = reduce(operator.or_, queries)
+    matching = live.filter(search_vector=anyone)
+    counts = matching.aggregate(
+        **{f"t{i}": Count("id", filter=Q(search_vector=q)) for i, q in enumerate(queries)}
+    )
+    total = live.count()
+    weights = [idf(total, counts[f"t{i}"]) for i in range(len(queries))]
+    score = reduce(
+        operator.add,
+        [
+            Case(
+                When(search_vector=q, then=Value(w)), default=Value(0.0), output_field=FloatField()
+            )
+            for q, w in zip(queries, weights, strict=True)
+        ],
+    )
+    return [
+        (memory_id, float(weight))
+        for memory_id, weight in matching.annotate(
+            weight=score, rank=SearchRank(F("search_vector"), anyone, cover_density=True)
         )
-        return [(memory_id, float(weight)) for memory_id, weight in cursor.fetchall()]
+        .order_by("-weight", "-rank", "id")
+        .values_list("id", "weight")[:k]
+    ]
 
 
 def fused_recall(

@@ -8,7 +8,7 @@ import pytest
 from django_tenants.utils import schema_context
 
 from memory.fusion import fuse_ranks
-from memory.lexical import content_words
+from memory.lexical import content_words, idf
 from memory.stores.postgres import PostgresMemoryStore
 from tests.conftest import TenantFixture
 from tests.memory.test_memory_isolation import axis, remember
@@ -31,6 +31,10 @@ def test_content_words_drop_the_question_frame() -> None:
         "group",
     ]
     assert content_words("What kinds of art has she done?") == ["of", "art", "she", "done"]
+
+
+def test_idf_weighs_the_rare_word_above_the_common_one() -> None:
+    assert idf(100, 1) > idf(100, 10) > idf(100, 90) > 0.0
 
 
 def test_a_rare_word_outranks_a_common_name_held_twice(acme: TenantFixture) -> None:
