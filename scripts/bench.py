@@ -36,7 +36,8 @@ over the retrieval section's 100,000 chunks run right after it (``scripts/bench_
 ``BENCH_ONLY=backends`` runs it alone).
 The memory store's evidence recall over long conversations, dense, BM25 and the search API's
 default, what the default memory source injects, and search latency at 10,000 memories of one user
-(``scripts/bench_memory_recall.py``; ``BENCH_ONLY=memory_recall`` runs it alone).
+(``scripts/bench_memory_recall.py``; ``BENCH_ONLY=memory_recall`` runs it alone;
+``BENCH_MEMORY_DATA=assistant`` measures it on its former conversations of a user with an assistant).
 ``BENCH_QUICK=1`` shrinks every run (for trying the script; the page then says so).
 ``BENCH_BEFORE=<commit>`` with ``BENCH_ONLY=http_path`` or ``BENCH_ONLY=gateway``: that section's
 throughput for the code of ``<commit>`` beside this one's, in paired rounds of the same run

@@ -1,8 +1,10 @@
 """``BENCH_ONLY=memory_recall``: evidence recall over long conversations, every turn a memory.
 
-Over the synthetic multi-session conversations of ``scripts/bench_memory_recall_data.py`` (each
-user's turns stored as that user's memories, dated by their session), one run measures, per
-question, the share of its evidence turns found by
+Over the synthetic multi-session conversations between two friends of
+``scripts/bench_memory_recall_data.py`` (``BENCH_MEMORY_DATA=assistant``: the former ones of a user
+with an assistant, ``scripts/bench_memory_recall_assistant_data.py``), each conversation's turns
+stored as one user's memories, dated by their session, one run measures, per question, the share of
+its evidence turns found by
 
 - dense: the store's recall by cosine alone (the top 10);
 - BM25: Okapi BM25 (``contextplatform.core.bm25``) over the conversation's turns (the top 10);
@@ -18,6 +20,7 @@ and the search API's latency (the query's embedding and the store's recall) for 
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import uuid
@@ -28,8 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from scripts import report
-from scripts.bench_memory_recall_data import Conversation, conversations
+from scripts import bench_memory_recall_assistant_data, bench_memory_recall_data, report
 from scripts.bench_setup import ensure_tenant, log
 from scripts.bench_stats import summarize
 
@@ -87,10 +89,28 @@ STOP_WORDS = frozenset(
 )
 
 
+DATA_TEXT = {
+    "friends": "{conversations} synthetic conversations between two named friends, a dozen and "
+    "more dated sessions each (`scripts/bench_memory_recall_data.py`), {turns} turns each "
+    'stored as it was said ("Caroline: I went to ...") and dated by its session; each '
+    "speaker's events told once in passing, echoed in the friend's reply, small talk never "
+    "repeated verbatim; {questions} questions of LoCoMo's kinds, each naming its speaker: "
+    'single-hop (one fact, often in other words), temporal ("When did ...", answered by the '
+    "turn and its date), multi-hop (two or more turns of different sessions), open-domain "
+    "(what the speaker would likely do, from one turn).",
+    "assistant": "{conversations} synthetic conversations of a user with an assistant "
+    "(`scripts/bench_memory_recall_assistant_data.py`, the former data), {turns} turns each "
+    "stored as a memory of its user, {questions} questions asked in other words than the turns "
+    "that answer them, or asking when. Its small talk repeats verbatim, so collapsing "
+    "near-duplicates is worth more here than on real conversations.",
+}
+
+
 @dataclass
 class RecallResults:
     date: str
     quick: bool
+    data: str = "friends"
     conversations: int = 0
     turns: int = 0
     questions: int = 0
@@ -120,7 +140,25 @@ def share(found: list[int], evidence: set[int]) -> float:
     return len(evidence & set(found)) / len(evidence)
 
 
-def store_conversation(user: str, conversation: Conversation, vectors: np.ndarray) -> list[int]:
+def dataset() -> Any:
+    """The conversations' module: two friends talking (the default), or ``BENCH_MEMORY_DATA=
+    assistant``, the former data of a user talking with an assistant."""
+    name = os.environ.get("BENCH_MEMORY_DATA", "friends")
+    if name not in ("friends", "assistant"):
+        raise ValueError(f"BENCH_MEMORY_DATA must be friends or assistant, not {name!r}")
+    return bench_memory_recall_assistant_data if name == "assistant" else bench_memory_recall_data
+
+
+def sample(quick: bool, seed: int | None = None) -> list[Any]:
+    """The conversations measured (``BENCH_QUICK``: three of six sessions)."""
+    shape: dict[str, int] = {"count": 3, "sessions": 6} if quick else {"count": 10}
+    if seed is not None:
+        shape["seed"] = seed
+    conversations: list[Any] = dataset().conversations(**shape)
+    return conversations
+
+
+def store_conversation(user: str, conversation: Any, vectors: np.ndarray) -> list[int]:
     """Every turn as one memory of ``user`` (dated by its session); the memories' ids in turn
     order. Bulk-written: the bench measures recall, not the write path."""
     from django.contrib.postgres.search import SearchVector
@@ -187,7 +225,7 @@ def measure_quality(results: RecallResults, quick: bool, embedder: Any) -> None:
 
     estimator = default_estimator()
     store = get_store()
-    data = conversations(count=3 if quick else 10, sessions=6 if quick else 12)
+    data = sample(quick)
     totals: dict[str, list[float]] = {"dense": [], "bm25": [], "rrf": [], "search": []}
     kinds: dict[str, dict[str, list[float]]] = {}
     reached, tokens = [], []
@@ -242,7 +280,7 @@ def measure_latency(results: RecallResults, quick: bool, embedder: Any) -> None:
     from memory.selectors import TEXT_CONFIG
     from memory.views import SearchBody, search
 
-    data = conversations(count=10, sessions=12, seed=11)
+    data = sample(False, seed=11)
     texts = [turn.text for c in data for turn in c.turns]
     vectors = np.asarray(embedder.embed(texts), dtype=np.float64)
     rng = np.random.default_rng(3)
@@ -284,7 +322,11 @@ def run_memory_recall(quick: bool) -> RecallResults:
     from sources.embedding import get_embedder
 
     started = time.perf_counter()
-    results = RecallResults(date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), quick=quick)
+    results = RecallResults(
+        date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        quick=quick,
+        data=os.environ.get("BENCH_MEMORY_DATA", "friends"),
+    )
     ensure_tenant(TENANT)
     embedder = get_embedder()
     with schema_context(TENANT):
@@ -313,19 +355,20 @@ def section(results: RecallResults, commit: str) -> str:
             START,
             f"## Memory recall over long conversations{quick}",
             f"{results.date}, commit `{commit}`, runtime {results.runtime_s:.0f} s "
-            f"(`scripts/bench_memory_recall.py`). {results.conversations} synthetic multi-session "
-            f"conversations, {results.turns} turns each stored as a memory of its user, "
-            f"{results.questions} questions asked in other words than the turns that answer "
-            "them, or asking when; evidence recall@10 is the share of a question's evidence "
-            "turns among the first 10, averaged over the questions.",
+            f"(`scripts/bench_memory_recall.py`, data `{results.data}`). "
+            + DATA_TEXT[results.data].format(
+                conversations=results.conversations,
+                turns=results.turns,
+                questions=results.questions,
+            )
+            + " Evidence recall@10 is the share of a question's evidence turns among the first "
+            "10, averaged over the questions.",
             f"| retriever | all | {kinds} |\n|---|---|"
             + "---|" * len(results.by_kind)
             + f"\n{rows}",
             "dense: the store's recall by cosine; bm25: Okapi BM25 over the user's turns; rrf: "
-            "the two fused by reciprocal rank (64 candidates each, no duplicate collapsed), for "
-            "reference; search: the search API's default (no `hybrid` written). The small talk "
-            "repeats (a few dozen lines across hundreds of turns), so collapsing near-duplicates "
-            "is worth more here than on real conversations.",
+            "the two fused by reciprocal rank (k 60, 64 candidates each, no duplicate collapsed), "
+            "for reference; search: the search API's default (no `hybrid` written).",
             f"Through the default `memory` source (no match block): {results.to_model:.3f} of the "
             f"evidence reaches the model, in {results.injected_tokens:.0f} injected tokens per "
             "question on average.",
