@@ -76,8 +76,13 @@ LOCAL_RAG_MIN_SIMILARITY = 0.2
 # 0.25 with the sentences as said); injected tokens at 0.2 mean 21, max 57 (at 0.1: 43 / 69); a
 # question about nothing remembered gets 1.6 memories at 0.2, 3.4 at 0.1. 0.2 keeps recall above
 # 0.90 with half the noise of 0.1. hybrid_search recalled the same at every limit and threshold.
+# The limit is 10, not the 5 that suffices for one planted fact: in long conversations a question's
+# evidence is spread over several turns (an event told in passing, its detail in the next turn, its
+# date in the session), and what the search ranks 6th to 10th still answers it often enough
+# (scripts/bench_memory_recall.py, through the memory source). Ten short memories stay a few
+# hundred tokens, well inside a route's budget.
 LOCAL_MEMORY_MIN_SIMILARITY = 0.2
-LOCAL_MEMORY_TOP_K = 5
+LOCAL_MEMORY_TOP_K = 10
 
 
 @dataclass(frozen=True)

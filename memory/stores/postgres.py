@@ -5,25 +5,21 @@ expiry, is written once there).
 The default recall is hybrid, because natural questions rarely repeat the words or the meaning of
 the statement that answers them closely enough for one retriever alone: the nearest memories by
 cosine and the best text matches over *any* of the question's content words (an OR query, as BM25
-reads a question: an AND query misses most questions, whose words the answer never all holds),
-each word weighed by how rare it is among the user's memories (memory.lexical), are fused by
-reciprocal rank (memory.fusion).
+reads a question: an AND query misses most questions, whose words the answer never all holds;
+the question's frame taken out, memory.lexical) are fused by reciprocal rank (memory.fusion).
 """
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from datetime import datetime
-from functools import reduce
 from typing import Any
 
 from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db import connection
-from django.db.models import Case, Count, F, FloatField, Q, QuerySet, Value, When
+from django.db.models import F
 
 from memory.fusion import POOL_PER_SIDE, fuse_ranks, scored
-from memory.lexical import content_words, idf
+from memory.lexical import content_words
 from memory.models import Memory
 from memory.selectors import (
     HIT_FIELDS,
@@ -38,6 +34,7 @@ from memory.selectors import (
     newest_memories,
     require_user,
     search_memories,
+    text_ranked,
 )
 from memory.store import Fusion, RecallMode
 from sources.embedding import Embedder
@@ -45,76 +42,25 @@ from sources.embedding import Embedder
 DUPLICATE_ROOM = 3
 
 
+def any_word_query(text: str) -> SearchQuery | None:
+    """A text query matching a memory holding any of ``text``'s content words (the question's
+    frame taken out, memory.lexical; stop words dropped by the text configuration, words
+    stemmed); None for a text without one."""
+    words = content_words(text)
+    if not words:
+        return None
+    return SearchQuery(" or ".join(words), config=TEXT_CONFIG, search_type="websearch")
+
+
 def lexical_recall(
     user_id: str, query: str, k: int, as_of: datetime | None = None
 ) -> list[MemoryHit]:
-    """The user's ``k`` live memories best matching the query's content words, each word weighed
-    by how rare it is among them (``weighted_text_ranking``), each hit with that weight as its
-    text score."""
-    live = live_memories(user_id, as_of)
-    ranking = weighted_text_ranking(live, query, k)
-    rows = {
-        row["id"]: row for row in live.filter(id__in=[i for i, _ in ranking]).values(*HIT_FIELDS)
-    }
-    hits = []
-    for memory_id, weight in ranking:
-        if memory_id in rows:
-            hit = hit_from_row(rows[memory_id])
-            hit.lexical = weight
-            hits.append(hit)
-    return hits
-
-
-def lexemes(words: list[str]) -> list[str]:
-    """The words as the text configuration indexes them: stemmed, stop words dropped, once each."""
-    if not words:
+    """The user's ``k`` live memories best matching any of ``query``'s content words (ts_rank_cd,
+    which counts how many of the words a memory holds and how close together)."""
+    search = any_word_query(query)
+    if search is None or k <= 0:
         return []
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, %s)) ORDER BY lexeme",
-            [TEXT_CONFIG, " ".join(words)],
-        )
-        return [row[0] for row in cursor.fetchall()]
-
-
-def lexeme_query(lexeme: str) -> SearchQuery:
-    """A query for one indexed lexeme as it is (no second stemming)."""
-    quoted = "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
-    return SearchQuery(quoted, config="simple", search_type="raw")
-
-
-def weighted_text_ranking(live: QuerySet[Memory], query: str, k: int) -> list[tuple[int, float]]:
-    """The ``k`` memories of ``live`` holding the most of the query's content words, each word
-    weighed by its inverse document frequency among ``live`` (memory.lexical), ties by
-    ``ts_rank_cd``: (id, summed weight), best first."""
-    terms = lexemes(content_words(query))
-    if not terms or k <= 0:
-        return []
-    queries = [lexeme_query(term) for term in terms]
-    anyone = reduce(operator.or_, queries)
-    matching = live.filter(search_vector=anyone)
-    counts = matching.aggregate(
-        **{f"t{i}": Count("id", filter=Q(search_vector=q)) for i, q in enumerate(queries)}
-    )
-    total = live.count()
-    weights = [idf(total, counts[f"t{i}"]) for i in range(len(queries))]
-    score = reduce(
-        operator.add,
-        [
-            Case(
-                When(search_vector=q, then=Value(w)), default=Value(0.0), output_field=FloatField()
-            )
-            for q, w in zip(queries, weights, strict=True)
-        ],
-    )
-    return [
-        (memory_id, float(weight))
-        for memory_id, weight in matching.annotate(
-            weight=score, rank=SearchRank(F("search_vector"), anyone, cover_density=True)
-        )
-        .order_by("-weight", "-rank", "id")
-        .values_list("id", "weight")[:k]
-    ]
+    return text_ranked(user_id, search, k, as_of)
 
 
 def fused_recall(
@@ -137,10 +83,16 @@ def fused_recall(
         .order_by("distance", "id")
         .values_list("id", "distance")[:side]
     ]
-    # The text's cosines: of the few read below, not of every match.
-    lexical: list[tuple[int, float | None, float]] = [
-        (memory_id, None, weight) for memory_id, weight in weighted_text_ranking(live, query, side)
-    ]
+    lexical: list[tuple[int, float | None, float]] = []
+    search = any_word_query(query)
+    if search is not None:  # the text's cosines: of the few read below, not of every match
+        lexical = [
+            (memory_id, None, float(rank))
+            for memory_id, rank in live.filter(search_vector=search)
+            .annotate(rank=SearchRank(F("search_vector"), search, cover_density=True))
+            .order_by("-rank", "id")
+            .values_list("id", "rank")[:side]
+        ]
     fused = fuse_ranks(dense, lexical, min_similarity)
     # Read with room for the duplicates the collapse drops, and more while it drops too many.
     hits: dict[int, MemoryHit] = {}

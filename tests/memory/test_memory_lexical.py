@@ -1,6 +1,5 @@
 """The hybrid recall's text side on PostgreSQL and its fusion: a question's frame words are no
-match, a word most memories hold weighs less than a rare one, and each side's best candidate is
-not outranked by one both sides rank in the middle."""
+match, and each side's best candidate is not outranked by one both sides rank in the middle."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ import pytest
 from django_tenants.utils import schema_context
 
 from memory.fusion import fuse_ranks
-from memory.lexical import content_words, idf
+from memory.lexical import content_words
 from memory.stores.postgres import PostgresMemoryStore
 from tests.conftest import TenantFixture
 from tests.memory.test_memory_isolation import axis, remember
@@ -31,25 +30,6 @@ def test_content_words_drop_the_question_frame() -> None:
         "group",
     ]
     assert content_words("What kinds of art has she done?") == ["of", "art", "she", "done"]
-
-
-def test_idf_weighs_the_rare_word_above_the_common_one() -> None:
-    assert idf(100, 1) > idf(100, 10) > idf(100, 90) > 0.0
-
-
-def test_a_rare_word_outranks_a_common_name_held_twice(acme: TenantFixture) -> None:
-    # The speaker's name and "go" are in nearly every memory; "pottery" in one. Ranked by
-    # ts_rank_cd alone, two common words (one of them twice) beat the one rare word.
-    for i in range(8):
-        remember(acme.schema, "u1", f"Caroline: going to go shopping, number {i}", axis(2))
-    remember(acme.schema, "u1", "Melanie: the pottery was lovely", axis(3))
-    remember(acme.schema, "u1", "Caroline: it rained all day", axis(4))
-    with schema_context(acme.schema):
-        hits = PostgresMemoryStore().recall(
-            "u1", "When did Caroline go to the pottery workshop?", axis(0), 3, mode="lexical"
-        )
-    assert hits[0].content == "Melanie: the pottery was lovely"
-    assert hits[0].lexical is not None and hits[0].lexical > (hits[1].lexical or 0.0) > 0.0
 
 
 def test_the_question_frame_matches_no_memory(acme: TenantFixture) -> None:
