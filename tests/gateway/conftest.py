@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,10 @@ from tests.conftest import TENANT_KEYS
 from tests.live import live_server
 from tests.loopback import LOOPBACK, outbound_allowlist
 from tests.upstream import LoopbackUpstream, running_upstream
+
+# An upper bound for a call's replay record to be written (a stream's usage after its last event),
+# not a measured time.
+RECORD_ARRIVAL_S = 20
 
 OPENAI_KEY = "sk-upstream-openai-" + "7" * 24
 ANTHROPIC_KEY = "sk-ant-upstream-" + "8" * 24
@@ -57,6 +62,21 @@ class Gateway:
             response = api.get(f"/api/v1/replay/{resolve_id}")
         assert response.status_code == 200, response.text
         return dict(response.json())
+
+    def recorded(self, resolve_id: str, ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """The replay record once ``ready`` holds for it, else as it is after RECORD_ARRIVAL_S.
+        The replay writer writes a record after the answer left, and a stream's usage after its
+        last event, so a record still missing (404) is not ready yet either."""
+        deadline = time.monotonic() + RECORD_ARRIVAL_S
+        while True:
+            with self.api() as api:
+                response = api.get(f"/api/v1/replay/{resolve_id}")
+            if response.status_code == 200 and ready(record := dict(response.json())):
+                return record
+            if time.monotonic() > deadline:
+                assert response.status_code == 200, response.text
+                return record
+            time.sleep(0.05)
 
     def upstream_of(self, route: str) -> str:
         """The deployment a route forwards to."""

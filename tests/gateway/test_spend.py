@@ -56,13 +56,8 @@ def client(gateway: Gateway) -> openai.OpenAI:
 
 
 def completed(gateway: Gateway, resolve_id: str) -> dict[str, Any]:
-    """The record once the call's usage is in it (a stream's is written after its last event)."""
-    deadline = time.monotonic() + ARRIVAL_S
-    while True:
-        record = gateway.replay(resolve_id)
-        if record["usage"]["input_tokens"] or time.monotonic() > deadline:
-            return record
-        time.sleep(0.05)
+    """The record once the call's usage is in it."""
+    return gateway.recorded(resolve_id, lambda record: bool(record["usage"]["input_tokens"]))
 
 
 def series(gateway: Gateway, name: str, **labels: str) -> float:

@@ -9,7 +9,6 @@ conversation is exported."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import anthropic
@@ -22,18 +21,13 @@ from tests.otlp_receiver import ReceivedSpan, Receiver, otlp_receiver
 from tests.upstream import LoopbackUpstream
 
 PLANTED = "WOMBAT-PLANTED-51c0de"
-ARRIVAL_S = 20  # an upper bound for a streamed answer's usage to be recorded, not a measured time
 
 
 def recorded_tokens(gateway: Gateway, resolve_id: str) -> dict[str, Any]:
-    """The record's ``tokens`` once the provider's usage is in it (a stream's usage is recorded
-    after its last event reached the client)."""
-    deadline = time.monotonic() + ARRIVAL_S
-    while True:
-        tokens = dict(gateway.replay(resolve_id)["tokens"])
-        if "provider" in tokens or time.monotonic() > deadline:
-            return tokens
-        time.sleep(0.05)
+    """The record's ``tokens`` once the provider's usage is in it."""
+    return dict(
+        gateway.recorded(resolve_id, lambda record: "provider" in record["tokens"])["tokens"]
+    )
 
 
 def call_span(receiver: Receiver, resolve_id: str) -> ReceivedSpan:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +22,6 @@ from tests.gateway.conftest import RULE, Gateway, unique
 from tests.upstream import LoopbackUpstream
 
 QUESTION = "How many tokens does this question take?"
-ARRIVAL_S = 20  # an upper bound for a streamed answer's usage to be recorded, not a measured time
 
 
 def openai_client(gateway: Gateway) -> openai.OpenAI:
@@ -39,14 +37,10 @@ def messages() -> list[Any]:
 
 
 def recorded_tokens(gateway: Gateway, resolve_id: str) -> dict[str, Any]:
-    """The record's ``tokens`` once the provider's usage is in it (a stream's usage is recorded
-    after its last event reached the client)."""
-    deadline = time.monotonic() + ARRIVAL_S
-    while True:
-        tokens = dict(gateway.replay(resolve_id)["tokens"])
-        if "provider" in tokens or time.monotonic() > deadline:
-            return tokens
-        time.sleep(0.05)
+    """The record's ``tokens`` once the provider's usage is in it."""
+    return dict(
+        gateway.recorded(resolve_id, lambda record: "provider" in record["tokens"])["tokens"]
+    )
 
 
 def deployment(gateway: Gateway, name: str) -> dict[str, Any]:
