@@ -50,6 +50,14 @@ def judging(upstream: LoopbackUpstream) -> Iterator[LoopbackUpstream]:
 PRICE = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}
 
 
+def model_cost_of(usage: dict[str, Any]) -> float:
+    """What the record's model usage costs at the route deployment's PRICE (USD)."""
+    return (
+        usage["input_tokens"] * PRICE["input_per_mtok"]
+        + usage["output_tokens"] * PRICE["output_per_mtok"]
+    ) / 1e6
+
+
 def setup_route(
     gateway: Gateway, *, may_judge: bool, user: str, price: dict[str, float] | None = None
 ) -> str:
@@ -145,11 +153,7 @@ def test_the_routes_deployment_judges_then_answers(
     }
     assert judge_out > 0
     # The record's cost: the answer's calls and the judge's, each part named.
-    usage = record["usage"]
-    model_cost = (
-        usage["input_tokens"] * PRICE["input_per_mtok"]
-        + usage["output_tokens"] * PRICE["output_per_mtok"]
-    ) / 1e6
+    model_cost = model_cost_of(record["usage"])
     assert record["cost_breakdown"] == {
         "model": pytest.approx(model_cost),
         "judge": pytest.approx(judge_cost),
@@ -274,11 +278,7 @@ def test_the_compress_stages_judge_is_priced_into_the_records_cost(
         "output_tokens": judge_out,
         "cost_usd": pytest.approx(judge_cost),
     }
-    usage = record["usage"]
-    model_cost = (
-        usage["input_tokens"] * PRICE["input_per_mtok"]
-        + usage["output_tokens"] * PRICE["output_per_mtok"]
-    ) / 1e6
+    model_cost = model_cost_of(record["usage"])
     assert record["cost_breakdown"] == {
         "model": pytest.approx(model_cost),
         "judge": None,  # no source asked the relevance judge
